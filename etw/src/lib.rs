@@ -1,0 +1,1 @@
+//! Windows ETW source (cfg(windows)); type-checked on Linux.

@@ -1,0 +1,1 @@
+//! Turns (pid, address) into frames.

@@ -1,0 +1,71 @@
+//! Compiling workloads with mcs, cached by a hash of their sources.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Mutex,
+};
+
+use crate::{Runtime, TestbedError, cache_dir};
+
+/// `tests/workloads/` in the source tree.
+pub fn workloads_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads")
+}
+
+fn fnv1a(data: &[u8], mut h: u64) -> u64 {
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+static COMPILE_LOCK: Mutex<()> = Mutex::new(());
+
+/// Compiles `tests/workloads/<name>.cs` (with Common.cs) for `runtime` and returns the dll path,
+/// next to a `<name>.runtimeconfig.json` naming the runtime's framework.
+pub fn compile(name: &str, runtime: Runtime) -> Result<PathBuf, TestbedError> {
+    let dir = workloads_dir();
+    let main = dir.join(format!("{name}.cs"));
+    if !main.is_file() {
+        return Err(TestbedError::NoWorkload(name.to_string()));
+    }
+    let common = dir.join("Common.cs");
+    let mut h = 0xcbf29ce484222325;
+    for f in [&common, &main] {
+        h = fnv1a(&fs::read(f)?, h);
+    }
+    let out_dir = cache_dir().join("workloads").join(format!("{name}-{h:016x}")).join(runtime.cache_name());
+    let dll = out_dir.join(format!("{name}.dll"));
+    let _guard = COMPILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !dll.is_file() {
+        fs::create_dir_all(&out_dir)?;
+        let tmp = out_dir.join(format!("{name}.dll.tmp"));
+        let out = Command::new("mcs")
+            .arg("-target:exe")
+            .arg("-optimize+")
+            .arg("-debug-")
+            .arg(format!("-out:{}", tmp.display()))
+            .arg(&common)
+            .arg(&main)
+            .output()
+            .map_err(TestbedError::NoCompiler)?;
+        if !out.status.success() {
+            return Err(TestbedError::Compile {
+                workload: name.to_string(),
+                output: format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+            });
+        }
+        fs::rename(&tmp, &dll)?;
+    }
+    let config = out_dir.join(format!("{name}.runtimeconfig.json"));
+    fs::write(
+        &config,
+        format!(
+            "{{\"runtimeOptions\":{{\"tfm\":\"net{v}\",\"framework\":{{\"name\":\"Microsoft.NETCore.App\",\"version\":\"{v}\"}}}}}}\n",
+            v = runtime.framework_version()
+        ),
+    )?;
+    Ok(dll)
+}

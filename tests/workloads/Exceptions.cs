@@ -1,0 +1,33 @@
+// Throws known exceptions: arg1 = count of InvalidOperationException("boom"), arg2 = count of
+// ArgumentException("bad argument"), spread evenly over the run, then waits out the duration.
+using System;
+using System.Runtime.CompilerServices;
+using System.Threading;
+
+public static class Exceptions
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void ThrowInvalid() { throw new InvalidOperationException("boom"); }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void ThrowArgument() { throw new ArgumentException("bad argument"); }
+
+    public static int Main(string[] args)
+    {
+        double seconds = Workload.Seconds(args);
+        int invalid = Workload.IntArg(args, 1, 100);
+        int argument = Workload.IntArg(args, 2, 50);
+        // Optional: seconds to wait after "ready" before throwing, so a tracer can attach.
+        int delayMs = Workload.IntArg(args, 3, 0);
+        Workload.Ready();
+        var clock = Workload.Clock();
+        Thread.Sleep(delayMs);
+        int caughtInvalid = 0, caughtArgument = 0;
+        for (int i = 0; i < invalid; i++) { try { ThrowInvalid(); } catch (InvalidOperationException) { caughtInvalid++; } }
+        for (int i = 0; i < argument; i++) { try { ThrowArgument(); } catch (ArgumentException) { caughtArgument++; } }
+        Console.WriteLine("thrown InvalidOperationException=" + caughtInvalid + " ArgumentException=" + caughtArgument);
+        while (clock.Elapsed.TotalSeconds < seconds) Thread.Sleep(50);
+        Workload.Done();
+        return 0;
+    }
+}

@@ -1,0 +1,1 @@
+//! Decoders of CoreCLR runtime event payloads, shared by the EventPipe and ETW sources.

@@ -1,0 +1,164 @@
+//! Loading clrprobe's BPF object and reading its maps back (Linux).
+mod logs;
+mod object;
+
+pub use logs::LogCollector;
+pub use object::embedded_object;
+
+use std::{collections::HashMap, num::NonZeroU32, path::Path};
+
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray},
+    programs::{
+        PerfEvent, UProbe,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        uprobe::UProbeScope,
+    },
+};
+use aya_log::EbpfLogger;
+use clrprobe_common::{SampleKey, SampleValue, Stats, names};
+
+/// Errors of the BPF side. Each names the cause and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    #[error(
+        "this clrprobe was built without its BPF object; build it with `cargo xtask build` \
+         (or set CLRPROBE_BPF_OBJ to a built clrprobe-ebpf object)"
+    )]
+    NotEmbedded,
+    #[error("loading the BPF object failed: {0} (run `clrprobe doctor` to see what is missing)")]
+    Load(#[from] aya::EbpfError),
+    #[error("BPF program {name} is missing from the object")]
+    NoProgram { name: &'static str },
+    #[error("BPF map {name} is missing from the object")]
+    NoMap { name: &'static str },
+    #[error("BPF program {name}: {source} (run `clrprobe doctor` to see what is missing)")]
+    Program { name: &'static str, #[source] source: aya::programs::ProgramError },
+    #[error("BPF map {name}: {source}")]
+    Map { name: &'static str, #[source] source: aya::maps::MapError },
+    #[error("BPF logger: {0}")]
+    Logger(#[from] aya_log::Error),
+    #[error("listing online CPUs failed: {0}")]
+    Cpus(String),
+}
+
+/// A loaded BPF object with its log reader kept alive (dropping the logger closes the log map).
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    logger: EbpfLogger<LogCollector>,
+    pub logs: LogCollector,
+}
+
+impl Loaded {
+    /// Loads the embedded object and starts collecting its aya-log records.
+    pub fn load() -> Result<Self, BpfError> {
+        Self::load_bytes(embedded_object()?)
+    }
+
+    pub fn load_bytes(bytes: &[u8]) -> Result<Self, BpfError> {
+        let mut ebpf = Ebpf::load(bytes)?;
+        let logs = LogCollector::default();
+        let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
+        Ok(Self { ebpf, logger, logs })
+    }
+
+    /// Moves pending BPF log records into the collector.
+    pub fn poll_logs(&mut self) {
+        self.logger.flush();
+    }
+
+    /// Records these processes (0 = every process).
+    pub fn add_targets(&mut self, pids: &[u32]) -> Result<(), BpfError> {
+        let name = names::TARGET_PIDS;
+        let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
+        let mut targets: BpfHashMap<&mut MapData, u32, u8> =
+            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        for &pid in pids {
+            targets.insert(pid, 1, 0).map_err(|source| BpfError::Map { name, source })?;
+        }
+        Ok(())
+    }
+
+    /// Attaches the cpu-clock sampler to every online CPU at `freq` Hz.
+    pub fn attach_sampler(&mut self, freq: u64) -> Result<usize, BpfError> {
+        let name = names::PROG_CPU_SAMPLE;
+        let prog: &mut PerfEvent = self
+            .ebpf
+            .program_mut(name)
+            .ok_or(BpfError::NoProgram { name })?
+            .try_into()
+            .map_err(|source| BpfError::Program { name, source })?;
+        prog.load().map_err(|source| BpfError::Program { name, source })?;
+        let cpus = aya::util::online_cpus().map_err(|(what, e)| BpfError::Cpus(format!("{what}: {e}")))?;
+        for &cpu in &cpus {
+            prog.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu },
+                SamplePolicy::Frequency(freq),
+                false,
+            )
+            .map_err(|source| BpfError::Program { name, source })?;
+        }
+        Ok(cpus.len())
+    }
+
+    /// Attaches the counting uprobe to `symbol` in `target` (a path or a library name like "libc").
+    /// With `pid`, the kernel fires it only in that process.
+    pub fn attach_uprobe(&mut self, target: &Path, symbol: &str, pid: Option<u32>) -> Result<(), BpfError> {
+        let name = names::PROG_UPROBE_COUNT;
+        let prog: &mut UProbe = self
+            .ebpf
+            .program_mut(name)
+            .ok_or(BpfError::NoProgram { name })?
+            .try_into()
+            .map_err(|source| BpfError::Program { name, source })?;
+        if prog.fd().is_err() {
+            prog.load().map_err(|source| BpfError::Program { name, source })?;
+        }
+        let scope = match pid.and_then(NonZeroU32::new) {
+            Some(p) => UProbeScope::OneProcess(p),
+            None => UProbeScope::AllProcesses,
+        };
+        prog.attach(symbol, target, scope).map_err(|source| BpfError::Program { name, source })?;
+        Ok(())
+    }
+
+    /// Sample counts aggregated in the kernel, keyed by (pid, tid, stacks, comm).
+    pub fn sample_counts(&self) -> Result<Vec<(SampleKey, u64)>, BpfError> {
+        let name = names::SAMPLE_COUNTS;
+        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
+        let m: BpfHashMap<&MapData, SampleKey, SampleValue> =
+            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        m.iter()
+            .map(|r| r.map(|(k, v)| (k, v.count)).map_err(|source| BpfError::Map { name, source }))
+            .collect()
+    }
+
+    /// Uprobe hits per pid.
+    pub fn uprobe_counts(&self) -> Result<HashMap<u32, u64>, BpfError> {
+        let name = names::UPROBE_COUNTS;
+        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
+        let m: BpfHashMap<&MapData, u32, u64> =
+            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        m.iter().map(|r| r.map_err(|source| BpfError::Map { name, source })).collect()
+    }
+
+    /// Counters summed over CPUs.
+    pub fn stats(&self) -> Result<Stats, BpfError> {
+        let name = names::STATS;
+        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
+        let m: PerCpuArray<&MapData, Stats> =
+            PerCpuArray::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        let per_cpu = m.get(&clrprobe_common::STATS_SLOT, 0).map_err(|source| BpfError::Map { name, source })?;
+        let mut t = Stats::default();
+        for s in per_cpu.iter() {
+            t.samples += s.samples;
+            t.dropped_map_full += s.dropped_map_full;
+            t.user_stack_errors += s.user_stack_errors;
+            t.kernel_stack_errors += s.kernel_stack_errors;
+            t.uprobe_hits += s.uprobe_hits;
+        }
+        Ok(t)
+    }
+}

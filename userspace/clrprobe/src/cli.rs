@@ -1,0 +1,53 @@
+//! Command-line arguments, parsed by clap into plain structs.
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "clrprobe", version, about = "A kernel-assisted profiler for .NET")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Checks what this machine allows (kernel, BTF, capabilities, perf, tracefs, uprobes).
+    Doctor(DoctorCmd),
+    /// Loads the BPF programs, samples the given processes and counts a uprobe in them.
+    Probe(ProbeCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorCmd {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeCmd {
+    /// Process ids to record (0 = every process).
+    #[arg(short = 'p', long = "pid", required = true, num_args = 1..)]
+    pub pids: Vec<u32>,
+    /// Seconds to record.
+    #[arg(short, long, default_value_t = 2.0)]
+    pub duration: f64,
+    /// Sampling frequency in Hz.
+    #[arg(long, default_value_t = 99)]
+    pub freq: u64,
+    /// Uprobe to count, as LIBRARY:SYMBOL (LIBRARY a path or a name such as libc).
+    #[arg(long, default_value = "libc:write")]
+    pub uprobe: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl ProbeCmd {
+    /// Splits `--uprobe LIB:SYMBOL` at the last colon.
+    pub fn uprobe_target(&self) -> Option<(PathBuf, String)> {
+        let (lib, sym) = self.uprobe.rsplit_once(':')?;
+        (!lib.is_empty() && !sym.is_empty()).then(|| (PathBuf::from(lib), sym.to_string()))
+    }
+}

@@ -1,0 +1,75 @@
+use std::{process::ExitCode, time::Duration};
+
+use anyhow::Context;
+use clap::Parser;
+use clrprobe::{
+    cli::{Cli, Command},
+    doctor,
+};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("clrprobe: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Doctor(cmd) => {
+            let report = doctor::Report::probe();
+            if cmd.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{report}");
+            }
+            Ok(if report.has_missing() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        Command::Probe(cmd) => probe(cmd),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
+    let args = clrprobe::probe::ProbeArgs {
+        pids: cmd.pids.clone(),
+        duration: Duration::from_secs_f64(cmd.duration),
+        freq: cmd.freq,
+        uprobe: cmd.uprobe_target(),
+    };
+    let report = match clrprobe::probe::run(&args) {
+        Ok(r) => r,
+        Err(e) => {
+            let doctor = doctor::Report::probe();
+            if doctor.has_missing() {
+                eprint!("{doctor}");
+            }
+            return Err(e).context("probe failed");
+        }
+    };
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("cpus sampled: {}", report.cpus);
+        for (pid, n) in &report.samples {
+            println!("pid {pid}: {n} samples, {} distinct stacks", report.sample_keys[pid]);
+        }
+        for (pid, n) in &report.uprobe_hits {
+            println!("pid {pid}: {n} uprobe hits");
+        }
+        for l in &report.bpf_logs {
+            println!("bpf: {l}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe(_cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe probe` loads BPF programs and needs Linux")
+}

@@ -1,0 +1,1 @@
+//! .NET diagnostics IPC client and streaming NetTrace reader.

@@ -1,0 +1,1 @@
+//! The in-memory profile model and its writers.

@@ -1,0 +1,83 @@
+//! `cargo xtask`: builds the BPF programs, sets up the .NET test bed, and runs every test.
+mod cache;
+mod dotnet;
+mod ebpf;
+mod util;
+
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "clrprobe build, set-up and test tasks")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Builds the BPF programs (installs rust-src and bpf-linker 0.10.3 when missing).
+    BuildEbpf,
+    /// Builds the BPF programs and the `clrprobe` binary with them embedded (release).
+    Build,
+    /// Builds, then runs `clrprobe` as root with the given arguments.
+    Run {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Fetches .NET 8.0.4 and .NET Core 3.1.23 runtimes and mono-mcs into the cache (idempotent).
+    SetupDotnet,
+    /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
+    Test {
+        /// Extra arguments for `cargo test` (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::BuildEbpf => {
+            ebpf::build()?;
+        }
+        Cmd::Build => {
+            let bin = ebpf::build_userspace()?;
+            println!("built {}", bin.display());
+        }
+        Cmd::Run { args } => {
+            let bin = ebpf::build_userspace()?;
+            util::run_as_root(&bin, &args)?;
+        }
+        Cmd::SetupDotnet => dotnet::setup()?,
+        Cmd::Test { args } => test(&args)?,
+    }
+    Ok(())
+}
+
+fn test(extra: &[String]) -> Result<()> {
+    let t0 = Instant::now();
+    dotnet::setup()?;
+    let t1 = Instant::now();
+    let obj = ebpf::build()?;
+    let t2 = Instant::now();
+    let mut cmd = util::cargo();
+    cmd.args(["test", "--workspace", "--exclude", "clrprobe-ebpf"])
+        .env("CLRPROBE_BPF_OBJ", &obj)
+        .env("CLRPROBE_CACHE", cache::dir());
+    if !extra.is_empty() {
+        cmd.arg("--").args(extra);
+    }
+    util::check(&mut cmd, "cargo test")?;
+    let t3 = Instant::now();
+    eprintln!(
+        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, cargo test {:.1}s, total {:.1}s",
+        (t1 - t0).as_secs_f64(),
+        (t2 - t1).as_secs_f64(),
+        (t3 - t2).as_secs_f64(),
+        (t3 - t0).as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! Process helpers for xtask.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+
+/// The workspace root (xtask lives one level below it).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+}
+
+/// Cargo's target directory for this workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"))
+}
+
+/// A `cargo` command in the workspace root, on the toolchain that runs xtask.
+pub fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Runs `cmd`, failing with `what` when it does not exit 0.
+pub fn check(cmd: &mut Command, what: &str) -> Result<()> {
+    let status = cmd.status().with_context(|| format!("could not start {what}: {cmd:?}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs `cmd` and returns its stdout, or None when it cannot start or fails.
+pub fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|s| s.trim() == "0")
+}
+
+pub fn have(program: &str) -> bool {
+    output(Command::new("sh").args(["-c", &format!("command -v {program}")])).is_some()
+}
+
+/// Runs `bin args…` as root (through sudo when we are not root), exiting with its status.
+pub fn run_as_root(bin: &Path, args: &[String]) -> Result<()> {
+    let mut cmd = if is_root() {
+        Command::new(bin)
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg(bin);
+        c
+    };
+    let status = cmd.args(args).status().with_context(|| format!("running {}", bin.display()))?;
+    std::process::exit(status.code().unwrap_or(1));
+}
