@@ -42,7 +42,7 @@ fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
         freq: cmd.freq,
         uprobe: cmd.uprobe_target(),
     };
-    let report = match clrprobe::probe::run(&args) {
+    let report = match clrprobe::probe::run(&args, || eprintln!("clrprobe: attached, recording for {:.1} s", cmd.duration)) {
         Ok(r) => r,
         Err(e) => {
             let doctor = doctor::Report::probe();

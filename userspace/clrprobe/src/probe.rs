@@ -43,7 +43,8 @@ pub enum ProbeError {
     NoProcess(u32),
 }
 
-pub fn run(args: &ProbeArgs) -> Result<ProbeReport, ProbeError> {
+/// Runs the probe; `on_attached` is called once every program is attached.
+pub fn run(args: &ProbeArgs, on_attached: impl FnOnce()) -> Result<ProbeReport, ProbeError> {
     for &pid in &args.pids {
         if pid != 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             return Err(ProbeError::NoProcess(pid));
@@ -55,6 +56,7 @@ pub fn run(args: &ProbeArgs) -> Result<ProbeReport, ProbeError> {
     if let Some((lib, sym)) = &args.uprobe {
         bpf.attach_uprobe(lib, sym, None)?;
     }
+    on_attached();
     let end = Instant::now() + args.duration;
     while Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50).min(end.saturating_duration_since(Instant::now())));
