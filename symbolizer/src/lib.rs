@@ -1,1 +1,11 @@
-//! Turns (pid, address) into frames.
+//! Turns (pid, address) into frames for .NET processes.
+//!
+//! Sans-IO parsers ([`perf_map`], [`maps`], [`pe`], [`metadata`], [`r2r`], [`kernel`]) take
+//! bytes; [`ProcessSymbolizer`] reads `/proc/PID/...` and routes each address to the right one.
+pub mod error;
+pub mod frame;
+pub mod perf_map;
+
+pub use error::{Error, FormatError};
+pub use frame::{Frame, FrameKind};
+pub use perf_map::{PerfMap, PerfMapSymbol};

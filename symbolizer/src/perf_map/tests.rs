@@ -1,0 +1,99 @@
+use super::*;
+
+fn names(m: &mut PerfMap) -> Vec<(u64, u64, String, Option<&'static str>)> {
+    m.iter().map(|s| (s.start, s.size, s.name.to_string(), s.tier)).collect()
+}
+
+#[test]
+fn hex_with_and_without_prefix() {
+    let mut m = PerfMap::parse(b"0x7f00001000 0x20 A::a()\n7f00002000 30 B::b()\n0X7F00003000 1f C::c()\n");
+    assert_eq!(
+        names(&mut m),
+        vec![
+            (0x7f00001000, 0x20, "A::a()".into(), None),
+            (0x7f00002000, 0x30, "B::b()".into(), None),
+            (0x7f00003000, 0x1f, "C::c()".into(), None),
+        ]
+    );
+    assert_eq!(m.lookup(0x7f0000201f).map(|s| s.name), Some("B::b()"));
+    assert_eq!(m.lookup(0x7f00002030), None, "one past the end is outside");
+    assert_eq!(m.lookup(0x7f00000fff), None);
+}
+
+#[test]
+fn names_with_spaces_and_tiers() {
+    let text = "0x7f1dd2032500 38 void [Cpu] Cpu::HotA()[QuickJitted]\n\
+                0x7f1dd2032ec0 37 void [Cpu] Cpu::HotA()[OptimizedTier1]\n\
+                0x7f1dd2040000 10 instance void [System.Private.CoreLib] System.Collections.Generic.List`1[System.__Canon]::Add(!0)[Tier0]\n\
+                0x7f1dd2050000 10 int32 [x] X::M()[OSR]\n\
+                0x7f1dd2060000 10 void [x] X::P()[PreJIT]\n\
+                0x7f1dd2070000 10 stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>\n\
+                0x7f1dd2080000 10 void [x] X::Q()[NotATier]\n";
+    let mut m = PerfMap::parse(text.as_bytes());
+    let got = names(&mut m);
+    assert_eq!(got[0].2, "void [Cpu] Cpu::HotA()");
+    assert_eq!(got[0].3, Some("QuickJitted"));
+    assert_eq!(got[1].3, Some("OptimizedTier1"));
+    assert_eq!(got[2].2, "instance void [System.Private.CoreLib] System.Collections.Generic.List`1[System.__Canon]::Add(!0)");
+    assert_eq!(got[2].3, Some("Tier0"));
+    assert_eq!(got[3].3, Some("OSR"));
+    assert_eq!(got[4].3, Some("PreJIT"));
+    assert_eq!(got[5].2, "stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>");
+    assert_eq!(got[5].3, None);
+    assert_eq!(got[6].2, "void [x] X::Q()[NotATier]", "unknown bracket words stay in the name");
+}
+
+#[test]
+fn nul_joined_records() {
+    let mut m = PerfMap::parse(b"0x1000 0x10 A\x000x2000 0x10 B\n0x3000 0x10 C\x00");
+    assert_eq!(m.len(), 3);
+    assert_eq!(m.lookup(0x2008).map(|s| s.name), Some("B"));
+    assert_eq!(m.lookup(0x3000).map(|s| s.name), Some("C"));
+}
+
+#[test]
+fn partial_last_line_waits_for_the_rest() {
+    let mut m = PerfMap::new();
+    assert_eq!(m.feed(b"0x1000 0x10 A::a()\n0x2000 0x1"), 1);
+    assert_eq!(m.lookup(0x2000), None, "partial record is not parsed yet");
+    assert_eq!(m.feed(b"0 B::b()[Tier0]\n"), 1);
+    let s = m.lookup(0x200f).expect("completed record");
+    assert_eq!((s.size, s.name, s.tier), (0x10, "B::b()", Some("Tier0")));
+    assert_eq!(m.consumed(), 45);
+    // A final unterminated record counts after finish().
+    m.feed(b"0x3000 0x10 C");
+    assert_eq!(m.lookup(0x3000), None);
+    assert_eq!(m.finish(), 1);
+    assert_eq!(m.lookup(0x3000).map(|s| s.name), Some("C"));
+}
+
+#[test]
+fn incremental_append_byte_by_byte_matches_whole_parse() {
+    let text = b"0x5000 0x10 E\n0x1000 0x10 A\n0x3000 0x100 C with space\x000x2000 0x10 B[Tier1]\n";
+    let mut whole = PerfMap::parse(text);
+    let mut inc = PerfMap::new();
+    for b in text.iter() {
+        inc.feed(std::slice::from_ref(b));
+        inc.index();
+    }
+    assert_eq!(names(&mut whole), names(&mut inc));
+    assert_eq!(inc.len(), 4);
+    assert_eq!(inc.lookup(0x30ff).map(|s| s.name), Some("C with space"));
+}
+
+#[test]
+fn later_records_for_the_same_address_win() {
+    let mut m = PerfMap::parse(b"0x1000 0x40 Old::m()[Tier0]\n0x2000 0x10 X\n0x1000 0x40 New::m()[OptimizedTier1]\n");
+    let s = m.lookup(0x1010).expect("found");
+    assert_eq!((s.name, s.tier), ("New::m()", Some("OptimizedTier1")));
+    m.feed(b"0x1000 0x40 Newest::m()\n");
+    assert_eq!(m.lookup(0x1000).map(|s| s.name), Some("Newest::m()"));
+}
+
+#[test]
+fn garbage_is_skipped_not_fatal() {
+    let mut m = PerfMap::parse(b"zzzz 10 bad\n0x1000\n\n   \n0x1000 0x10 \xff\xfeok\n0xffffffffffffffffff 1 overflow\n");
+    assert_eq!(m.len(), 1);
+    assert_eq!(m.skipped(), 3);
+    assert_eq!(m.lookup(0x1000).map(|s| s.name.ends_with("ok")), Some(true));
+}
