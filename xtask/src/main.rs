@@ -1,8 +1,10 @@
 //! `cargo xtask`: builds the BPF programs, sets up the .NET test bed, and runs every test.
 mod cache;
+mod demo;
 mod dotnet;
 mod ebpf;
 mod util;
+mod windows;
 
 use std::time::Instant;
 
@@ -29,6 +31,14 @@ enum Cmd {
     },
     /// Fetches .NET 8.0.4 and .NET Core 3.1.23 runtimes and mono-mcs into the cache (idempotent).
     SetupDotnet,
+    /// The main job: sets up, builds, and profiles the bundled sample .NET app (tests/workloads/Cpu.cs).
+    Demo {
+        /// Seconds to record.
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+    },
+    /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
+    CheckWindows,
     /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
     Test {
         /// Extra arguments for `cargo test` (after `--`).
@@ -52,6 +62,8 @@ fn main() -> Result<()> {
             util::run_as_root(&bin, &args)?;
         }
         Cmd::SetupDotnet => dotnet::setup()?,
+        Cmd::Demo { seconds } => demo::run(seconds)?,
+        Cmd::CheckWindows => windows::check()?,
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())
@@ -63,6 +75,7 @@ fn test(extra: &[String]) -> Result<()> {
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();
+    windows::check()?;
     let mut cmd = util::cargo();
     cmd.args(["test", "--workspace", "--exclude", "clrprobe-ebpf"])
         .env("CLRPROBE_BPF_OBJ", &obj)
@@ -73,7 +86,7 @@ fn test(extra: &[String]) -> Result<()> {
     util::check(&mut cmd, "cargo test")?;
     let t3 = Instant::now();
     eprintln!(
-        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, cargo test {:.1}s, total {:.1}s",
+        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, total {:.1}s",
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         (t3 - t2).as_secs_f64(),

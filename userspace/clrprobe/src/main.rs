@@ -1,6 +1,5 @@
-use std::{process::ExitCode, time::Duration};
+use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 use clrprobe::{
     cli::{Cli, Command},
@@ -36,6 +35,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 #[cfg(target_os = "linux")]
 fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    use std::time::Duration;
     let args = clrprobe::probe::ProbeArgs {
         pids: cmd.pids.clone(),
         duration: Duration::from_secs_f64(cmd.duration),
