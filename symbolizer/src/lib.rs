@@ -9,3 +9,5 @@ pub mod perf_map;
 pub use error::{Error, FormatError};
 pub use frame::{Frame, FrameKind};
 pub use perf_map::{PerfMap, PerfMapSymbol};
+pub mod maps;
+pub use maps::{Backing, Mapping, Maps};
