@@ -1,1 +1,2 @@
 //! .NET diagnostics IPC client and streaming NetTrace reader.
+pub mod ipc;

@@ -1,0 +1,202 @@
+//! Finding a process's diagnostics endpoint.
+//!
+//! Linux: the runtime listens on `$TMPDIR/dotnet-diagnostic-{pid}-{key}-socket` (key = process
+//! start time in jiffies). We look in the target's TMPDIR (from /proc/PID/environ), in /tmp, and
+//! through `/proc/PID/root` (a target in another mount namespace, e.g. a container). Inside a pid
+//! namespace the name carries the namespaced pid (last NSpid entry of /proc/PID/status). If several
+//! sockets match, the one whose key equals the start time wins, else the newest.
+//! Windows: the named pipe `\\.\pipe\dotnet-diagnostic-{pid}`.
+use super::{error::IpcError, transport::Endpoint};
+
+/// Finds the diagnostics endpoint of `pid`.
+#[cfg(windows)]
+pub fn find_socket(pid: u32) -> Result<Endpoint, IpcError> {
+    let path = std::path::PathBuf::from(format!(r"\\.\pipe\dotnet-diagnostic-{pid}"));
+    if std::fs::metadata(&path).is_err() && std::fs::File::open(&path).is_err() {
+        // The pipe namespace cannot always be stat'ed; only fail when both probes fail.
+        return Err(IpcError::NoSocket { pid, searched: vec![path] });
+    }
+    Ok(Endpoint::NamedPipe(path))
+}
+
+/// Finds the diagnostics endpoint of `pid`.
+#[cfg(unix)]
+pub fn find_socket(pid: u32) -> Result<Endpoint, IpcError> {
+    linux::find(pid, std::path::Path::new("/proc"))
+}
+
+#[cfg(unix)]
+pub(crate) mod linux {
+    use std::{
+        collections::HashSet,
+        ffi::OsStr,
+        io,
+        os::unix::{ffi::OsStrExt, fs::MetadataExt},
+        path::{Path, PathBuf},
+        time::SystemTime,
+    };
+
+    use super::super::{error::IpcError, transport::Endpoint};
+
+    /// Parses `dotnet-diagnostic-{pid}-{key}-socket` → (pid, key).
+    pub fn parse_socket_name(name: &OsStr) -> Option<(u32, u64)> {
+        let s = std::str::from_utf8(name.as_bytes()).ok()?;
+        let rest = s.strip_prefix("dotnet-diagnostic-")?.strip_suffix("-socket")?;
+        let (pid, key) = rest.split_once('-')?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(pid) || !digits(key) {
+            return None;
+        }
+        Some((pid.parse().ok()?, key.parse().ok()?))
+    }
+
+    /// The pids the process is known by: host pid, then the innermost namespace pid (NSpid).
+    pub fn namespace_pids(pid: u32, status: &str) -> Vec<u32> {
+        let mut pids = vec![pid];
+        if let Some(line) = status.lines().find(|l| l.starts_with("NSpid:")) {
+            if let Some(inner) = line["NSpid:".len()..].split_whitespace().last().and_then(|t| t.parse().ok()) {
+                if inner != pid {
+                    pids.push(inner);
+                }
+            }
+        }
+        pids
+    }
+
+    /// Field 22 of /proc/PID/stat (start time in jiffies); the comm field may contain spaces/parens.
+    pub fn start_time(stat: &str) -> Option<u64> {
+        let after = &stat[stat.rfind(')')? + 1..];
+        after.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    fn tmpdir_from_environ(environ: &[u8]) -> Option<PathBuf> {
+        environ
+            .split(|&b| b == 0)
+            .find_map(|kv| kv.strip_prefix(b"TMPDIR="))
+            .filter(|v| !v.is_empty())
+            .map(|v| PathBuf::from(OsStr::from_bytes(v)))
+    }
+
+    fn is_perm(e: &io::Error) -> bool {
+        e.kind() == io::ErrorKind::PermissionDenied
+    }
+
+    pub fn find(pid: u32, proc_root: &Path) -> Result<Endpoint, IpcError> {
+        let proc_dir = proc_root.join(pid.to_string());
+        let status = match std::fs::read_to_string(proc_dir.join("status")) {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(IpcError::NoSuchProcess { pid }),
+            Err(e) if is_perm(&e) => return Err(IpcError::PermissionDenied { path: proc_dir.join("status"), source: e }),
+            Err(e) => return Err(IpcError::Io(e)),
+        };
+        let pids = namespace_pids(pid, &status);
+        let start = std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|s| start_time(&s));
+        let mut perm_error: Option<(PathBuf, io::Error)> = None;
+
+        let root = proc_dir.join("root");
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        match std::fs::read(proc_dir.join("environ")) {
+            Ok(env) => {
+                if let Some(tmp) = tmpdir_from_environ(&env) {
+                    if tmp.is_absolute() {
+                        dirs.push(root.join(tmp.strip_prefix("/").unwrap_or(&tmp)));
+                    }
+                    dirs.push(tmp);
+                }
+            }
+            Err(e) if is_perm(&e) => perm_error = Some((proc_dir.join("environ"), e)),
+            Err(_) => {}
+        }
+        dirs.push(PathBuf::from("/tmp"));
+        dirs.push(root.join("tmp"));
+
+        // (mtime, key matches start time, path)
+        let mut best: Option<(bool, SystemTime, PathBuf)> = None;
+        let mut seen_dirs = HashSet::new();
+        for dir in &dirs {
+            let meta = match std::fs::metadata(dir) {
+                Ok(m) => m,
+                Err(e) => {
+                    if is_perm(&e) && perm_error.is_none() {
+                        perm_error = Some((dir.clone(), e));
+                    }
+                    continue;
+                }
+            };
+            if !seen_dirs.insert((meta.dev(), meta.ino())) {
+                continue;
+            }
+            let entries = match std::fs::read_dir(dir) {
+                Ok(r) => r,
+                Err(e) => {
+                    if is_perm(&e) && perm_error.is_none() {
+                        perm_error = Some((dir.clone(), e));
+                    }
+                    continue;
+                }
+            };
+            for entry in entries.flatten() {
+                let Some((p, key)) = parse_socket_name(&entry.file_name()) else { continue };
+                if !pids.contains(&p) {
+                    continue;
+                }
+                let path = entry.path();
+                let mtime = entry.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+                let exact = start == Some(key);
+                let better = match &best {
+                    None => true,
+                    Some((bexact, bmtime, _)) => (exact, mtime) > (*bexact, *bmtime),
+                };
+                if better {
+                    best = Some((exact, mtime, path));
+                }
+            }
+        }
+        match (best, perm_error) {
+            (Some((_, _, path)), _) => Ok(Endpoint::UnixSocket(path)),
+            (None, Some((path, source))) => Err(IpcError::PermissionDenied { path, source }),
+            (None, None) => Err(IpcError::NoSocket { pid, searched: dirs }),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn socket_names() {
+            assert_eq!(parse_socket_name(OsStr::new("dotnet-diagnostic-123-456789-socket")), Some((123, 456789)));
+            for bad in ["dotnet-diagnostic-123-socket", "dotnet-diagnostic--1-socket", "dotnet-diagnostic-1-2-socketx", "dotnet-diagnostic-a-2-socket", "x"] {
+                assert_eq!(parse_socket_name(OsStr::new(bad)), None, "{bad}");
+            }
+        }
+
+        #[test]
+        fn nspid_and_start_time() {
+            let status = "Name:\tdotnet\nNSpid:\t4242\t17\n";
+            assert_eq!(namespace_pids(4242, status), vec![4242, 17]);
+            assert_eq!(namespace_pids(5, "Name:\tx\nNSpid:\t5\n"), vec![5]);
+            let stat = "77 (a b) c) S 1 77 77 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1000 1";
+            assert_eq!(start_time(stat), Some(987654));
+            assert_eq!(start_time("garbage"), None);
+        }
+
+        #[test]
+        fn no_such_process_is_typed() {
+            // pid 0 never has a /proc entry
+            assert!(matches!(find(0, Path::new("/proc")), Err(IpcError::NoSuchProcess { pid: 0 })));
+        }
+
+        #[test]
+        fn a_process_without_runtime_has_no_socket() {
+            let me = std::process::id();
+            match find(me, Path::new("/proc")) {
+                Err(IpcError::NoSocket { pid, searched }) => {
+                    assert_eq!(pid, me);
+                    assert!(searched.contains(&PathBuf::from("/tmp")));
+                }
+                other => panic!("expected NoSocket, got {other:?}"),
+            }
+        }
+    }
+}
