@@ -1,0 +1,212 @@
+//! Profile → pprof protobuf (+ gzip).
+
+use std::io::Write;
+use std::path::Path;
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use prost::Message;
+
+use super::proto;
+use super::{
+    COMMENT_FRAMES, COMMENT_MARKERS, FrameExtra, KEY_PID, KEY_PROCESS, KEY_THREAD, KEY_TID, KEY_TIMESTAMP,
+    MarkerJson,
+};
+use crate::error::ProfileError;
+use crate::hash::FastMap;
+use crate::model::{FrameKind, Profile};
+use crate::output;
+
+/// The pprof string table under construction; index 0 is always "".
+struct Strings {
+    table: Vec<String>,
+    index: FastMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Self {
+        let mut s = Strings { table: Vec::new(), index: FastMap::default() };
+        s.id("");
+        s
+    }
+
+    fn id(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.index.get(s) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(s.to_owned());
+        self.index.insert(s.to_owned(), i);
+        i
+    }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Result<String, ProfileError> {
+    serde_json::to_string(v).map_err(|e| ProfileError::Encode(format!("pprof comment: {e}")))
+}
+
+fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
+    let mut s = Strings::new();
+    let mut out = proto::Profile {
+        sample_type: p
+            .sample_types()
+            .iter()
+            .map(|t| proto::ValueType { r#type: s.id(&t.kind), unit: s.id(&t.unit) })
+            .collect(),
+        time_nanos: to_i64(p.start_time_ns()),
+        duration_nanos: to_i64(p.duration_ns()),
+        ..Default::default()
+    };
+    out.default_sample_type = out.sample_type.first().map_or(0, |t| t.r#type);
+    if let Some(period) = p.period() {
+        out.period_type = Some(proto::ValueType {
+            r#type: s.id(&period.sample_type.kind),
+            unit: s.id(&period.sample_type.unit),
+        });
+        out.period = period.value;
+    }
+
+    let mut mappings: FastMap<&str, u64> = FastMap::default();
+    let mut functions: FastMap<(&str, &str), u64> = FastMap::default();
+    let mut extras = Vec::new();
+    for (i, f) in p.frames().iter().enumerate() {
+        let loc_id = i as u64 + 1;
+        let mapping_id = if f.module.is_empty() {
+            0
+        } else {
+            let next = mappings.len() as u64 + 1;
+            *mappings.entry(&f.module).or_insert_with(|| {
+                out.mapping.push(proto::Mapping {
+                    id: next,
+                    filename: s.id(&f.module),
+                    has_functions: true,
+                    ..Default::default()
+                });
+                next
+            })
+        };
+        let next = functions.len() as u64 + 1;
+        let function_id = *functions.entry((&f.name, &f.module)).or_insert_with(|| {
+            let name = s.id(&f.name);
+            out.function.push(proto::Function {
+                id: next,
+                name,
+                system_name: name,
+                filename: s.id(&f.module),
+                start_line: 0,
+            });
+            next
+        });
+        out.location.push(proto::Location {
+            id: loc_id,
+            mapping_id,
+            address: f.address,
+            line: vec![proto::Line { function_id, line: 0, column: 0 }],
+            is_folded: false,
+        });
+        if f.kind != FrameKind::Unknown || !f.attrs.is_empty() {
+            extras.push(FrameExtra { loc: loc_id, kind: f.kind.as_str().to_owned(), attrs: f.attrs.clone() });
+        }
+    }
+
+    let key_pid = s.id(KEY_PID);
+    let key_tid = s.id(KEY_TID);
+    let key_process = s.id(KEY_PROCESS);
+    let key_thread = s.id(KEY_THREAD);
+    let key_ts = s.id(KEY_TIMESTAMP);
+    let unit_ns = s.id(crate::units::NANOSECONDS);
+    // Labels per label set, built once.
+    let label_sets: Vec<Vec<proto::Label>> = p
+        .label_sets()
+        .iter()
+        .map(|l| {
+            let mut v = Vec::new();
+            let num = |key, num| proto::Label { key, num, ..Default::default() };
+            if let Some(pid) = l.pid {
+                v.push(num(key_pid, i64::from(pid)));
+            }
+            if let Some(tid) = l.tid {
+                v.push(num(key_tid, i64::from(tid)));
+            }
+            if let Some(name) = &l.process_name {
+                v.push(proto::Label { key: key_process, str: s.id(name), ..Default::default() });
+            }
+            if let Some(name) = &l.thread_name {
+                v.push(proto::Label { key: key_thread, str: s.id(name), ..Default::default() });
+            }
+            for (k, val) in &l.strings {
+                v.push(proto::Label { key: s.id(k), str: s.id(val), ..Default::default() });
+            }
+            for (k, val) in &l.numbers {
+                v.push(num(s.id(k), *val));
+            }
+            v
+        })
+        .collect();
+
+    out.sample.reserve(p.sample_count());
+    for sample in p.samples() {
+        let stack = p.stack(sample.stack).unwrap_or(&[]);
+        let mut label = label_sets.get(sample.labels.index()).cloned().unwrap_or_default();
+        if let Some(ts) = sample.timestamp_ns {
+            label.push(proto::Label { key: key_ts, num: to_i64(ts), num_unit: unit_ns, str: 0 });
+        }
+        out.sample.push(proto::Sample {
+            location_id: stack.iter().rev().map(|f| f.index() as u64 + 1).collect(),
+            value: sample.values.to_vec(),
+            label,
+        });
+    }
+
+    for c in p.comments() {
+        out.comment.push(s.id(c));
+    }
+    if !extras.is_empty() {
+        out.comment.push(s.id(&format!("{COMMENT_FRAMES}{}", json(&extras)?)));
+    }
+    if !p.markers().is_empty() {
+        let markers: Vec<MarkerJson> = p
+            .markers()
+            .iter()
+            .map(|m| MarkerJson {
+                name: m.name.clone(),
+                start_ns: m.start_ns,
+                end_ns: m.end_ns,
+                pid: m.pid,
+                tid: m.tid,
+                data: m.data.clone(),
+            })
+            .collect();
+        out.comment.push(s.id(&format!("{COMMENT_MARKERS}{}", json(&markers)?)));
+    }
+    out.string_table = s.table;
+    Ok(out)
+}
+
+/// The uncompressed protobuf bytes of `p`.
+pub fn encode(p: &Profile) -> Result<Vec<u8>, ProfileError> {
+    Ok(build(p)?.encode_to_vec())
+}
+
+fn gzip_into<W: Write>(bytes: &[u8], w: W) -> std::io::Result<W> {
+    let mut gz = GzEncoder::new(w, Compression::default());
+    gz.write_all(bytes)?;
+    gz.finish()
+}
+
+/// Write `p` as gzipped pprof to a stream.
+pub fn to_writer<W: Write>(p: &Profile, w: W) -> Result<(), ProfileError> {
+    let bytes = encode(p)?;
+    let w = gzip_into(&bytes, w).map_err(output::stream_err("pprof"))?;
+    output::to_stream("pprof", w, |_| Ok(()))
+}
+
+/// Write `p` as gzipped pprof (`.pb.gz`) to `path`.
+pub fn write_file(p: &Profile, path: impl AsRef<Path>) -> Result<(), ProfileError> {
+    let bytes = encode(p)?;
+    output::write_file(path.as_ref(), |w| gzip_into(&bytes, w).map(|_| ()))
+}
