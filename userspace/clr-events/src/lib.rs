@@ -2,7 +2,30 @@
 //!
 //! Nothing here does I/O or knows the transport: a source hands a [`RawEvent`] (provider,
 //! id, version, payload bytes, pointer size) and gets typed events back.
+pub mod alloc;
+pub mod contention;
+pub mod decode;
+pub mod error;
+pub mod eventsource;
+pub mod exceptions;
+pub mod gc;
+pub mod gc_enums;
+pub mod gc_history;
+pub mod guid;
+pub mod ids;
+pub mod keywords;
+pub mod methods;
+pub mod modules;
+pub mod reader;
 pub mod schema;
+pub mod threads;
+pub mod utf16;
+
+pub use decode::{ClrEvent, decode};
+pub use error::DecodeError;
+pub use eventsource::{Value, decode_fields};
+pub use guid::Guid;
+pub use utf16::Utf16Str;
 
 /// One event as any transport delivers it, before decoding.
 #[derive(Debug, Clone, Copy)]

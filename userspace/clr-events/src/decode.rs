@@ -1,0 +1,229 @@
+//! Dispatch of a [`RawEvent`] to its typed decoder by (provider, event id, version).
+
+use crate::RawEvent;
+use crate::alloc::{AllocationSampled, AllocationTick, SampledObjectAllocation};
+use crate::contention::{ContentionLockCreated, ContentionStart, ContentionStop};
+use crate::error::DecodeError;
+use crate::exceptions::{ExceptionHandling, ExceptionThrown};
+use crate::gc::{GcEnd, GcHeapStats, GcStart, GcSuspendEeBegin, GcTriggered, decode_clr_instance_only};
+use crate::gc_history::{GcGlobalHeapHistory, GcPerHeapHistory};
+use crate::ids;
+use crate::methods::MethodInfo;
+use crate::modules::ModuleInfo;
+use crate::providers;
+use crate::threads::{ThreadInfo, ThreadSample};
+
+/// A decoded runtime event. Strings borrow the payload (see [`crate::Utf16Str`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClrEvent<'a> {
+    GcStart(GcStart),
+    GcEnd(GcEnd),
+    GcHeapStats(GcHeapStats),
+    GcSuspendEeBegin(GcSuspendEeBegin),
+    GcSuspendEeEnd { clr_instance_id: Option<u16> },
+    GcRestartEeBegin { clr_instance_id: Option<u16> },
+    GcRestartEeEnd { clr_instance_id: Option<u16> },
+    GcTriggered(GcTriggered),
+    GcPerHeapHistory(GcPerHeapHistory),
+    GcGlobalHeapHistory(GcGlobalHeapHistory),
+    AllocationTick(AllocationTick<'a>),
+    AllocationSampled(AllocationSampled<'a>),
+    SampledObjectAllocationHigh(SampledObjectAllocation),
+    SampledObjectAllocationLow(SampledObjectAllocation),
+    ExceptionThrown(ExceptionThrown<'a>),
+    ExceptionThrownStop,
+    ExceptionCatchStart(ExceptionHandling<'a>),
+    ExceptionCatchStop,
+    ExceptionFinallyStart(ExceptionHandling<'a>),
+    ExceptionFinallyStop,
+    ExceptionFilterStart(ExceptionHandling<'a>),
+    ExceptionFilterStop,
+    ContentionStart(ContentionStart),
+    ContentionStop(ContentionStop),
+    ContentionLockCreated(ContentionLockCreated),
+    /// Runtime MethodLoad (141): no names.
+    MethodLoad(MethodInfo<'a>),
+    /// Runtime MethodUnload (142): no names.
+    MethodUnload(MethodInfo<'a>),
+    /// Runtime MethodLoadVerbose (143).
+    MethodLoadVerbose(MethodInfo<'a>),
+    /// Runtime MethodUnloadVerbose (144).
+    MethodUnloadVerbose(MethodInfo<'a>),
+    /// Rundown MethodDCStart (141).
+    MethodDcStart(MethodInfo<'a>),
+    /// Rundown MethodDCEnd (142).
+    MethodDcEnd(MethodInfo<'a>),
+    /// Rundown MethodDCStartVerbose (143).
+    MethodDcStartVerbose(MethodInfo<'a>),
+    /// Rundown MethodDCEndVerbose (144).
+    MethodDcEndVerbose(MethodInfo<'a>),
+    ModuleLoad(ModuleInfo<'a>),
+    ModuleUnload(ModuleInfo<'a>),
+    ModuleDcStart(ModuleInfo<'a>),
+    ModuleDcEnd(ModuleInfo<'a>),
+    ThreadCreated(ThreadInfo),
+    /// Rundown ThreadDC (159): a thread alive at rundown.
+    ThreadDcEnd(ThreadInfo),
+    ThreadSample(ThreadSample),
+    /// An event (or an old payload-less version) this crate does not decode.
+    Unknown,
+}
+
+fn provider_is(provider: &str, name: &str) -> bool {
+    provider.eq_ignore_ascii_case(name)
+}
+
+/// Decodes one event. Unknown (provider, id) pairs give `Ok(ClrEvent::Unknown)`; a payload
+/// shorter than its layout, or otherwise corrupt, gives a [`DecodeError`]; bytes beyond the
+/// layout are ignored.
+pub fn decode<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
+    if provider_is(ev.provider, providers::RUNTIME) {
+        decode_runtime(ev)
+    } else if provider_is(ev.provider, providers::RUNDOWN) {
+        decode_rundown(ev)
+    } else if provider_is(ev.provider, providers::SAMPLE_PROFILER) {
+        match ev.event_id {
+            ids::sample_profiler::THREAD_SAMPLE => {
+                Ok(ClrEvent::ThreadSample(ThreadSample::decode(ev.payload, ev.pointer_size)?))
+            }
+            _ => Ok(ClrEvent::Unknown),
+        }
+    } else {
+        Ok(ClrEvent::Unknown)
+    }
+}
+
+fn decode_runtime<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
+    use ids::runtime as id;
+    let (p, v, ps) = (ev.payload, ev.version, ev.pointer_size);
+    Ok(match ev.event_id {
+        id::GC_START => ClrEvent::GcStart(GcStart::decode(p, v, ps)?),
+        id::GC_END => ClrEvent::GcEnd(GcEnd::decode(p, v, ps)?),
+        id::GC_HEAP_STATS => ClrEvent::GcHeapStats(GcHeapStats::decode(p, v, ps)?),
+        id::GC_SUSPEND_EE_BEGIN => ClrEvent::GcSuspendEeBegin(GcSuspendEeBegin::decode(p, v, ps)?),
+        id::GC_SUSPEND_EE_END => ClrEvent::GcSuspendEeEnd {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "GCSuspendEEEnd")?,
+        },
+        id::GC_RESTART_EE_BEGIN => ClrEvent::GcRestartEeBegin {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "GCRestartEEBegin")?,
+        },
+        id::GC_RESTART_EE_END => ClrEvent::GcRestartEeEnd {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "GCRestartEEEnd")?,
+        },
+        id::GC_TRIGGERED => ClrEvent::GcTriggered(GcTriggered::decode(p, ps)?),
+        id::GC_PER_HEAP_HISTORY if v >= 3 => ClrEvent::GcPerHeapHistory(GcPerHeapHistory::decode(p, ps)?),
+        id::GC_GLOBAL_HEAP_HISTORY => ClrEvent::GcGlobalHeapHistory(GcGlobalHeapHistory::decode(p, v, ps)?),
+        id::GC_ALLOCATION_TICK => ClrEvent::AllocationTick(AllocationTick::decode(p, v, ps)?),
+        id::ALLOCATION_SAMPLED => ClrEvent::AllocationSampled(AllocationSampled::decode(p, ps)?),
+        id::GC_SAMPLED_OBJECT_ALLOCATION_HIGH => {
+            ClrEvent::SampledObjectAllocationHigh(SampledObjectAllocation::decode(p, ps)?)
+        }
+        id::GC_SAMPLED_OBJECT_ALLOCATION_LOW => {
+            ClrEvent::SampledObjectAllocationLow(SampledObjectAllocation::decode(p, ps)?)
+        }
+        id::EXCEPTION_THROWN if v >= 1 => ClrEvent::ExceptionThrown(ExceptionThrown::decode(p, ps)?),
+        id::EXCEPTION_THROWN_STOP => ClrEvent::ExceptionThrownStop,
+        id::EXCEPTION_CATCH_START => {
+            ClrEvent::ExceptionCatchStart(ExceptionHandling::decode(p, ps, "ExceptionCatchStart")?)
+        }
+        id::EXCEPTION_CATCH_STOP => ClrEvent::ExceptionCatchStop,
+        id::EXCEPTION_FINALLY_START => {
+            ClrEvent::ExceptionFinallyStart(ExceptionHandling::decode(p, ps, "ExceptionFinallyStart")?)
+        }
+        id::EXCEPTION_FINALLY_STOP => ClrEvent::ExceptionFinallyStop,
+        id::EXCEPTION_FILTER_START => {
+            ClrEvent::ExceptionFilterStart(ExceptionHandling::decode(p, ps, "ExceptionFilterStart")?)
+        }
+        id::EXCEPTION_FILTER_STOP => ClrEvent::ExceptionFilterStop,
+        id::CONTENTION_START => ClrEvent::ContentionStart(ContentionStart::decode(p, v, ps)?),
+        id::CONTENTION_STOP => ClrEvent::ContentionStop(ContentionStop::decode(p, v, ps)?),
+        id::CONTENTION_LOCK_CREATED => ClrEvent::ContentionLockCreated(ContentionLockCreated::decode(p, ps)?),
+        id::METHOD_LOAD => ClrEvent::MethodLoad(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodLoad"))?),
+        id::METHOD_UNLOAD => {
+            ClrEvent::MethodUnload(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodUnload"))?)
+        }
+        id::METHOD_LOAD_VERBOSE => {
+            ClrEvent::MethodLoadVerbose(MethodInfo::decode(p, v, ps, true, method_name(v, "MethodLoadVerbose"))?)
+        }
+        id::METHOD_UNLOAD_VERBOSE => ClrEvent::MethodUnloadVerbose(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            true,
+            method_name(v, "MethodUnloadVerbose"),
+        )?),
+        id::MODULE_LOAD => ClrEvent::ModuleLoad(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleLoad"))?),
+        id::MODULE_UNLOAD => ClrEvent::ModuleUnload(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleUnload"))?),
+        id::THREAD_CREATED => ClrEvent::ThreadCreated(ThreadInfo::decode(p, ps, "ThreadCreated")?),
+        _ => ClrEvent::Unknown,
+    })
+}
+
+fn decode_rundown<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
+    use ids::rundown as id;
+    let (p, v, ps) = (ev.payload, ev.version, ev.pointer_size);
+    Ok(match ev.event_id {
+        id::METHOD_DC_START => {
+            ClrEvent::MethodDcStart(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodDCStart"))?)
+        }
+        id::METHOD_DC_END => ClrEvent::MethodDcEnd(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodDCEnd"))?),
+        id::METHOD_DC_START_VERBOSE => ClrEvent::MethodDcStartVerbose(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            true,
+            method_name(v, "MethodDCStartVerbose"),
+        )?),
+        id::METHOD_DC_END_VERBOSE => ClrEvent::MethodDcEndVerbose(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            true,
+            method_name(v, "MethodDCEndVerbose"),
+        )?),
+        id::MODULE_DC_START => {
+            ClrEvent::ModuleDcStart(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCStart"))?)
+        }
+        id::MODULE_DC_END => ClrEvent::ModuleDcEnd(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCEnd"))?),
+        id::THREAD_DC => ClrEvent::ThreadDcEnd(ThreadInfo::decode(p, ps, "ThreadDC")?),
+        _ => ClrEvent::Unknown,
+    })
+}
+
+/// Static layout names for error messages ("MethodLoadVerbose_V2" etc.).
+fn method_name(version: u8, base: &'static str) -> &'static str {
+    macro_rules! pick {
+        ($($b:literal),*) => {
+            match (base, version) {
+                $(($b, 0) => $b,
+                  ($b, 1) => concat!($b, "_V1"),
+                  ($b, _) => concat!($b, "_V2"),)*
+                _ => base,
+            }
+        };
+    }
+    pick!(
+        "MethodLoad",
+        "MethodUnload",
+        "MethodLoadVerbose",
+        "MethodUnloadVerbose",
+        "MethodDCStart",
+        "MethodDCEnd",
+        "MethodDCStartVerbose",
+        "MethodDCEndVerbose"
+    )
+}
+
+fn module_name(version: u8, base: &'static str) -> &'static str {
+    macro_rules! pick {
+        ($($b:literal),*) => {
+            match (base, version) {
+                $(($b, 0) => $b,
+                  ($b, 1) => concat!($b, "_V1"),
+                  ($b, _) => concat!($b, "_V2"),)*
+                _ => base,
+            }
+        };
+    }
+    pick!("ModuleLoad", "ModuleUnload", "ModuleDCStart", "ModuleDCEnd")
+}

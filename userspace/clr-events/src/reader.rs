@@ -1,0 +1,221 @@
+//! A small bounds-checked little-endian cursor over an event payload.
+//!
+//! Every read names the field it reads so that a short payload produces an error saying which
+//! field of which layout ran out of bytes. Nothing here panics on any input.
+
+use crate::error::DecodeError;
+use crate::guid::Guid;
+use crate::utf16::Utf16Str;
+
+#[derive(Debug, Clone)]
+pub struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    pointer_size: u8,
+    event: &'static str,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor over `buf` for the layout named `event`. `pointer_size` must be 4 or 8.
+    pub fn new(buf: &'a [u8], pointer_size: u8, event: &'static str) -> Result<Self, DecodeError> {
+        if pointer_size != 4 && pointer_size != 8 {
+            return Err(DecodeError::BadPointerSize { event, size: pointer_size });
+        }
+        Ok(Cursor { buf, pos: 0, pointer_size, event })
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn pointer_size(&self) -> u8 {
+        self.pointer_size
+    }
+
+    pub fn event(&self) -> &'static str {
+        self.event
+    }
+
+    /// Takes the next `n` bytes.
+    pub fn bytes(&mut self, n: usize, field: &str) -> Result<&'a [u8], DecodeError> {
+        let available = self.remaining();
+        if n > available {
+            return Err(DecodeError::Truncated {
+                event: self.event,
+                field: field.to_string(),
+                offset: self.pos,
+                needed: n,
+                available,
+            });
+        }
+        let out = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], DecodeError> {
+        let b = self.bytes(N, field)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(b);
+        Ok(out)
+    }
+
+    pub fn u8(&mut self, field: &str) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    pub fn i8(&mut self, field: &str) -> Result<i8, DecodeError> {
+        Ok(i8::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn u16(&mut self, field: &str) -> Result<u16, DecodeError> {
+        Ok(u16::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn i16(&mut self, field: &str) -> Result<i16, DecodeError> {
+        Ok(i16::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn u32(&mut self, field: &str) -> Result<u32, DecodeError> {
+        Ok(u32::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn i32(&mut self, field: &str) -> Result<i32, DecodeError> {
+        Ok(i32::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn u64(&mut self, field: &str) -> Result<u64, DecodeError> {
+        Ok(u64::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn i64(&mut self, field: &str) -> Result<i64, DecodeError> {
+        Ok(i64::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn f32(&mut self, field: &str) -> Result<f32, DecodeError> {
+        Ok(f32::from_le_bytes(self.array(field)?))
+    }
+
+    pub fn f64(&mut self, field: &str) -> Result<f64, DecodeError> {
+        Ok(f64::from_le_bytes(self.array(field)?))
+    }
+
+    /// A `win:Pointer`: 4 or 8 bytes depending on the target's pointer size, widened to u64.
+    pub fn pointer(&mut self, field: &str) -> Result<u64, DecodeError> {
+        if self.pointer_size == 4 {
+            Ok(u64::from(self.u32(field)?))
+        } else {
+            self.u64(field)
+        }
+    }
+
+    /// A `win:Boolean` (Win32 BOOL, 4 bytes); any non-zero value is true.
+    pub fn bool32(&mut self, field: &str) -> Result<bool, DecodeError> {
+        Ok(self.u32(field)? != 0)
+    }
+
+    pub fn guid(&mut self, field: &str) -> Result<Guid, DecodeError> {
+        Ok(Guid::from_bytes_le(self.array(field)?))
+    }
+
+    /// A NUL-terminated UTF-16LE string. The returned view excludes the terminator; the cursor
+    /// moves past it. The terminator is searched on 2-byte boundaries from the string start.
+    pub fn utf16z(&mut self, field: &str) -> Result<Utf16Str<'a>, DecodeError> {
+        let start = self.pos;
+        let rest = &self.buf[start..];
+        let mut i = 0;
+        while i + 1 < rest.len() {
+            if rest[i] == 0 && rest[i + 1] == 0 {
+                self.pos = start + i + 2;
+                return Ok(Utf16Str::from_raw(&rest[..i]));
+            }
+            i += 2;
+        }
+        Err(DecodeError::UnterminatedString {
+            event: self.event,
+            field: field.to_string(),
+            offset: start,
+        })
+    }
+
+    /// Checks that `count` elements of at least `elem_size` bytes each can still fit, so that a
+    /// corrupt count cannot make a caller allocate or loop far beyond the payload.
+    pub fn check_count(&self, count: u64, elem_size: u64, field: &str) -> Result<(), DecodeError> {
+        let needed = count.saturating_mul(elem_size);
+        if needed > self.remaining() as u64 {
+            return Err(DecodeError::CountTooLarge {
+                event: self.event,
+                field: field.to_string(),
+                offset: self.pos,
+                count,
+                needed,
+                available: self.remaining(),
+            });
+        }
+        Ok(())
+    }
+
+    /// True if at least `n` more bytes are present (used for fields appended by later versions
+    /// that some runtimes emit without bumping the version).
+    pub fn has(&self, n: usize) -> bool {
+        self.remaining() >= n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_little_endian_and_reports_truncation() {
+        let buf = [1u8, 0, 2, 0, 0, 0, 0xff];
+        let mut c = Cursor::new(&buf, 8, "T").unwrap();
+        assert_eq!(c.u16("a").unwrap(), 1);
+        assert_eq!(c.u32("b").unwrap(), 2);
+        let err = c.u16("c").unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::Truncated { event: "T", field: "c".into(), offset: 6, needed: 2, available: 1 }
+        );
+        // A failed read does not move the cursor.
+        assert_eq!(c.position(), 6);
+        assert_eq!(c.u8("d").unwrap(), 0xff);
+    }
+
+    #[test]
+    fn pointer_width_follows_pointer_size() {
+        let buf = [0x78u8, 0x56, 0x34, 0x12, 0xaa, 0xbb, 0xcc, 0xdd];
+        let mut c4 = Cursor::new(&buf, 4, "T").unwrap();
+        assert_eq!(c4.pointer("p").unwrap(), 0x1234_5678);
+        assert_eq!(c4.remaining(), 4);
+        let mut c8 = Cursor::new(&buf, 8, "T").unwrap();
+        assert_eq!(c8.pointer("p").unwrap(), 0xddcc_bbaa_1234_5678);
+        assert!(matches!(Cursor::new(&buf, 2, "T"), Err(DecodeError::BadPointerSize { size: 2, .. })));
+    }
+
+    #[test]
+    fn utf16z_needs_aligned_terminator() {
+        // "A" then NUL, then a trailing byte.
+        let buf = [b'A', 0, 0, 0, 7];
+        let mut c = Cursor::new(&buf, 8, "T").unwrap();
+        assert_eq!(c.utf16z("s").unwrap().to_string_lossy(), "A");
+        assert_eq!(c.position(), 4);
+        // 0x0100 followed by 0x0000 split across an odd boundary is not a terminator.
+        let buf = [0x00u8, 0x01, 0x00, 0x41];
+        let mut c = Cursor::new(&buf, 8, "T").unwrap();
+        assert!(matches!(c.utf16z("s"), Err(DecodeError::UnterminatedString { offset: 0, .. })));
+    }
+
+    #[test]
+    fn check_count_rejects_impossible_counts() {
+        let buf = [0u8; 16];
+        let c = Cursor::new(&buf, 8, "T").unwrap();
+        assert!(c.check_count(2, 8, "v").is_ok());
+        assert!(matches!(c.check_count(3, 8, "v"), Err(DecodeError::CountTooLarge { count: 3, .. })));
+        assert!(c.check_count(u64::MAX, u64::MAX, "v").is_err());
+    }
+}
