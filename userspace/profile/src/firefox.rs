@@ -1,1 +1,244 @@
-//! TODO
+//! Firefox Profiler ("processed" JSON, open at profiler.firefox.com) via samply's
+//! `fxprof-processed-profile` crate.
+//!
+//! One process per pid, one thread per (pid, tid), one category per frame kind (Kernel,
+//! Native, .NET JIT, .NET R2R, Interpreted, Synthetic, GC) and one interval marker per
+//! [`crate::Marker`]. A file holds one sample type (the Firefox Profiler weighs a thread's
+//! samples by a single number); weights in nanoseconds are written in microseconds so that
+//! they fit the format's 32-bit weights (larger ones saturate).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use fxprof_processed_profile as fx;
+use fx::{
+    CategoryColor, CategoryHandle, CategoryPairHandle, CpuDelta, FrameFlags, FrameInfo, MarkerFieldFlags,
+    MarkerFieldFormat, MarkerTiming, ProcessHandle, ReferenceTimestamp, SamplingInterval, StackHandle,
+    StaticSchemaMarker, StaticSchemaMarkerField, StringHandle, ThreadHandle, Timestamp, WeightType,
+};
+
+use crate::error::ProfileError;
+use crate::hash::FastMap;
+use crate::model::{Frame, FrameKind, LabelSet, Profile};
+use crate::output;
+
+struct Categories {
+    kernel: CategoryHandle,
+    native: CategoryHandle,
+    jit: CategoryHandle,
+    r2r: CategoryHandle,
+    interpreted: CategoryHandle,
+    synthetic: CategoryHandle,
+    gc: CategoryHandle,
+}
+
+impl Categories {
+    fn new(fp: &mut fx::Profile) -> Self {
+        Categories {
+            kernel: fp.add_category("Kernel", CategoryColor::Orange),
+            native: fp.add_category("Native", CategoryColor::Red),
+            jit: fp.add_category(".NET JIT", CategoryColor::Green),
+            r2r: fp.add_category(".NET R2R", CategoryColor::Blue),
+            interpreted: fp.add_category(".NET Interpreted", CategoryColor::Purple),
+            synthetic: fp.add_category("Synthetic", CategoryColor::Gray),
+            gc: fp.add_category("GC", CategoryColor::Yellow),
+        }
+    }
+
+    fn for_frame(&self, f: &Frame) -> CategoryHandle {
+        if is_gc_frame(f) {
+            return self.gc;
+        }
+        match f.kind {
+            FrameKind::Kernel => self.kernel,
+            FrameKind::Native => self.native,
+            FrameKind::Jit => self.jit,
+            FrameKind::ReadyToRun => self.r2r,
+            FrameKind::Interpreted => self.interpreted,
+            FrameKind::Synthetic => self.synthetic,
+            FrameKind::Unknown => CategoryHandle::OTHER,
+        }
+    }
+}
+
+/// CoreCLR's collector lives in the `WKS::` / `SVR::` namespaces; synthetic GC frames say so.
+fn is_gc_frame(f: &Frame) -> bool {
+    f.name.starts_with("WKS::gc")
+        || f.name.starts_with("SVR::gc")
+        || f.name.starts_with("WKS::GCHeap")
+        || f.name.starts_with("SVR::GCHeap")
+        || (f.kind == FrameKind::Synthetic && f.name.contains("GC"))
+}
+
+/// A clrprobe marker: its name plus its key/value data as one searchable text field.
+struct ClrMarker {
+    name: StringHandle,
+    category: CategoryHandle,
+    details: StringHandle,
+}
+
+impl StaticSchemaMarker for ClrMarker {
+    const UNIQUE_MARKER_TYPE_NAME: &'static str = "clrprobe";
+    const TOOLTIP_LABEL: Option<&'static str> = Some("{marker.name} {marker.data.details}");
+    const TABLE_LABEL: Option<&'static str> = Some("{marker.data.details}");
+    const FIELDS: &'static [StaticSchemaMarkerField] = &[StaticSchemaMarkerField {
+        key: "details",
+        label: "Details",
+        format: MarkerFieldFormat::String,
+        flags: MarkerFieldFlags::SEARCHABLE,
+    }];
+
+    fn name(&self, _: &mut fx::Profile) -> StringHandle {
+        self.name
+    }
+    fn category(&self, _: &mut fx::Profile) -> CategoryHandle {
+        self.category
+    }
+    fn string_field_value(&self, _: u32) -> StringHandle {
+        self.details
+    }
+    fn number_field_value(&self, _: u32) -> f64 {
+        0.0
+    }
+}
+
+type ThreadKey = (Option<u32>, Option<u32>);
+
+struct Builder<'a> {
+    p: &'a Profile,
+    fp: fx::Profile,
+    cats: Categories,
+    processes: BTreeMap<Option<u32>, ProcessHandle>,
+    threads: BTreeMap<ThreadKey, ThreadHandle>,
+    stacks: FastMap<(ThreadHandle, u32), Option<StackHandle>>,
+}
+
+impl<'a> Builder<'a> {
+    fn process(&mut self, pid: Option<u32>, name: Option<&str>) -> ProcessHandle {
+        if let Some(&h) = self.processes.get(&pid) {
+            return h;
+        }
+        let default = match pid {
+            Some(pid) => format!("pid {pid}"),
+            None => "unknown process".to_owned(),
+        };
+        let h = self.fp.add_process(name.unwrap_or(&default), pid.unwrap_or(0), Timestamp::from_nanos_since_reference(0));
+        self.processes.insert(pid, h);
+        h
+    }
+
+    fn thread(&mut self, labels: Option<&LabelSet>) -> ThreadHandle {
+        let key = (labels.and_then(|l| l.pid), labels.and_then(|l| l.tid));
+        if let Some(&h) = self.threads.get(&key) {
+            return h;
+        }
+        let process = self.process(key.0, labels.and_then(|l| l.process_name.as_deref()));
+        let is_main = key.0.is_some() && key.0 == key.1;
+        let h = self.fp.add_thread(process, key.1.unwrap_or(0), Timestamp::from_nanos_since_reference(0), is_main);
+        let name = match (labels.and_then(|l| l.thread_name.as_deref()), key.1) {
+            (Some(n), _) => n.to_owned(),
+            (None, Some(tid)) => format!("thread {tid}"),
+            (None, None) => "all threads".to_owned(),
+        };
+        self.fp.set_thread_name(h, &name);
+        self.threads.insert(key, h);
+        h
+    }
+
+    fn stack(&mut self, thread: ThreadHandle, stack: crate::StackId) -> Option<StackHandle> {
+        if let Some(&h) = self.stacks.get(&(thread, stack.0)) {
+            return h;
+        }
+        let p = self.p;
+        let mut infos = Vec::new();
+        for id in p.stack(stack).unwrap_or(&[]) {
+            if let Some(f) = p.frame(*id) {
+                let category: CategoryPairHandle = self.cats.for_frame(f).into();
+                let label = if f.module.is_empty() { f.name.clone() } else { format!("{}!{}", f.module, f.name) };
+                let label = self.fp.intern_string(&label);
+                infos.push(FrameInfo { frame: fx::Frame::Label(label), category_pair: category, flags: FrameFlags::empty() });
+            }
+        }
+        let h = self.fp.intern_stack_frames(thread, infos.into_iter());
+        self.stacks.insert((thread, stack.0), h);
+        h
+    }
+}
+
+/// Build the Firefox Profiler profile for sample type `index`.
+pub fn build(p: &Profile, index: usize, product: &str) -> Result<fx::Profile, ProfileError> {
+    let Some(sample_type) = p.sample_types().get(index) else {
+        return Err(ProfileError::NoSuchSampleType { index, count: p.sample_types().len() });
+    };
+    let reference = ReferenceTimestamp::from_duration_since_unix_epoch(Duration::from_nanos(p.start_time_ns()));
+    let interval = match p.period() {
+        Some(period) if period.sample_type.unit == crate::units::NANOSECONDS && period.value > 0 => {
+            SamplingInterval::from_nanos(period.value as u64)
+        }
+        _ => SamplingInterval::from_millis(1),
+    };
+    let mut fp = fx::Profile::new(product, reference, interval);
+    let cats = Categories::new(&mut fp);
+    let mut b = Builder {
+        p,
+        fp,
+        cats,
+        processes: BTreeMap::new(),
+        threads: BTreeMap::new(),
+        stacks: FastMap::default(),
+    };
+    let (weight_type, divisor) = match sample_type.unit.as_str() {
+        "bytes" => (WeightType::Bytes, 1),
+        "nanoseconds" => (WeightType::Samples, 1000),
+        _ => (WeightType::Samples, 1),
+    };
+    // Samples in time order (aggregated ones, without a timestamp, sit at the start).
+    let mut order: Vec<_> = p.samples().filter(|s| s.values[index] != 0).collect();
+    order.sort_by_key(|s| s.timestamp_ns.unwrap_or(0));
+    for s in order {
+        let thread = b.thread(p.labels(s.labels));
+        b.fp.set_thread_samples_weight_type(thread, weight_type.clone());
+        let stack = b.stack(thread, s.stack);
+        let weight = i32::try_from(s.values[index] / divisor)
+            .unwrap_or(if s.values[index] < 0 { i32::MIN } else { i32::MAX });
+        let ts = Timestamp::from_nanos_since_reference(s.timestamp_ns.unwrap_or(0));
+        b.fp.add_sample(thread, ts, stack, CpuDelta::ZERO, weight);
+    }
+    for m in p.markers() {
+        let labels = LabelSet { pid: m.pid, tid: m.tid, ..LabelSet::default() };
+        let thread = match b.threads.get(&(m.pid, m.tid)) {
+            Some(&t) => t,
+            // No samples on that thread: use any thread of the process, else make one.
+            None => match b.threads.iter().find(|((pid, _), _)| *pid == m.pid) {
+                Some((_, &t)) => t,
+                None => b.thread(Some(&labels)),
+            },
+        };
+        let details = m.data.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
+        let marker = ClrMarker {
+            name: b.fp.intern_string(&m.name),
+            category: if m.name.to_ascii_lowercase().contains("gc") { b.cats.gc } else { CategoryHandle::OTHER },
+            details: b.fp.intern_string(&details),
+        };
+        let timing = MarkerTiming::Interval(
+            Timestamp::from_nanos_since_reference(m.start_ns),
+            Timestamp::from_nanos_since_reference(m.end_ns.max(m.start_ns)),
+        );
+        b.fp.add_marker(thread, timing, marker);
+    }
+    Ok(b.fp)
+}
+
+/// Write Firefox Profiler JSON for sample type `index` to a stream.
+pub fn to_writer<W: Write>(p: &Profile, index: usize, product: &str, w: W) -> Result<(), ProfileError> {
+    let fp = build(p, index, product)?;
+    output::to_stream("firefox", w, |w| serde_json::to_writer(w, &fp).map_err(Into::into))
+}
+
+/// Write Firefox Profiler JSON for sample type `index` to `path`.
+pub fn write_file(p: &Profile, index: usize, product: &str, path: impl AsRef<Path>) -> Result<(), ProfileError> {
+    let fp = build(p, index, product)?;
+    output::write_file(path.as_ref(), |w| serde_json::to_writer(w, &fp).map_err(Into::into))
+}
