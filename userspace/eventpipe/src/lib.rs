@@ -1,2 +1,3 @@
 //! .NET diagnostics IPC client and streaming NetTrace reader.
 pub mod ipc;
+pub mod nettrace;

@@ -1,0 +1,87 @@
+//! The byte source under the reader: any `io::Read`, buffered, with the absolute stream offset
+//! tracked (V4 blocks are aligned on it) and end-of-stream told apart from I/O errors.
+
+use std::io::{self, BufRead, BufReader, Read};
+
+/// Result of a read that may hit the end of the stream.
+pub(crate) enum Fill {
+    Full,
+    /// The stream ended first; what arrived is stored.
+    Eof,
+}
+
+pub(crate) struct Input<R: Read> {
+    inner: BufReader<R>,
+    offset: u64,
+}
+
+impl<R: Read> Input<R> {
+    pub(crate) fn new(reader: R) -> Self {
+        Input {
+            inner: BufReader::with_capacity(64 * 1024, reader),
+            offset: 0,
+        }
+    }
+
+    /// Absolute offset of the next byte.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Fills `buf` completely unless the stream ends first.
+    pub(crate) fn fill(&mut self, buf: &mut [u8]) -> io::Result<Fill> {
+        let mut n = 0;
+        while n < buf.len() {
+            match self.inner.read(&mut buf[n..]) {
+                Ok(0) => {
+                    self.offset += n as u64;
+                    return Ok(Fill::Eof);
+                }
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.offset += n as u64;
+        Ok(Fill::Full)
+    }
+
+    /// Reads exactly `N` bytes, or `None` at end of stream.
+    pub(crate) fn array<const N: usize>(&mut self) -> io::Result<Option<[u8; N]>> {
+        let mut a = [0u8; N];
+        match self.fill(&mut a)? {
+            Fill::Full => Ok(Some(a)),
+            Fill::Eof => Ok(None),
+        }
+    }
+
+    /// Replaces `buf` with the next `len` bytes. Grows the buffer only as data actually arrives,
+    /// so a corrupt huge length cannot allocate more than the stream holds.
+    pub(crate) fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> io::Result<Fill> {
+        buf.clear();
+        let mut remaining = len;
+        while remaining > 0 {
+            let chunk = match self.inner.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                return Ok(Fill::Eof);
+            }
+            let k = chunk.len().min(remaining);
+            buf.extend_from_slice(&chunk[..k]);
+            self.inner.consume(k);
+            self.offset += k as u64;
+            remaining -= k;
+        }
+        Ok(Fill::Full)
+    }
+
+    /// Skips `len` bytes; false if the stream ended first.
+    pub(crate) fn skip(&mut self, len: u64) -> io::Result<bool> {
+        let copied = io::copy(&mut (&mut self.inner).take(len), &mut io::sink())?;
+        self.offset += copied;
+        Ok(copied == len)
+    }
+}

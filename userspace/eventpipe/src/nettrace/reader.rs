@@ -1,0 +1,676 @@
+//! The streaming reader: stream header, object/block framing (V4/V5 FastSerialization and V6
+//! blocks), block dispatch, and the event hand-out loop.
+
+use std::io::Read;
+
+use super::bytes::Cursor;
+use super::error::{BufError, NetTraceError};
+use super::event::EventRef;
+use super::event_header::{self, EventHeader};
+use super::input::{Fill, Input};
+use super::metadata::{self, MetadataTable};
+use super::region::{Pending, Region};
+use super::sequence::SequenceTracker;
+use super::stacks::StackTable;
+use super::trace_info::{FormatVersion, SyncTimeUtc, TraceInfo};
+use super::v6_tables::{LabelTable, ThreadTable};
+
+const MAGIC: &[u8; 8] = b"Nettrace";
+const FAST_SERIALIZATION: &[u8; 20] = b"!FastSerialization.1";
+/// Largest block accepted (the runtime writes blocks of at most a few hundred KiB).
+const MAX_BLOCK: usize = 64 << 20;
+const MAX_TYPE_NAME: usize = 256;
+
+mod tag {
+    pub const NULL_REFERENCE: u8 = 0x01;
+    pub const BEGIN_PRIVATE_OBJECT: u8 = 0x05;
+    pub const END_OBJECT: u8 = 0x06;
+}
+
+/// Where the stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamStatus {
+    /// More events may come.
+    Reading,
+    /// The end-of-stream marker was read.
+    Complete,
+    /// The stream ended without the end marker (process killed, socket closed, file cut).
+    Truncated,
+    /// A corrupt block stopped the reader; `next_event` returned its error.
+    Failed,
+}
+
+/// Counters over the stream read so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReaderStats {
+    /// Events handed out.
+    pub events: u64,
+    /// Events the writer numbered but never wrote (sequence-number gaps).
+    pub dropped_events: u64,
+    /// Events skipped because their metadata id was never defined.
+    pub unknown_metadata_events: u64,
+    /// Events whose stack id was not defined (handed out with an empty stack).
+    pub unknown_stack_ids: u64,
+    /// Blocks/objects read after the header.
+    pub blocks: u64,
+    /// Bytes consumed from the stream.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BlockKind {
+    Event,
+    Metadata,
+    Stack,
+    SequencePoint,
+    Thread,
+    RemoveThread,
+    LabelList,
+    Other,
+}
+
+/// What to forget once every event of the region has been handed out.
+#[derive(Debug, Clone, Copy, Default)]
+struct RegionReset {
+    threads: bool,
+    metadata: bool,
+}
+
+/// Streaming NetTrace reader over any `io::Read`.
+pub struct NetTraceReader<R: Read> {
+    input: Input<R>,
+    info: TraceInfo,
+    v6: bool,
+    block: Vec<u8>,
+    metadata: MetadataTable,
+    stacks: StackTable,
+    threads: ThreadTable,
+    labels: LabelTable,
+    seq: SequenceTracker,
+    region: Region,
+    reset: Option<RegionReset>,
+    status: StreamStatus,
+    deferred_error: Option<NetTraceError>,
+    stats: ReaderStats,
+}
+
+fn header_eof(what: &'static str, offset: u64) -> NetTraceError {
+    NetTraceError::TruncatedHeader { what, offset }
+}
+
+impl<R: Read> NetTraceReader<R> {
+    /// Reads the stream header and the trace object. Nothing beyond them is read.
+    pub fn new(reader: R) -> Result<Self, NetTraceError> {
+        let mut input = Input::new(reader);
+        let magic: [u8; 8] = input
+            .array()?
+            .ok_or_else(|| header_eof("magic", 0))?;
+        if magic[..4] == 20i32.to_le_bytes() && &magic[4..] == b"!Fas" {
+            return Err(NetTraceError::UnsupportedNetPerf);
+        }
+        if &magic != MAGIC {
+            return Err(NetTraceError::BadMagic(magic));
+        }
+        let word: [u8; 4] = input
+            .array()?
+            .ok_or_else(|| header_eof("version", input.offset()))?;
+        let (info, v6) = match u32::from_le_bytes(word) {
+            20 => (read_v4_trace(&mut input)?, false),
+            0 => (read_v6_trace(&mut input)?, true),
+            _ => {
+                return Err(NetTraceError::corrupt(
+                    "stream header",
+                    8,
+                    "neither a FastSerialization (20) nor a V6 (0) header follows the magic",
+                ));
+            }
+        };
+        Ok(NetTraceReader {
+            input,
+            info,
+            v6,
+            block: Vec::with_capacity(256 * 1024),
+            metadata: MetadataTable::default(),
+            stacks: StackTable::default(),
+            threads: ThreadTable::default(),
+            labels: LabelTable::default(),
+            seq: SequenceTracker::new(v6),
+            region: Region::default(),
+            reset: None,
+            status: StreamStatus::Reading,
+            deferred_error: None,
+            stats: ReaderStats::default(),
+        })
+    }
+
+    pub fn trace_info(&self) -> &TraceInfo {
+        &self.info
+    }
+
+    pub fn status(&self) -> StreamStatus {
+        self.status
+    }
+
+    pub fn stats(&self) -> ReaderStats {
+        let mut s = self.stats;
+        s.dropped_events = self.seq.dropped;
+        s.bytes = self.input.offset();
+        s
+    }
+
+    /// The next event in timestamp order, `Ok(None)` at the end of the stream (see
+    /// [`status`](Self::status) for whether it was complete). After a corrupt block, the events
+    /// parsed before it are handed out first, then the error is returned once.
+    pub fn next_event(&mut self) -> Result<Option<EventRef<'_>>, NetTraceError> {
+        loop {
+            if let Some(i) = self.region.next_ready() {
+                self.stats.events += 1;
+                return Ok(Some(self.event_at(i)));
+            }
+            self.region.recycle();
+            if let Some(r) = self.reset.take() {
+                self.stacks.clear();
+                self.labels.clear();
+                if r.threads {
+                    self.threads.clear();
+                }
+                if r.metadata {
+                    self.metadata.clear();
+                }
+            }
+            if self.status != StreamStatus::Reading {
+                if self.region.has_pending() {
+                    self.region.flush_all();
+                    continue;
+                }
+                return match self.deferred_error.take() {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                };
+            }
+            let r = if self.v6 { self.read_v6_block() } else { self.read_v4_object() };
+            if let Err(e) = r {
+                self.status = StreamStatus::Failed;
+                self.deferred_error = Some(e);
+            }
+        }
+    }
+
+    fn event_at(&self, i: usize) -> EventRef<'_> {
+        let rec = &self.region.out[i];
+        let payload = &self.region.payloads
+            [rec.payload_start as usize..(rec.payload_start as usize + rec.payload_len as usize)];
+        let stack = &self.stacks.ips
+            [rec.stack_start as usize..(rec.stack_start as usize + rec.stack_len as usize)];
+        let metadata = self
+            .metadata
+            .get(rec.metadata_id)
+            .expect("events are only buffered when their metadata exists, and metadata is only flushed once the buffer is empty");
+        EventRef {
+            rec,
+            metadata,
+            payload,
+            stack,
+            info: &self.info,
+        }
+    }
+
+    // ------------------------------------------------------------ framing
+
+    /// Reads one FastSerialization object (V4/V5) and processes it.
+    fn read_v4_object(&mut self) -> Result<(), NetTraceError> {
+        let start = self.input.offset();
+        let Some([t]) = self.input.array::<1>()? else {
+            self.status = StreamStatus::Truncated;
+            return Ok(());
+        };
+        match t {
+            tag::NULL_REFERENCE => {
+                self.status = StreamStatus::Complete;
+                return Ok(());
+            }
+            tag::BEGIN_PRIVATE_OBJECT => {}
+            _ => return Err(NetTraceError::corrupt("object tag", start, format!("expected BeginPrivateObject (5) or NullReference (1), found {t}"))),
+        }
+        let Some(name) = read_type_header(&mut self.input)? else {
+            self.status = StreamStatus::Truncated;
+            return Ok(());
+        };
+        let kind = match name.as_str() {
+            "EventBlock" => BlockKind::Event,
+            "MetadataBlock" => BlockKind::Metadata,
+            "StackBlock" => BlockKind::Stack,
+            "SPBlock" => BlockKind::SequencePoint,
+            "Trace" => return Err(NetTraceError::corrupt("object", start, "a second Trace object")),
+            _ => BlockKind::Other,
+        };
+        let size_at = self.input.offset();
+        let Some(size) = self.input.array::<4>()? else {
+            self.status = StreamStatus::Truncated;
+            return Ok(());
+        };
+        let size = i32::from_le_bytes(size);
+        if size < 0 || size as usize > MAX_BLOCK {
+            return Err(NetTraceError::corrupt("block size", size_at, format!("{size} is out of range")));
+        }
+        let pad = (4 - self.input.offset() % 4) % 4;
+        if !self.input.skip(pad)? {
+            self.status = StreamStatus::Truncated;
+            return Ok(());
+        }
+        let body_at = self.input.offset();
+        let full = matches!(self.input.read_into(&mut self.block, size as usize)?, Fill::Full);
+        self.stats.blocks += 1;
+        if !full {
+            self.status = StreamStatus::Truncated;
+            if kind == BlockKind::Event {
+                self.event_block(body_at, true)?;
+            }
+            return Ok(());
+        }
+        self.dispatch(kind, body_at)?;
+        let end_at = self.input.offset();
+        match self.input.array::<1>()? {
+            None => self.status = StreamStatus::Truncated,
+            Some([tag::END_OBJECT]) => {}
+            Some([t]) => return Err(NetTraceError::corrupt("end of object", end_at, format!("expected EndObject (6), found {t}"))),
+        }
+        Ok(())
+    }
+
+    /// Reads one V6 block and processes it.
+    fn read_v6_block(&mut self) -> Result<(), NetTraceError> {
+        let Some(h) = self.input.array::<4>()? else {
+            self.status = StreamStatus::Truncated;
+            return Ok(());
+        };
+        let h = u32::from_le_bytes(h);
+        let size = (h & 0x00ff_ffff) as usize;
+        let kind = match h >> 24 {
+            0 => {
+                self.status = StreamStatus::Complete;
+                return Ok(());
+            }
+            1 => {
+                return Err(NetTraceError::corrupt("block", self.input.offset() - 4, "a second Trace block"));
+            }
+            2 => BlockKind::Event,
+            3 => BlockKind::Metadata,
+            4 => BlockKind::SequencePoint,
+            5 => BlockKind::Stack,
+            6 => BlockKind::Thread,
+            7 => BlockKind::RemoveThread,
+            8 => BlockKind::LabelList,
+            _ => BlockKind::Other,
+        };
+        let body_at = self.input.offset();
+        let full = matches!(self.input.read_into(&mut self.block, size)?, Fill::Full);
+        self.stats.blocks += 1;
+        if !full {
+            self.status = StreamStatus::Truncated;
+            if kind == BlockKind::Event {
+                self.event_block(body_at, true)?;
+            }
+            return Ok(());
+        }
+        self.dispatch(kind, body_at)
+    }
+
+    fn dispatch(&mut self, kind: BlockKind, body_at: u64) -> Result<(), NetTraceError> {
+        match kind {
+            BlockKind::Event => self.event_block(body_at, false),
+            BlockKind::Metadata => self.metadata_block(body_at),
+            BlockKind::Stack => self
+                .stacks
+                .add_block(&self.block, self.info.pointer_size)
+                .map_err(|e| e.into_error("stack block", body_at)),
+            BlockKind::SequencePoint => self.sequence_point(body_at),
+            BlockKind::Thread => self
+                .threads
+                .add_block(&self.block)
+                .map_err(|e| e.into_error("thread block", body_at)),
+            BlockKind::RemoveThread => self.remove_threads(body_at),
+            BlockKind::LabelList => self
+                .labels
+                .add_block(&self.block)
+                .map_err(|e| e.into_error("label list block", body_at)),
+            BlockKind::Other => Ok(()),
+        }
+    }
+
+    // ------------------------------------------------------------ blocks
+
+    /// Parses an event block. `partial`: the block was cut by the end of the stream; keep
+    /// every whole event and stop quietly at the first incomplete one.
+    fn event_block(&mut self, body_at: u64, partial: bool) -> Result<(), NetTraceError> {
+        let block = std::mem::take(&mut self.block);
+        let r = self.event_rows(&block);
+        self.block = block;
+        match r {
+            Err(_) if partial => Ok(()),
+            Err(e) => Err(e.into_error("event block", body_at)),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    fn event_rows(&mut self, body: &[u8]) -> Result<(), BufError> {
+        let mut c = Cursor::new(body);
+        let (compressed, _) = block_header(&mut c)?;
+        let mut h = EventHeader::default();
+        let v6 = self.v6;
+        while !c.is_empty() {
+            if compressed {
+                event_header::read_compressed(&mut c, &mut h, v6)?;
+            } else if v6 {
+                event_header::read_uncompressed_v6(&mut c, &mut h)?;
+            } else {
+                event_header::read_uncompressed_v4(&mut c, &mut h)?;
+            }
+            let payload = c.bytes(h.payload_size as usize, "event payload")?;
+            if !compressed && !v6 {
+                c.align(4);
+            }
+            self.add_event(&h, payload, &mut c)?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn add_event(&mut self, h: &EventHeader, payload: &[u8], c: &mut Cursor<'_>) -> Result<(), BufError> {
+        self.seq.on_event(h.capture_thread_id, h.sequence_number);
+        if self.metadata.get(h.metadata_id).is_none() {
+            self.stats.unknown_metadata_events += 1;
+            return Ok(());
+        }
+        let (stack_start, stack_len) = if h.stack_id == 0 {
+            (0, 0)
+        } else if let Some(r) = self.stacks.get(h.stack_id) {
+            r
+        } else {
+            self.stats.unknown_stack_ids += 1;
+            (0, 0)
+        };
+        let (thread_id, capture_thread_id, activity_id, related_activity_id) = if self.v6 {
+            let labels = self.labels.get(h.label_list_id);
+            (
+                self.threads.os_thread_id(h.thread_id),
+                self.threads.os_thread_id(h.capture_thread_id),
+                labels.activity_id,
+                labels.related_activity_id,
+            )
+        } else {
+            (h.thread_id, h.capture_thread_id, h.activity_id, h.related_activity_id)
+        };
+        let payloads = &mut self.region.payloads;
+        let Ok(payload_start) = u32::try_from(payloads.len()) else {
+            return Err(c.err("more than 4 GiB of payload buffered in one sequence-point region"));
+        };
+        payloads.extend_from_slice(payload);
+        let timestamp = h.timestamp as i64;
+        self.region.push(Pending {
+            timestamp,
+            metadata_id: h.metadata_id,
+            sequence_number: h.sequence_number,
+            thread_id,
+            capture_thread_id,
+            processor_number: h.processor_number,
+            payload_start,
+            payload_len: h.payload_size,
+            stack_start,
+            stack_len,
+            activity_id,
+            related_activity_id,
+        });
+        if h.is_sorted {
+            self.region.flush_upto(timestamp);
+        }
+        Ok(())
+    }
+
+    fn metadata_block(&mut self, body_at: u64) -> Result<(), NetTraceError> {
+        let block = std::mem::take(&mut self.block);
+        let r = if self.v6 {
+            metadata_rows_v6(&block, &mut self.metadata)
+        } else {
+            metadata_rows_v4(&block, &mut self.metadata)
+        };
+        self.block = block;
+        r.map_err(|e| e.into_error("metadata block", body_at))
+    }
+
+    fn sequence_point(&mut self, body_at: u64) -> Result<(), NetTraceError> {
+        self.region.flush_all();
+        let mut reset = RegionReset::default();
+        let mut c = Cursor::new(&self.block);
+        let r: Result<(), BufError> = (|| {
+            let _timestamp = c.u64("sequence point timestamp")?;
+            if self.v6 {
+                let flags = c.u32("sequence point flags")?;
+                reset.threads = flags & 1 != 0;
+                reset.metadata = flags & 2 != 0;
+                let n = c.u32("thread count")?;
+                for _ in 0..n {
+                    let t = c.varu64("thread index")?;
+                    let s = c.varu32("sequence number")?;
+                    self.seq.checkpoint(t, s);
+                }
+            } else {
+                let n = c.u32("thread count")?;
+                if u64::from(n) > c.remaining() as u64 / 12 {
+                    return Err(c.err("thread count larger than the block"));
+                }
+                for _ in 0..n {
+                    let t = c.u64("capture thread id")?;
+                    let s = c.u32("sequence number")?;
+                    self.seq.checkpoint(t, s);
+                }
+            }
+            Ok(())
+        })();
+        if reset.threads {
+            self.seq.clear();
+        }
+        self.reset = Some(reset);
+        r.map_err(|e| e.into_error("sequence point block", body_at))
+    }
+
+    fn remove_threads(&mut self, body_at: u64) -> Result<(), NetTraceError> {
+        let mut c = Cursor::new(&self.block);
+        while !c.is_empty() {
+            let r = (|| Ok::<_, BufError>((c.varu64("thread index")?, c.varu32("sequence number")?)))();
+            let (t, s) = r.map_err(|e| e.into_error("remove thread block", body_at))?;
+            self.seq.checkpoint(t, s);
+            self.seq.remove(t);
+            self.threads.remove(t);
+        }
+        Ok(())
+    }
+}
+
+/// Event/metadata block header: (header compression, min/max timestamps skipped).
+fn block_header(c: &mut Cursor<'_>) -> Result<(bool, ()), BufError> {
+    let header_size = c.u16("block header size")?;
+    if header_size < 20 {
+        return Err(c.err("block header size below 20"));
+    }
+    let flags = c.u16("block flags")?;
+    c.skip(usize::from(header_size) - 4, "block header")?;
+    Ok((flags & 1 != 0, ()))
+}
+
+fn metadata_rows_v4(body: &[u8], table: &mut MetadataTable) -> Result<(), BufError> {
+    let mut c = Cursor::new(body);
+    let (compressed, _) = block_header(&mut c)?;
+    let mut h = EventHeader::default();
+    while !c.is_empty() {
+        if compressed {
+            event_header::read_compressed(&mut c, &mut h, false)?;
+        } else {
+            event_header::read_uncompressed_v4(&mut c, &mut h)?;
+        }
+        let at = c.pos();
+        let payload = c.bytes(h.payload_size as usize, "metadata payload")?;
+        if !compressed {
+            c.align(4);
+        }
+        let m = metadata::parse_v4(payload).map_err(|e| BufError::new(at + e.at, e.reason))?;
+        table.insert(m);
+    }
+    Ok(())
+}
+
+fn metadata_rows_v6(body: &[u8], table: &mut MetadataTable) -> Result<(), BufError> {
+    let mut c = Cursor::new(body);
+    let header_size = c.u16("metadata header size")?;
+    c.skip(usize::from(header_size), "metadata header")?;
+    while !c.is_empty() {
+        let size = c.u16("metadata row size")?;
+        let at = c.pos();
+        let row = c.bytes(usize::from(size), "metadata row")?;
+        let m = metadata::parse_v6_row(row).map_err(|e| BufError::new(at + e.at, e.reason))?;
+        table.insert(m);
+    }
+    Ok(())
+}
+
+/// Reads a FastSerialization type header (after the object's BeginPrivateObject tag) and
+/// returns the type name; `None` at end of stream.
+fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<String>, NetTraceError> {
+    let at = input.offset();
+    let Some(h) = input.array::<14>()? else {
+        return Ok(None);
+    };
+    if h[0] != tag::BEGIN_PRIVATE_OBJECT || h[1] != tag::NULL_REFERENCE {
+        return Err(NetTraceError::corrupt("type header", at, "expected BeginPrivateObject, NullReference"));
+    }
+    let name_len = i32::from_le_bytes([h[10], h[11], h[12], h[13]]);
+    if name_len < 0 || name_len as usize > MAX_TYPE_NAME {
+        return Err(NetTraceError::corrupt("type header", at + 10, format!("type name length {name_len} out of range")));
+    }
+    let mut name = vec![0u8; name_len as usize + 1];
+    if let Fill::Eof = input.fill(&mut name)? {
+        return Ok(None);
+    }
+    if name[name_len as usize] != tag::END_OBJECT {
+        return Err(NetTraceError::corrupt("type header", input.offset() - 1, "type header not closed by EndObject"));
+    }
+    name.truncate(name_len as usize);
+    String::from_utf8(name)
+        .map(Some)
+        .map_err(|_| NetTraceError::corrupt("type header", at + 14, "type name is not UTF-8"))
+}
+
+fn read_v4_trace<R: Read>(input: &mut Input<R>) -> Result<TraceInfo, NetTraceError> {
+    let mut fs = [0u8; 20];
+    if let Fill::Eof = input.fill(&mut fs)? {
+        return Err(header_eof("serialization header", input.offset()));
+    }
+    if &fs != FAST_SERIALIZATION {
+        return Err(NetTraceError::corrupt("serialization header", 12, "expected \"!FastSerialization.1\""));
+    }
+    let at = input.offset();
+    let Some([t]) = input.array::<1>()? else {
+        return Err(header_eof("trace object", input.offset()));
+    };
+    if t != tag::BEGIN_PRIVATE_OBJECT {
+        return Err(NetTraceError::corrupt("trace object", at, "expected BeginPrivateObject"));
+    }
+    let version_at = input.offset() + 2;
+    let Some(name) = read_type_header(input)? else {
+        return Err(header_eof("trace object type", input.offset()));
+    };
+    if name != "Trace" {
+        return Err(NetTraceError::corrupt("trace object", at, format!("first object is {name:?}, expected \"Trace\"")));
+    }
+    let _ = version_at;
+    let Some(b) = input.array::<49>()? else {
+        return Err(header_eof("trace object fields", input.offset()));
+    };
+    let mut c = Cursor::new(&b);
+    let info = trace_fields(&mut c, FormatVersion::V4, 4)
+        .map_err(|e| e.into_error("trace object", at))?;
+    let mut info = info;
+    let pid = c.i32("process id").map_err(|e| e.into_error("trace object", at))?;
+    let nproc = c.i32("processors").map_err(|e| e.into_error("trace object", at))?;
+    let rate = c.i32("sampling rate").map_err(|e| e.into_error("trace object", at))?;
+    info.process_id = u64::try_from(pid).ok();
+    info.number_of_processors = u32::try_from(nproc).ok();
+    info.expected_cpu_sampling_rate = u32::try_from(rate).ok();
+    if c.u8("end tag").ok() != Some(tag::END_OBJECT) {
+        return Err(NetTraceError::corrupt("trace object", input.offset() - 1, "not closed by EndObject"));
+    }
+    Ok(info)
+}
+
+/// SyncTimeUTC, SyncTimeQPC, QPCFrequency, PointerSize: common to V4 and V6.
+fn trace_fields(c: &mut Cursor<'_>, format: FormatVersion, version: i32) -> Result<TraceInfo, BufError> {
+    let mut f = [0i16; 8];
+    for v in &mut f {
+        *v = c.i16("sync time")?;
+    }
+    let sync_time_qpc = c.i64("sync time QPC")?;
+    let qpc_frequency = c.i64("QPC frequency")?;
+    if qpc_frequency <= 0 {
+        return Err(c.err("QPC frequency is not positive"));
+    }
+    let pointer_size = c.i32("pointer size")?;
+    if pointer_size != 4 && pointer_size != 8 {
+        return Err(c.err("pointer size is neither 4 nor 8"));
+    }
+    Ok(TraceInfo {
+        format,
+        trace_object_version: version,
+        sync_time_utc: SyncTimeUtc::from_fields(f),
+        sync_time_qpc,
+        qpc_frequency,
+        pointer_size: pointer_size as u32,
+        process_id: None,
+        number_of_processors: None,
+        expected_cpu_sampling_rate: None,
+        key_values: Vec::new(),
+    })
+}
+
+fn read_v6_trace<R: Read>(input: &mut Input<R>) -> Result<TraceInfo, NetTraceError> {
+    let Some(v) = input.array::<8>()? else {
+        return Err(header_eof("version", input.offset()));
+    };
+    let major = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let minor = u32::from_le_bytes([v[4], v[5], v[6], v[7]]);
+    if major != 6 {
+        return Err(NetTraceError::UnsupportedVersion(major));
+    }
+    let Some(h) = input.array::<4>()? else {
+        return Err(header_eof("trace block", input.offset()));
+    };
+    let h = u32::from_le_bytes(h);
+    if h >> 24 != 1 {
+        return Err(NetTraceError::corrupt("trace block", input.offset() - 4, format!("first block has kind {}, expected Trace (1)", h >> 24)));
+    }
+    let at = input.offset();
+    let mut body = Vec::new();
+    if let Fill::Eof = input.read_into(&mut body, (h & 0x00ff_ffff) as usize)? {
+        return Err(header_eof("trace block", input.offset()));
+    }
+    let mut c = Cursor::new(&body);
+    let r: Result<TraceInfo, BufError> = (|| {
+        let mut info = trace_fields(&mut c, FormatVersion::V6 { minor }, 6)?;
+        let n = c.u32("key/value count")?;
+        if u64::from(n) > c.remaining() as u64 / 2 {
+            return Err(c.err("key/value count larger than the block"));
+        }
+        for _ in 0..n {
+            let k = c.utf8("key")?;
+            let v = c.utf8("value")?;
+            match k.as_str() {
+                "ProcessId" => info.process_id = v.parse().ok(),
+                "HardwareThreadCount" => info.number_of_processors = v.parse().ok(),
+                "ExpectedCPUSamplingRate" => info.expected_cpu_sampling_rate = v.parse().ok(),
+                _ => {}
+            }
+            info.key_values.push((k, v));
+        }
+        Ok(info)
+    })();
+    r.map_err(|e| e.into_error("trace block", at))
+}
