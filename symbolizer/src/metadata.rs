@@ -1,0 +1,309 @@
+//! A focused ECMA-335 metadata reader: the `#~` table stream and `#Strings` heap, enough to name
+//! methods (`Namespace.Type::Method`, nested types `Outer+Inner`).
+//!
+//! Row sizes are computed for every table that precedes the ones read (II.22, II.24.2.6), so
+//! any assembly's tables can be walked.
+use std::collections::HashMap;
+
+use crate::FormatError;
+use crate::reader::Bytes;
+
+// Table ids (II.22).
+const TYPE_REF: usize = 0x01;
+const TYPE_DEF: usize = 0x02;
+const METHOD_DEF: usize = 0x06;
+const MEMBER_REF: usize = 0x0A;
+const NESTED_CLASS: usize = 0x29;
+const TABLE_COUNT: usize = 0x2D;
+
+/// Column kinds of a metadata table.
+#[derive(Clone, Copy)]
+enum Col {
+    U16,
+    U32,
+    Str,
+    Guid,
+    Blob,
+    /// Index into one table.
+    Idx(usize),
+    /// Coded index over tables (None = unused tag).
+    Coded(&'static [Option<usize>]),
+}
+
+use Col::*;
+
+const RESOLUTION_SCOPE: &[Option<usize>] = &[Some(0x00), Some(0x1A), Some(0x23), Some(0x01)];
+const TYPE_DEF_OR_REF: &[Option<usize>] = &[Some(0x02), Some(0x01), Some(0x1B)];
+const MEMBER_REF_PARENT: &[Option<usize>] = &[Some(0x02), Some(0x01), Some(0x1A), Some(0x06), Some(0x1B)];
+const HAS_CONSTANT: &[Option<usize>] = &[Some(0x04), Some(0x08), Some(0x17)];
+const HAS_CUSTOM_ATTRIBUTE: &[Option<usize>] = &[
+    Some(0x06), Some(0x04), Some(0x01), Some(0x02), Some(0x08), Some(0x09), Some(0x0A), Some(0x00),
+    Some(0x0E), Some(0x17), Some(0x14), Some(0x11), Some(0x1A), Some(0x1B), Some(0x20), Some(0x23),
+    Some(0x26), Some(0x27), Some(0x28), Some(0x2A), Some(0x2C), Some(0x2B),
+];
+const CUSTOM_ATTRIBUTE_TYPE: &[Option<usize>] = &[None, None, Some(0x06), Some(0x0A), None];
+const HAS_FIELD_MARSHAL: &[Option<usize>] = &[Some(0x04), Some(0x08)];
+const HAS_DECL_SECURITY: &[Option<usize>] = &[Some(0x02), Some(0x06), Some(0x20)];
+const HAS_SEMANTICS: &[Option<usize>] = &[Some(0x14), Some(0x17)];
+const METHOD_DEF_OR_REF: &[Option<usize>] = &[Some(0x06), Some(0x0A)];
+const MEMBER_FORWARDED: &[Option<usize>] = &[Some(0x04), Some(0x06)];
+const IMPLEMENTATION: &[Option<usize>] = &[Some(0x26), Some(0x23), Some(0x27)];
+const TYPE_OR_METHOD_DEF: &[Option<usize>] = &[Some(0x02), Some(0x06)];
+
+/// Columns of tables 0x00..0x2C (II.22.2 - II.22.39).
+fn schema(table: usize) -> Option<&'static [Col]> {
+    Some(match table {
+        0x00 => &[U16, Str, Guid, Guid, Guid],                               // Module
+        0x01 => &[Coded(RESOLUTION_SCOPE), Str, Str],                        // TypeRef
+        0x02 => &[U32, Str, Str, Coded(TYPE_DEF_OR_REF), Idx(0x04), Idx(0x06)], // TypeDef
+        0x03 => &[Idx(0x04)],                                                // FieldPtr
+        0x04 => &[U16, Str, Blob],                                           // Field
+        0x05 => &[Idx(0x06)],                                                // MethodPtr
+        0x06 => &[U32, U16, U16, Str, Blob, Idx(0x08)],                      // MethodDef
+        0x07 => &[Idx(0x08)],                                                // ParamPtr
+        0x08 => &[U16, U16, Str],                                            // Param
+        0x09 => &[Idx(0x02), Coded(TYPE_DEF_OR_REF)],                        // InterfaceImpl
+        0x0A => &[Coded(MEMBER_REF_PARENT), Str, Blob],                      // MemberRef
+        0x0B => &[U16, Coded(HAS_CONSTANT), Blob],                           // Constant (type u8 + pad)
+        0x0C => &[Coded(HAS_CUSTOM_ATTRIBUTE), Coded(CUSTOM_ATTRIBUTE_TYPE), Blob], // CustomAttribute
+        0x0D => &[Coded(HAS_FIELD_MARSHAL), Blob],                           // FieldMarshal
+        0x0E => &[U16, Coded(HAS_DECL_SECURITY), Blob],                      // DeclSecurity
+        0x0F => &[U16, U32, Idx(0x02)],                                      // ClassLayout
+        0x10 => &[U32, Idx(0x04)],                                           // FieldLayout
+        0x11 => &[Blob],                                                     // StandAloneSig
+        0x12 => &[Idx(0x02), Idx(0x14)],                                     // EventMap
+        0x13 => &[Idx(0x14)],                                                // EventPtr
+        0x14 => &[U16, Str, Coded(TYPE_DEF_OR_REF)],                         // Event
+        0x15 => &[Idx(0x02), Idx(0x17)],                                     // PropertyMap
+        0x16 => &[Idx(0x17)],                                                // PropertyPtr
+        0x17 => &[U16, Str, Blob],                                           // Property
+        0x18 => &[U16, Idx(0x06), Coded(HAS_SEMANTICS)],                     // MethodSemantics
+        0x19 => &[Idx(0x02), Coded(METHOD_DEF_OR_REF), Coded(METHOD_DEF_OR_REF)], // MethodImpl
+        0x1A => &[Str],                                                      // ModuleRef
+        0x1B => &[Blob],                                                     // TypeSpec
+        0x1C => &[U16, Coded(MEMBER_FORWARDED), Str, Idx(0x1A)],             // ImplMap
+        0x1D => &[U32, Idx(0x04)],                                           // FieldRVA
+        0x1E => &[U32, U32],                                                 // EncLog
+        0x1F => &[U32],                                                      // EncMap
+        0x20 => &[U32, U16, U16, U16, U16, U32, Blob, Str, Str],             // Assembly
+        0x21 => &[U32],                                                      // AssemblyProcessor
+        0x22 => &[U32, U32, U32],                                            // AssemblyOS
+        0x23 => &[U16, U16, U16, U16, U32, Blob, Str, Str, Blob],            // AssemblyRef
+        0x24 => &[U32, Idx(0x23)],                                           // AssemblyRefProcessor
+        0x25 => &[U32, U32, U32, Idx(0x23)],                                 // AssemblyRefOS
+        0x26 => &[U32, Str, Blob],                                           // File
+        0x27 => &[U32, U32, Str, Str, Coded(IMPLEMENTATION)],                // ExportedType
+        0x28 => &[U32, U32, Str, Coded(IMPLEMENTATION)],                     // ManifestResource
+        0x29 => &[Idx(0x02), Idx(0x02)],                                     // NestedClass
+        0x2A => &[U16, U16, Coded(TYPE_OR_METHOD_DEF), Str],                 // GenericParam
+        0x2B => &[Coded(METHOD_DEF_OR_REF), Blob],                           // MethodSpec
+        0x2C => &[Idx(0x2A), Coded(TYPE_DEF_OR_REF)],                        // GenericParamConstraint
+        _ => return None,
+    })
+}
+
+/// Where one table lives and how its rows are laid out.
+#[derive(Debug, Clone, Default)]
+struct Table {
+    rows: u32,
+    offset: u64,
+    row_size: u64,
+    /// Byte offset of each column inside a row, and whether it is 4 bytes wide.
+    cols: Vec<(u64, bool)>,
+}
+
+/// One TypeDef row, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeDef {
+    pub namespace: String,
+    pub name: String,
+    /// First MethodDef RID owned by this type.
+    pub method_list: u32,
+}
+
+/// Names from an assembly's metadata.
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    /// Version string from the metadata root (e.g. `v4.0.30319`).
+    pub version: String,
+    /// TypeDef rows, index = RID - 1.
+    pub types: Vec<TypeDef>,
+    /// MethodDef names, index = RID - 1.
+    pub methods: Vec<String>,
+    /// MemberRef names, index = RID - 1.
+    pub member_refs: Vec<String>,
+    /// Nested TypeDef RID -> enclosing TypeDef RID.
+    enclosing: HashMap<u32, u32>,
+}
+
+impl Metadata {
+    /// Parses a metadata root (the bytes the COR20 header's MetaData directory points at).
+    pub fn parse(data: &[u8]) -> Result<Metadata, FormatError> {
+        let root = Bytes::new(data, "metadata root");
+        if root.u32(0)? != 0x424A_5342 {
+            return Err(FormatError::invalid("metadata root", "signature is not BSJB"));
+        }
+        let vlen = root.u32(12)? as u64;
+        if vlen > 256 {
+            return Err(FormatError::invalid("metadata root", format!("version length {vlen} > 256")));
+        }
+        let version = String::from_utf8_lossy(root.cstr(16).or_else(|_| root.slice(16, vlen))?).into_owned();
+        let mut pos = 16 + vlen;
+        let nstreams = root.u16(pos + 2)?;
+        pos += 4;
+        let (mut tables, mut strings) = (None, None);
+        for _ in 0..nstreams {
+            let off = root.u32(pos)? as u64;
+            let size = root.u32(pos + 4)? as u64;
+            let name = root.cstr(pos + 8)?;
+            pos += 8 + (name.len() as u64 + 4) / 4 * 4;
+            match name {
+                b"#~" | b"#-" => tables = Some(root.sub(off, size, "#~ stream")?),
+                b"#Strings" => strings = Some(root.sub(off, size, "#Strings heap")?),
+                _ => {}
+            }
+        }
+        let tables = tables.ok_or_else(|| FormatError::invalid("metadata root", "no #~ stream"))?;
+        let strings = strings.ok_or_else(|| FormatError::invalid("metadata root", "no #Strings heap"))?;
+        let mut md = Self::read_tables(tables, strings)?;
+        md.version = version;
+        Ok(md)
+    }
+
+    fn read_tables(t: Bytes<'_>, strings: Bytes<'_>) -> Result<Metadata, FormatError> {
+        let heap_sizes = t.u8(6)?;
+        let valid = t.u64(8)?;
+        let (wide_str, wide_guid, wide_blob) = (heap_sizes & 1 != 0, heap_sizes & 2 != 0, heap_sizes & 4 != 0);
+        let mut rows = [0u32; 64];
+        let mut pos = 24u64;
+        for (i, r) in rows.iter_mut().enumerate() {
+            if valid >> i & 1 == 1 {
+                *r = t.u32(pos)?;
+                pos += 4;
+            }
+        }
+        // #- streams with extra data (HeapSizes bit 0x20) carry 4 more bytes.
+        if heap_sizes & 0x20 != 0 {
+            pos += 4;
+        }
+        let idx_wide = |table: usize| rows[table] >= 1 << 16;
+        let coded_wide = |tables: &[Option<usize>]| {
+            let bits = usize::BITS - (tables.len() - 1).leading_zeros();
+            let max = tables.iter().flatten().map(|&t| rows[t]).max().unwrap_or(0);
+            max >= 1u32 << (16 - bits)
+        };
+        let mut layout: Vec<Table> = vec![Table::default(); TABLE_COUNT];
+        for (i, row_count) in rows.iter().enumerate() {
+            if valid >> i & 1 == 0 {
+                continue;
+            }
+            let Some(cols) = schema(i) else {
+                // An unknown table: only tolerable after every table we read.
+                if i < NESTED_CLASS {
+                    return Err(FormatError::invalid("#~ stream", format!("unknown table {i:#x} present")));
+                }
+                break;
+            };
+            let mut off = 0u64;
+            let mut col_offsets = Vec::with_capacity(cols.len());
+            for c in cols {
+                let w = match c {
+                    U16 => 2,
+                    U32 => 4,
+                    Str => if wide_str { 4 } else { 2 },
+                    Guid => if wide_guid { 4 } else { 2 },
+                    Blob => if wide_blob { 4 } else { 2 },
+                    Idx(t) => if idx_wide(*t) { 4 } else { 2 },
+                    Coded(ts) => if coded_wide(ts) { 4 } else { 2 },
+                };
+                col_offsets.push((off, w == 4));
+                off += w;
+            }
+            layout[i] = Table { rows: *row_count, offset: pos, row_size: off, cols: col_offsets };
+            pos = pos
+                .checked_add(off * *row_count as u64)
+                .ok_or_else(|| FormatError::invalid("#~ stream", "table sizes overflow"))?;
+        }
+        if pos > t.data.len() as u64 {
+            return Err(FormatError::Truncated { what: "#~ tables", offset: 0, needed: pos, len: t.data.len() as u64 });
+        }
+        let string = |off: u32| -> Result<String, FormatError> {
+            Ok(String::from_utf8_lossy(strings.cstr(off as u64)?).into_owned())
+        };
+        let cell = |table: usize, row: u32, col: usize| -> Result<u32, FormatError> {
+            let tb = &layout[table];
+            let (coff, wide) = tb.cols[col];
+            t.index(tb.offset + row as u64 * tb.row_size + coff, wide)
+        };
+
+        let mut types = Vec::with_capacity(layout[TYPE_DEF].rows as usize);
+        for r in 0..layout[TYPE_DEF].rows {
+            types.push(TypeDef {
+                name: string(cell(TYPE_DEF, r, 1)?)?,
+                namespace: string(cell(TYPE_DEF, r, 2)?)?,
+                method_list: cell(TYPE_DEF, r, 5)?,
+            });
+        }
+        let mut methods = Vec::with_capacity(layout[METHOD_DEF].rows as usize);
+        for r in 0..layout[METHOD_DEF].rows {
+            methods.push(string(cell(METHOD_DEF, r, 3)?)?);
+        }
+        let mut member_refs = Vec::with_capacity(layout[MEMBER_REF].rows as usize);
+        for r in 0..layout[MEMBER_REF].rows {
+            member_refs.push(string(cell(MEMBER_REF, r, 1)?)?);
+        }
+        let mut enclosing = HashMap::new();
+        for r in 0..layout[NESTED_CLASS].rows {
+            enclosing.insert(cell(NESTED_CLASS, r, 0)?, cell(NESTED_CLASS, r, 1)?);
+        }
+        let _ = layout[TYPE_REF].rows;
+        Ok(Metadata { version: String::new(), types, methods, member_refs, enclosing })
+    }
+
+    /// TypeDef RID owning MethodDef `rid` (MethodList ranges, II.22.37).
+    pub fn owner_of_method(&self, rid: u32) -> Option<u32> {
+        if rid == 0 || rid as usize > self.methods.len() {
+            return None;
+        }
+        let i = self.types.partition_point(|t| t.method_list <= rid);
+        (i > 0).then_some(i as u32)
+    }
+
+    /// Full type name: `Namespace.Outer+Inner`.
+    pub fn type_name(&self, rid: u32) -> Option<String> {
+        let mut chain = Vec::new();
+        let mut cur = rid;
+        // Bounded walk: corrupt NestedClass rows may form a cycle.
+        for _ in 0..64 {
+            let t = self.types.get((cur as usize).checked_sub(1)?)?;
+            chain.push(t);
+            match self.enclosing.get(&cur) {
+                Some(&outer) if outer != cur => cur = outer,
+                _ => break,
+            }
+        }
+        let outermost = chain.last()?;
+        let mut s = String::new();
+        if !outermost.namespace.is_empty() {
+            s.push_str(&outermost.namespace);
+            s.push('.');
+        }
+        for (i, t) in chain.iter().rev().enumerate() {
+            if i > 0 {
+                s.push('+');
+            }
+            s.push_str(&t.name);
+        }
+        Some(s)
+    }
+
+    /// `Namespace.Type::Method` for MethodDef `rid`.
+    pub fn method_name(&self, rid: u32) -> Option<String> {
+        let name = self.methods.get((rid as usize).checked_sub(1)?)?;
+        let ty = self.owner_of_method(rid).and_then(|t| self.type_name(t));
+        Some(match ty {
+            Some(ty) => format!("{ty}::{name}"),
+            None => name.clone(),
+        })
+    }
+}

@@ -1,0 +1,96 @@
+//! The PE layer of managed images: sections, RVA <-> file offset, the CLR (COR20) header.
+//! Parsed with the `object` crate; the result is owned so images can be cached.
+use object::LittleEndian as LE;
+use object::pe;
+use object::read::pe::{ImageNtHeaders, ImageOptionalHeader, PeFile32, PeFile64};
+
+use crate::FormatError;
+
+/// One section header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub virtual_address: u32,
+    pub virtual_size: u32,
+    pub raw_offset: u32,
+    pub raw_size: u32,
+}
+
+/// The parts of a PE image the symbolizer needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeImage {
+    /// COFF machine (for Linux R2R images XOR-ed with an OS value, e.g. 0xFD1D = AMD64 ^ 0x7B79).
+    pub machine: u16,
+    pub image_base: u64,
+    pub sections: Vec<Section>,
+    /// RVA and size of the CLR runtime header (data directory 14), if present.
+    pub clr_header: Option<(u32, u32)>,
+}
+
+/// Base COFF machine of an R2R image whose machine field carries an OS marker.
+pub fn base_machine(machine: u16) -> u16 {
+    // OS markers: Apple 0x4644, FreeBSD 0xADC4, Linux 0x7B79, NetBSD 0x1993, SunOS 0x1992.
+    for os in [0x4644u16, 0xADC4, 0x7B79, 0x1993, 0x1992] {
+        let m = machine ^ os;
+        if matches!(m, pe::IMAGE_FILE_MACHINE_AMD64 | pe::IMAGE_FILE_MACHINE_ARM64 | pe::IMAGE_FILE_MACHINE_I386 | pe::IMAGE_FILE_MACHINE_ARMNT) {
+            return m;
+        }
+    }
+    machine
+}
+
+impl PeImage {
+    pub fn parse(data: &[u8]) -> Result<PeImage, FormatError> {
+        let magic = object::read::pe::optional_header_magic(data).map_err(|e| FormatError::Pe(e.to_string()))?;
+        if magic == pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC {
+            let f = PeFile64::parse(data).map_err(|e| FormatError::Pe(e.to_string()))?;
+            Ok(Self::from_file(f.nt_headers(), f.section_table(), f.data_directory(pe::IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR)))
+        } else {
+            let f = PeFile32::parse(data).map_err(|e| FormatError::Pe(e.to_string()))?;
+            Ok(Self::from_file(f.nt_headers(), f.section_table(), f.data_directory(pe::IMAGE_DIRECTORY_ENTRY_COM_DESCRIPTOR)))
+        }
+    }
+
+    fn from_file<H: ImageNtHeaders>(
+        nt: &H,
+        table: object::read::pe::SectionTable<'_>,
+        clr: Option<&pe::ImageDataDirectory>,
+    ) -> PeImage {
+        let sections = table
+            .iter()
+            .map(|s| Section {
+                name: String::from_utf8_lossy(s.name.split(|&c| c == 0).next().unwrap_or(&[])).into_owned(),
+                virtual_address: s.virtual_address.get(LE),
+                virtual_size: s.virtual_size.get(LE),
+                raw_offset: s.pointer_to_raw_data.get(LE),
+                raw_size: s.size_of_raw_data.get(LE),
+            })
+            .collect();
+        let clr_header = clr.map(|d| (d.virtual_address.get(LE), d.size.get(LE))).filter(|&(rva, _)| rva != 0);
+        PeImage { machine: nt.file_header().machine.get(LE), image_base: nt.optional_header().image_base(), sections, clr_header }
+    }
+
+    /// File offset of an RVA (None if no section holds it on disk).
+    pub fn rva_to_offset(&self, rva: u32) -> Option<u32> {
+        self.sections.iter().find_map(|s| {
+            let d = rva.checked_sub(s.virtual_address)?;
+            (d < s.raw_size.min(s.virtual_size.max(s.raw_size))).then(|| s.raw_offset.checked_add(d)).flatten()
+        })
+    }
+
+    /// RVA of a file offset (None if no section holds it).
+    pub fn offset_to_rva(&self, offset: u64) -> Option<u32> {
+        self.sections.iter().find_map(|s| {
+            let d = offset.checked_sub(s.raw_offset as u64)?;
+            (d < s.raw_size as u64).then(|| s.virtual_address.checked_add(d as u32)).flatten()
+        })
+    }
+
+    /// The bytes of `[rva, rva+size)`, which must lie in one section on disk.
+    pub fn data_at<'a>(&self, data: &'a [u8], rva: u32, size: u32, what: &'static str) -> Result<&'a [u8], FormatError> {
+        let off = self
+            .rva_to_offset(rva)
+            .ok_or_else(|| FormatError::invalid(what, format!("RVA {rva:#x} is in no section")))?;
+        crate::reader::Bytes::new(data, what).slice(off as u64, size as u64)
+    }
+}

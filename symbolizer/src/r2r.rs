@@ -1,0 +1,228 @@
+//! ReadyToRun images: COR20 header -> READYTORUN_HEADER -> RuntimeFunctions (102),
+//! MethodDefEntryPoints (103), InstanceMethodEntryPoints (109), named through the metadata.
+//!
+//! Sans-IO: [`R2rImage::parse`] takes the file bytes; lookups take RVAs or file offsets.
+use crate::FormatError;
+use crate::metadata::Metadata;
+use crate::native_format::{NativeArray, decode_unsigned, hashtable_entries};
+use crate::pe::{PeImage, base_machine};
+use crate::r2r_sig::SigReader;
+use crate::reader::Bytes;
+
+pub const READYTORUN_SIGNATURE: u32 = 0x0052_5452;
+const COMIMAGE_FLAGS_IL_LIBRARY: u32 = 0x4;
+const SECTION_RUNTIME_FUNCTIONS: u32 = 102;
+const SECTION_METHODDEF_ENTRY_POINTS: u32 = 103;
+const SECTION_INSTANCE_METHOD_ENTRY_POINTS: u32 = 109;
+const SECTION_COMPONENT_ASSEMBLIES: u32 = 115;
+const SECTION_OWNER_COMPOSITE_EXECUTABLE: u32 = 116;
+/// READYTORUN_FLAG_COMPONENT: the header of one assembly inside a composite image.
+pub const FLAG_COMPONENT: u32 = 0x20;
+
+/// One method with precompiled code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct R2rMethod {
+    /// `Namespace.Type::Method` (`Outer+Inner` for nested types).
+    pub name: String,
+    /// MethodDef RID (0 if the entry names a MemberRef or another module).
+    pub rid: u32,
+    /// RVA of the entry point (start of the main body).
+    pub entry_rva: u32,
+    /// True for entries of InstanceMethodEntryPoints (generic instantiations).
+    pub instantiated: bool,
+}
+
+/// A RUNTIME_FUNCTION, with the method it belongs to (funclets follow their method's body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CodeRange {
+    begin: u32,
+    end: u32,
+    /// Index into `methods`, u32::MAX if no entry point claims it.
+    method: u32,
+}
+
+/// A parsed ReadyToRun image.
+#[derive(Debug, Clone)]
+pub struct R2rImage {
+    pub pe: PeImage,
+    pub major_version: u16,
+    pub minor_version: u16,
+    pub flags: u32,
+    /// Methods with code, in entry-point order.
+    pub methods: Vec<R2rMethod>,
+    ranges: Vec<CodeRange>,
+    /// Entries of InstanceMethodEntryPoints that could not be decoded.
+    pub undecoded_instance_entries: usize,
+}
+
+/// A named hit from [`R2rImage::lookup_rva`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct R2rSymbol<'a> {
+    pub method: &'a R2rMethod,
+    /// Offset of the RVA from the method's entry point.
+    pub offset: u32,
+    /// Code range (one RUNTIME_FUNCTION: the body or a funclet) holding the RVA.
+    pub range: (u32, u32),
+}
+
+impl R2rImage {
+    /// Parses an R2R PE image from its file bytes.
+    pub fn parse(data: &[u8]) -> Result<R2rImage, FormatError> {
+        let pe = PeImage::parse(data)?;
+        let (clr_rva, clr_size) = pe.clr_header.ok_or(FormatError::NotReadyToRun("no CLR header (not a managed image)"))?;
+        let cor = Bytes::new(pe.data_at(data, clr_rva, clr_size.clamp(72, 4096), "CLR header")?, "CLR header");
+        let (md_rva, md_size) = (cor.u32(8)?, cor.u32(12)?);
+        let cor_flags = cor.u32(16)?;
+        let (mnh_rva, mnh_size) = (cor.u32(64)?, cor.u32(68)?);
+        if cor_flags & COMIMAGE_FLAGS_IL_LIBRARY == 0 || mnh_rva == 0 {
+            return Err(FormatError::NotReadyToRun("no ManagedNativeHeader (IL-only image)"));
+        }
+        let metadata = Metadata::parse(pe.data_at(data, md_rva, md_size, "metadata")?)?;
+
+        let hdr = Bytes::new(pe.data_at(data, mnh_rva, mnh_size.max(16), "READYTORUN_HEADER")?, "READYTORUN_HEADER");
+        if hdr.u32(0)? != READYTORUN_SIGNATURE {
+            return Err(FormatError::NotReadyToRun("ManagedNativeHeader lacks the 'RTR' signature"));
+        }
+        let (major_version, minor_version, flags) = (hdr.u16(4)?, hdr.u16(6)?, hdr.u32(8)?);
+        let nsections = hdr.u32(12)?;
+        let sections_bytes = pe.data_at(data, mnh_rva.saturating_add(16), nsections.saturating_mul(12), "READYTORUN_HEADER sections")?;
+        let sec = Bytes::new(sections_bytes, "READYTORUN_HEADER sections");
+        let find = |ty: u32| -> Result<Option<(u32, u32)>, FormatError> {
+            for i in 0..nsections as u64 {
+                if sec.u32(i * 12)? == ty {
+                    return Ok(Some((sec.u32(i * 12 + 4)?, sec.u32(i * 12 + 8)?)));
+                }
+            }
+            Ok(None)
+        };
+        if flags & FLAG_COMPONENT != 0 || find(SECTION_OWNER_COMPOSITE_EXECUTABLE)?.is_some() {
+            return Err(FormatError::NotReadyToRun("component of a composite R2R image (code lives in the composite file)"));
+        }
+        if find(SECTION_COMPONENT_ASSEMBLIES)?.is_some() {
+            return Err(FormatError::NotReadyToRun("composite R2R image (not supported yet)"));
+        }
+        let (rf_rva, rf_size) = find(SECTION_RUNTIME_FUNCTIONS)?.ok_or(FormatError::NotReadyToRun("no RuntimeFunctions section"))?;
+        let rf = Bytes::new(pe.data_at(data, rf_rva, rf_size, "RuntimeFunctions")?, "RuntimeFunctions");
+        // x64 RUNTIME_FUNCTION is begin, end, unwind; ARM/ARM64 drop `end`.
+        let has_end = matches!(base_machine(pe.machine), object::pe::IMAGE_FILE_MACHINE_AMD64 | object::pe::IMAGE_FILE_MACHINE_I386);
+        let entry = if has_end { 12 } else { 8 };
+        let count = rf_size as u64 / entry;
+        let mut ranges = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let begin = rf.u32(i * entry)?;
+            let end = if has_end { rf.u32(i * entry + 4)? } else { begin };
+            ranges.push(CodeRange { begin, end, method: u32::MAX });
+        }
+        if !has_end {
+            for i in 0..ranges.len() {
+                ranges[i].end = ranges.get(i + 1).map_or(ranges[i].begin.saturating_add(1), |n| n.begin);
+            }
+        }
+
+        let mut methods = Vec::new();
+        // (runtime function index, method index)
+        let mut claims: Vec<(u32, u32)> = Vec::new();
+        if let Some((rva, size)) = find(SECTION_METHODDEF_ENTRY_POINTS)? {
+            let b = Bytes::new(pe.data_at(data, rva, size, "MethodDefEntryPoints")?, "MethodDefEntryPoints");
+            let array = NativeArray::new(b, 0)?;
+            for index in 0..array.len().min(metadata.methods.len() as u32) {
+                let Some(off) = array.get(index)? else { continue };
+                let id = entry_point_index(b, off)?;
+                let rid = index + 1;
+                let Some(r) = ranges.get(id as usize) else {
+                    return Err(FormatError::invalid("MethodDefEntryPoints", format!("method {rid} -> runtime function {id} of {count}")));
+                };
+                let name = metadata.method_name(rid).unwrap_or_else(|| format!("<method {rid}>"));
+                claims.push((id, methods.len() as u32));
+                methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: false });
+            }
+        }
+        let mut undecoded_instance_entries = 0;
+        if let Some((rva, size)) = find(SECTION_INSTANCE_METHOD_ENTRY_POINTS)? {
+            let b = Bytes::new(pe.data_at(data, rva, size, "InstanceMethodEntryPoints")?, "InstanceMethodEntryPoints");
+            for off in hashtable_entries(b, 0)? {
+                let mut sig = SigReader::new(b, off);
+                let decoded = sig.method().and_then(|m| Ok((m, entry_point_index(b, sig.pos)?)));
+                let Ok((m, id)) = decoded else {
+                    undecoded_instance_entries += 1;
+                    continue;
+                };
+                let Some(r) = ranges.get(id as usize) else {
+                    undecoded_instance_entries += 1;
+                    continue;
+                };
+                let name = instance_name(&metadata, &m);
+                claims.push((id, methods.len() as u32));
+                let rid = if m.member_ref || m.other_module { 0 } else { m.rid };
+                methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: true });
+            }
+        }
+        // Each claimed runtime function and the unclaimed ones after it (funclets) belong to
+        // the claiming method.
+        claims.sort_unstable();
+        for (i, &(id, method)) in claims.iter().enumerate() {
+            let stop = claims.get(i + 1).map_or(ranges.len(), |&(next, _)| next as usize);
+            for r in ranges.iter_mut().take(stop).skip(id as usize) {
+                r.method = method;
+            }
+        }
+        ranges.sort_by_key(|r| r.begin);
+        Ok(R2rImage { pe, major_version, minor_version, flags, methods, ranges, undecoded_instance_entries })
+    }
+
+    /// Number of RUNTIME_FUNCTION entries (bodies and funclets).
+    pub fn runtime_function_count(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// RUNTIME_FUNCTIONs no entry point claims (neither directly nor as a funclet).
+    pub fn unclaimed_runtime_functions(&self) -> usize {
+        self.ranges.iter().filter(|r| r.method == u32::MAX).count()
+    }
+
+    /// The method whose code holds `rva`.
+    pub fn lookup_rva(&self, rva: u32) -> Option<R2rSymbol<'_>> {
+        let i = self.ranges.partition_point(|r| r.begin <= rva).checked_sub(1)?;
+        let r = self.ranges[i];
+        if rva >= r.end {
+            return None;
+        }
+        let method = self.methods.get(r.method as usize)?;
+        Some(R2rSymbol { method, offset: rva.saturating_sub(method.entry_rva), range: (r.begin, r.end) })
+    }
+
+    /// The method whose code holds file offset `offset` (as computed from a file mapping).
+    pub fn lookup_file_offset(&self, offset: u64) -> Option<R2rSymbol<'_>> {
+        self.lookup_rva(self.pe.offset_to_rva(offset)?)
+    }
+
+    /// Code ranges (body and funclets) of the method with entry point `entry_rva`.
+    pub fn code_ranges(&self, method: &R2rMethod) -> Vec<(u32, u32)> {
+        self.ranges
+            .iter()
+            .filter(|r| self.methods.get(r.method as usize).is_some_and(|m| std::ptr::eq(m, method)))
+            .map(|r| (r.begin, r.end))
+            .collect()
+    }
+}
+
+/// Decodes a method entry (MethodDefEntryPoints format): the runtime function index, with an
+/// optional fixup list in front (flag bit 0; bit 1 = fixups encoded by backward offset).
+fn entry_point_index(b: Bytes<'_>, off: u64) -> Result<u32, FormatError> {
+    let (id, _) = decode_unsigned(b, off)?;
+    Ok(if id & 1 != 0 { id >> 2 } else { id >> 1 })
+}
+
+fn instance_name(md: &Metadata, m: &crate::r2r_sig::MethodRef) -> String {
+    if m.other_module {
+        return format!("<method of another module, token {:#x}>", m.rid);
+    }
+    if !m.member_ref {
+        return md.method_name(m.rid).unwrap_or_else(|| format!("<method {}>", m.rid));
+    }
+    let name = md.member_refs.get((m.rid as usize).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("<memberref {}>", m.rid));
+    match m.owner_typedef.and_then(|t| md.type_name(t)) {
+        Some(ty) => format!("{ty}::{name}"),
+        None => name,
+    }
+}

@@ -1,0 +1,127 @@
+//! ReadyToRun parsing of the real System.Private.CoreLib.dll of .NET 8 and .NET Core 3.1.
+use std::time::Instant;
+
+use clrprobe_symbolizer::R2rImage;
+use clrprobe_tests::Runtime;
+
+fn corelib(rt: Runtime) -> (R2rImage, Vec<u8>) {
+    let dir = rt.framework_dir().unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join("System.Private.CoreLib.dll");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e} (run `cargo xtask setup-dotnet`)", path.display()));
+    let t = Instant::now();
+    let img = R2rImage::parse(&bytes).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()));
+    eprintln!(
+        "{:?}: R2R v{}.{} flags {:#x}: {} methods with code ({} instantiated, {} undecoded), {} runtime functions, parsed in {:?}",
+        rt,
+        img.major_version,
+        img.minor_version,
+        img.flags,
+        img.methods.len(),
+        img.methods.iter().filter(|m| m.instantiated).count(),
+        img.undecoded_instance_entries,
+        img.runtime_function_count(),
+        t.elapsed()
+    );
+    (img, bytes)
+}
+
+/// Finds `name` among non-instantiated methods, checks it has code, and that addresses inside
+/// each of its code ranges resolve back to it.
+fn round_trip(img: &R2rImage, name: &str) {
+    let hits: Vec<_> = img.methods.iter().filter(|m| m.name == name).collect();
+    assert!(!hits.is_empty(), "{name} has no R2R code; similar: {:?}", similar(img, name));
+    for m in hits {
+        let ranges = img.code_ranges(m);
+        assert!(!ranges.is_empty(), "{name} has an entry but no code range");
+        assert!(ranges.iter().any(|&(b, _)| b == m.entry_rva), "entry {:#x} starts no range", m.entry_rva);
+        for (b, e) in ranges {
+            assert!(e > b, "empty range {b:#x}..{e:#x} for {name}");
+            for rva in [b, b + (e - b) / 2, e - 1] {
+                let hit = img.lookup_rva(rva).unwrap_or_else(|| panic!("{name}: rva {rva:#x} resolves to nothing"));
+                assert_eq!(hit.method.name, name, "rva {rva:#x}");
+                assert_eq!(hit.method.entry_rva, m.entry_rva);
+                // And through the file-offset path a file mapping uses.
+                let off = img.pe.rva_to_offset(rva).expect("code is on disk") as u64;
+                assert_eq!(img.lookup_file_offset(off).map(|h| h.method.entry_rva), Some(m.entry_rva));
+            }
+        }
+    }
+}
+
+fn similar(img: &R2rImage, name: &str) -> Vec<String> {
+    let tail = name.rsplit("::").next().unwrap_or(name);
+    img.methods.iter().filter(|m| m.name.ends_with(tail)).take(10).map(|m| m.name.clone()).collect()
+}
+
+fn check(rt: Runtime, min_methods: usize) {
+    let (img, _) = corelib(rt);
+    assert!(img.methods.len() >= min_methods, "{:?}: only {} methods with R2R code", rt, img.methods.len());
+    assert_eq!(img.undecoded_instance_entries, 0, "instance entry points left undecoded");
+    assert_eq!(img.unclaimed_runtime_functions(), 0, "runtime functions owned by no method");
+    for name in [
+        "System.String::Concat",
+        "System.String::IndexOf",
+        "System.Collections.Generic.List`1::Add",
+        "System.Collections.Generic.Dictionary`2::TryInsert",
+        "System.Text.StringBuilder::Append",
+        "System.Number+BigInteger::Multiply",
+    ] {
+        round_trip(&img, name);
+    }
+    let inst: Vec<_> = img.methods.iter().filter(|m| m.instantiated).step_by(1500).map(|m| m.name.as_str()).collect();
+    eprintln!("sample of instantiated: {inst:?}");
+    // Every named method's entry resolves to itself.
+    let mut checked = 0;
+    for m in img.methods.iter().step_by(97) {
+        let hit = img.lookup_rva(m.entry_rva).expect("entry resolves");
+        assert_eq!(hit.method.entry_rva, m.entry_rva, "{}", m.name);
+        assert_eq!(hit.offset, 0);
+        checked += 1;
+    }
+    assert!(checked > 100);
+    // Outside code: headers resolve to nothing.
+    assert!(img.lookup_rva(0x10).is_none());
+}
+
+#[test]
+fn net8_corelib() {
+    check(Runtime::Net8, 20_000);
+}
+
+#[test]
+fn core31_corelib() {
+    check(Runtime::Core31, 15_000);
+}
+
+/// Corrupt inputs give errors, never panics: truncations and flipped bytes in the headers,
+/// metadata and R2R sections.
+#[test]
+fn corrupt_corelib_fails_cleanly() {
+    let (img, bytes) = corelib(Runtime::Net8);
+    for len in [0, 1, 64, 0x200, 0x1000, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
+        let _ = R2rImage::parse(&bytes[..len]).map(|_| ());
+    }
+    assert!(R2rImage::parse(&bytes[..0x1000]).is_err());
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    // Regions worth hitting: headers, CLR header + metadata root, R2R header and its sections.
+    let hot = [0u64, 0x80, 0x180, img.pe.rva_to_offset(img.pe.clr_header.expect("clr").0).expect("on disk") as u64];
+    let mut errors = 0;
+    for round in 0..24 {
+        let mut b = bytes.clone();
+        let base = hot[round % hot.len()];
+        for _ in 0..8 {
+            let at = (base + next() % 0x400) as usize % b.len();
+            b[at] ^= (next() as u8) | 1;
+        }
+        if R2rImage::parse(&b).is_err() {
+            errors += 1;
+        }
+    }
+    eprintln!("{errors}/24 corrupted images rejected with an error, the rest parsed");
+}
