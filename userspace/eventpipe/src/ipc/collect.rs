@@ -13,18 +13,20 @@ const SESSION_TYPE_IPC_STREAM: u32 = 0;
 
 /// The CollectTracing command versions.
 ///
-/// Support verified live: .NET Core 3.1.23 answers `CollectTracing2`; .NET 8.0.4 answers up to
-/// `CollectTracing4` (see the crate's live tests). `CollectTracing5` (.NET 10) is encoded from the
-/// protocol spec only (no event filters, session type 0) and is not tried by default.
+/// Measured live (tests/ipc_live.rs): .NET Core 3.1.23 and .NET 8.0.4 both accept only
+/// `CollectTracing` and `CollectTracing2` and answer UNKNOWN_COMMAND to 3, 4 and 5.
+/// `CollectTracing3`/`4` (.NET 9+) follow the protocol spec and the runtime's parser;
+/// `CollectTracing5` (.NET 10) is encoded from the protocol spec only (no event filters,
+/// session type 0) and is not tried by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CollectTracingVersion {
     /// 0x0202: buffer, format, providers (rundown and stack walks always on). .NET Core 3.0+.
     CollectTracing,
     /// 0x0203: + requestRundown. .NET Core 3.1+.
     CollectTracing2,
-    /// 0x0204: + requestStackwalk. .NET 6+.
+    /// 0x0204: + requestStackwalk. .NET 9+ (not in 8.0.4).
     CollectTracing3,
-    /// 0x0205: rundown keyword (u64) instead of the rundown bool.
+    /// 0x0205: rundown keyword (u64) instead of the rundown bool. .NET 9+.
     CollectTracing4,
     /// 0x0206: session type first, event filters per provider. .NET 10+.
     CollectTracing5,

@@ -78,7 +78,7 @@ pub struct SessionConfig {
     pub circular_buffer_mb: u32,
     /// Emit rundown (method/module maps) when the session stops.
     pub request_rundown: bool,
-    /// Collect managed stacks with events. Turning it off needs CollectTracing3 (.NET 6+).
+    /// Collect managed stacks with events. Turning it off needs CollectTracing3 (.NET 9+; 8.0.4 lacks it).
     pub request_stackwalk: bool,
     pub providers: Vec<ProviderConfig>,
 }
