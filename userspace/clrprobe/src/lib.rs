@@ -6,3 +6,5 @@ pub mod doctor;
 pub mod bpf;
 #[cfg(target_os = "linux")]
 pub mod probe;
+#[cfg(target_os = "linux")]
+pub mod sampler;

@@ -151,13 +151,20 @@ fn probe_of_a_missing_process_names_the_cause() {
 #[test]
 fn probe_survives_the_target_exiting() {
     require_root();
-    let mut w = Workload::new("EarlyExit", Runtime::Net8).arg(400).start().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
-        .args(["probe", "--json", "--duration", "1.5", "-p", &w.pid.to_string()])
-        .output()
+    // The app works for 2.5 s after `ready` and exits with 3 while the probe records for 6 s.
+    let mut w = Workload::new("EarlyExit", Runtime::Net8).arg(2500).start().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["probe", "--json", "--duration", "6", "-p", &w.pid.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let status = w.wait(Duration::from_secs(5));
+    wait_attached(&mut child);
+    assert!(w.is_alive(), "the app must still run when the probe attaches");
+    let status = w.wait(Duration::from_secs(10));
     assert_eq!(status.code(), Some(3), "EarlyExit exits with 3");
+    assert!(child.try_wait().unwrap().is_none(), "the probe is still recording after the exit");
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     // Samples taken before it exited are kept.

@@ -1,0 +1,101 @@
+//! CPU samplers: where (thread, stack) samples come from. The BPF sampler aggregates in the
+//! kernel; the perf_event fallback reads a ring buffer per thread. Both hand out the same
+//! [`RawSample`]s, so everything after them is shared.
+mod bpf;
+mod perf;
+
+pub use bpf::BpfSampler;
+pub use perf::PerfSampler;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// One aggregated sample: a thread seen `count` times with these stacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSample {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    /// Kernel frames, leaf first (empty when the sample was taken in user mode).
+    pub kernel: Arc<[u64]>,
+    /// User frames, leaf first: the sampled IP, then return addresses.
+    pub user: Arc<[u64]>,
+    pub count: u64,
+}
+
+/// What a sampler recorded and lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SamplerStats {
+    pub samples: u64,
+    /// Samples not recorded (aggregation map full, ring buffer overrun).
+    pub lost_samples: u64,
+    /// User stacks that could not be captured (stack-map collision or full).
+    pub lost_user_stacks: u64,
+    pub lost_kernel_stacks: u64,
+}
+
+/// Which sampler ran, named in the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SamplerKind {
+    Bpf,
+    PerfEvent,
+}
+
+impl std::fmt::Display for SamplerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SamplerKind::Bpf => "bpf (in-kernel aggregation)",
+            SamplerKind::PerfEvent => "perf_event ring buffer (fallback)",
+        })
+    }
+}
+
+/// A source of CPU samples.
+pub trait Sampler {
+    fn kind(&self) -> SamplerKind;
+    /// Samples gathered since the last drain.
+    fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError>;
+    fn stats(&self) -> SamplerStats;
+    /// Adds processes to sample (new .NET processes found while recording).
+    fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    #[error(transparent)]
+    Bpf(#[from] crate::bpf::BpfError),
+    #[error("perf_event_open for {what}: {source} (run `clrprobe doctor`)")]
+    Perf { what: String, #[source] source: std::io::Error },
+}
+
+/// Which sampler to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SamplerChoice {
+    /// BPF when it loads, else the perf_event fallback.
+    #[default]
+    Auto,
+    Bpf,
+    Perf,
+}
+
+/// Starts the chosen sampler on `pids` at `freq` Hz. With `Auto`, a BPF failure falls back to
+/// perf_event and the reason is returned beside the sampler.
+pub fn start(
+    choice: SamplerChoice,
+    pids: &[u32],
+    freq: u64,
+) -> Result<(Box<dyn Sampler>, Option<String>), SamplerError> {
+    match choice {
+        SamplerChoice::Bpf => Ok((Box::new(BpfSampler::start(pids, freq)?), None)),
+        SamplerChoice::Perf => Ok((Box::new(PerfSampler::start(pids, freq)?), None)),
+        SamplerChoice::Auto => match BpfSampler::start(pids, freq) {
+            Ok(s) => Ok((Box::new(s), None)),
+            Err(e) => {
+                let why = format!("BPF sampler unavailable ({e}); using the perf_event fallback");
+                Ok((Box::new(PerfSampler::start(pids, freq)?), Some(why)))
+            }
+        },
+    }
+}

@@ -1,0 +1,178 @@
+//! The perf_event fallback sampler, for machines where BPF cannot load: one cpu-clock event
+//! per thread of each target (as `perf record -p` does) with kernel+user callchains in a
+//! ring buffer, aggregated here. New threads are picked up at each drain.
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use perf_event_open::{
+    config::{CallChain as ChainOpts, Cpu, Opts, Proc, SampleOn},
+    count::Counter,
+    event::sw::Software,
+    sample::{
+        Sampler as RingSampler,
+        record::{Record, sample::CallChain},
+    },
+};
+
+use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
+
+/// Ring buffer of 2^5 = 32 pages per thread.
+const RING_PAGES_EXP: u8 = 5;
+const MAX_FRAMES: u16 = 127;
+
+struct ThreadEvent {
+    pid: u32,
+    counter: Counter,
+    ring: RingSampler,
+}
+
+pub struct PerfSampler {
+    freq: u64,
+    pids: Vec<u32>,
+    threads: HashMap<u32, ThreadEvent>,
+    /// Threads that could not be opened (exited in between): not retried.
+    gone: HashSet<u32>,
+    stats: SamplerStats,
+    interned: HashMap<Vec<u64>, Arc<[u64]>>,
+}
+
+impl PerfSampler {
+    pub fn start(pids: &[u32], freq: u64) -> Result<Self, SamplerError> {
+        let mut s = Self {
+            freq,
+            pids: Vec::new(),
+            threads: HashMap::new(),
+            gone: HashSet::new(),
+            stats: SamplerStats::default(),
+            interned: HashMap::new(),
+        };
+        s.add_pids(pids)?;
+        if s.threads.is_empty() {
+            return Err(SamplerError::Perf {
+                what: format!("pids {pids:?}"),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no thread could be opened"),
+            });
+        }
+        Ok(s)
+    }
+
+    fn opts(&self) -> Opts {
+        let mut opts = Opts::default();
+        opts.sample_on = SampleOn::Freq(self.freq);
+        opts.sample_format.call_chain =
+            Some(ChainOpts { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: MAX_FRAMES });
+        opts.record_id_format.task = true;
+        opts.enable = true;
+        opts
+    }
+
+    /// Opens an event for every thread of the targets not yet followed.
+    fn scan_threads(&mut self) -> Result<(), SamplerError> {
+        let opts = self.opts();
+        for &pid in &self.pids {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+            for t in tasks.flatten() {
+                let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+                if self.threads.contains_key(&tid) || self.gone.contains(&tid) {
+                    continue;
+                }
+                let counter = match Counter::new(Software::CpuClock, (Proc(tid), Cpu::ALL), &opts) {
+                    Ok(c) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        self.gone.insert(tid);
+                        continue;
+                    }
+                    Err(source) => return Err(SamplerError::Perf { what: format!("thread {tid} of {pid}"), source }),
+                };
+                let ring = counter
+                    .sampler(RING_PAGES_EXP)
+                    .map_err(|source| SamplerError::Perf { what: format!("ring buffer of thread {tid}"), source })?;
+                self.threads.insert(tid, ThreadEvent { pid, counter, ring });
+            }
+        }
+        Ok(())
+    }
+
+    fn intern(&mut self, frames: Vec<u64>) -> Arc<[u64]> {
+        if let Some(a) = self.interned.get(&frames) {
+            return a.clone();
+        }
+        let a: Arc<[u64]> = Arc::from(frames.clone());
+        self.interned.insert(frames, a.clone());
+        a
+    }
+}
+
+/// Thread name from /proc (the perf path does not carry comm per sample).
+fn comm(pid: u32, tid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
+}
+
+impl Sampler for PerfSampler {
+    fn kind(&self) -> SamplerKind {
+        SamplerKind::PerfEvent
+    }
+
+    fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError> {
+        let mut agg: HashMap<(u32, u32, Vec<u64>, Vec<u64>), u64> = HashMap::new();
+        let mut lost = 0u64;
+        let mut n = 0u64;
+        for (&tid, ev) in &self.threads {
+            let Some(iter) = ev.ring.iter() else { continue };
+            for (_, record) in iter {
+                match record {
+                    Record::Sample(s) => {
+                        let (mut kernel, mut user) = (Vec::new(), Vec::new());
+                        for part in s.call_chain.iter().flatten() {
+                            match part {
+                                CallChain::Kernel(ips) => kernel.extend_from_slice(ips),
+                                CallChain::User(ips) => user.extend_from_slice(ips),
+                                _ => {}
+                            }
+                        }
+                        n += 1;
+                        *agg.entry((ev.pid, tid, kernel, user)).or_insert(0) += 1;
+                    }
+                    Record::LostSamples(l) => lost += l.lost_samples,
+                    Record::LostRecords(l) => lost += l.lost_records,
+                    _ => {}
+                }
+            }
+        }
+        self.stats.samples += n;
+        self.stats.lost_samples += lost;
+        let mut out = Vec::with_capacity(agg.len());
+        for ((pid, tid, kernel, user), count) in agg {
+            let kernel = self.intern(kernel);
+            let user = self.intern(user);
+            out.push(RawSample { pid, tid, comm: comm(pid, tid), kernel, user, count });
+        }
+        // Drop events of threads that exited (their rings are drained above), follow new ones.
+        self.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());
+        self.scan_threads()?;
+        Ok(out)
+    }
+
+    fn stats(&self) -> SamplerStats {
+        self.stats
+    }
+
+    fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError> {
+        for &p in pids {
+            if !self.pids.contains(&p) {
+                self.pids.push(p);
+            }
+        }
+        self.scan_threads()
+    }
+}
+
+impl Drop for PerfSampler {
+    fn drop(&mut self) {
+        for ev in self.threads.values() {
+            let _ = ev.counter.disable();
+        }
+    }
+}
