@@ -18,3 +18,7 @@ pub(crate) mod native_format;
 pub mod r2r;
 mod r2r_sig;
 pub use r2r::{R2rImage, R2rMethod, R2rSymbol};
+pub mod elf;
+pub mod kernel;
+pub use elf::{ElfSymbol, ElfSymbolizer};
+pub use kernel::KernelSymbolizer;
