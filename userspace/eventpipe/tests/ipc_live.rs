@@ -41,7 +41,7 @@ fn process_info_and_info2_on_net8() {
     assert_eq!(info.arch.to_ascii_lowercase(), "x64");
     let info2 = c.process_info2().expect("ProcessInfo2");
     assert_eq!(info2.info, info, "same process, same cookie");
-    assert!(info2.clr_product_version.starts_with("8.0.4"), "{:?}", info2.clr_product_version);
+    assert_eq!(info2.clr_product_version, "8.0.4");
     assert_eq!(info2.managed_entrypoint_assembly, "Exceptions.dll");
     let d = c.process_details().expect("details");
     assert_eq!(d.clr_product_version.as_deref(), Some(info2.clr_product_version.as_str()));
@@ -186,46 +186,85 @@ fn dropped_sessions_are_stopped_so_new_ones_start() {
     let _ = last_id;
 }
 
+fn read_map(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn wait_for_map(path: &std::path::Path, needle: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let text = read_map(path);
+        if text.contains(needle) || Instant::now() > deadline {
+            return text;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn perf_map_enable_and_disable_on_net8() {
-    let w = Workload::new("Cpu", Runtime::Net8).arg(60).start().expect("start Cpu");
+    // IpcJitStream JITs a new DynamicMethod "IpcJitStream_<n>" every 50 ms.
+    let w = Workload::new("IpcJitStream", Runtime::Net8).arg(60).arg(50).start().expect("start IpcJitStream");
     let c = client(&w);
     let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", w.pid));
+    let info = std::path::PathBuf::from(format!("/tmp/perfinfo-{}.map", w.pid));
     assert!(!map.exists(), "{} exists before EnablePerfMap", map.display());
+    thread::sleep(Duration::from_millis(300));
+
     c.enable_perf_map(PerfMapType::PerfMap).expect("EnablePerfMap");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let text = std::fs::read_to_string(&map).unwrap_or_default();
-        if text.contains("Cpu::HotA") || Instant::now() > deadline {
-            break text;
-        }
-        thread::sleep(Duration::from_millis(100));
-    };
-    let lines = text.lines().count();
-    eprintln!("perf map after enable: {lines} lines");
-    assert!(text.contains("Cpu::HotA"), "{} has no Cpu::HotA after enable ({lines} lines)", map.display());
-    for line in text.lines().take(50) {
+    let text = wait_for_map(&map, "IpcJitStream::Main", Duration::from_secs(10));
+    // Methods jitted before the enable are written too (Main has been running since start).
+    assert!(text.contains("IpcJitStream::Main"), "{} lacks already-jitted Main:\n{text}", map.display());
+    let line = w.wait_for_line("jitted ", Duration::from_secs(5)).expect("jitting");
+    let n: u32 = line["jitted ".len()..].trim().parse().expect("jitted <n>");
+    let later = format!("IpcJitStream_{}", n + 5);
+    let text = wait_for_map(&map, &later, Duration::from_secs(10));
+    assert!(text.contains(&later), "new method {later} not in the perf map");
+    for line in text.lines() {
         let mut f = line.splitn(3, ' ');
         let (a, s) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
         let hex = |t: &str| u64::from_str_radix(t.trim_start_matches("0x"), 16).is_ok();
         assert!(hex(a) && hex(s) && f.next().is_some_and(|n| !n.is_empty()), "bad perf map line {line:?}");
     }
+    eprintln!("perf map while enabled: {} lines, perfinfo exists: {}", text.lines().count(), info.exists());
+
     c.disable_perf_map().expect("DisablePerfMap");
-    thread::sleep(Duration::from_millis(500));
-    let after = std::fs::metadata(&map).map(|m| m.len());
-    eprintln!("perf map after disable: {after:?}");
-    // Re-enabling works after disabling.
+    let at_disable = read_map(&map);
+    thread::sleep(Duration::from_millis(1500)); // ~30 more methods get jitted meanwhile
+    let after = read_map(&map);
+    let dyn_lines = |t: &str| t.lines().filter(|l| l.contains("IpcJitStream_")).count();
+    eprintln!(
+        "perf map after disable: exists={} lines {} -> {} (dynamic methods {} -> {})",
+        map.exists(),
+        at_disable.lines().count(),
+        after.lines().count(),
+        dyn_lines(&at_disable),
+        dyn_lines(&after)
+    );
+    // Measured on 8.0.4: the file is kept (not deleted or truncated) and stops growing.
+    assert!(map.exists(), "DisablePerfMap removed the file");
+    assert_eq!(dyn_lines(&after), dyn_lines(&at_disable), "perf map still grows after DisablePerfMap");
+    assert!(after.starts_with(&at_disable[..at_disable.len().min(after.len())]), "file was rewritten");
+
+    // Re-enabling resumes writing new methods.
     c.enable_perf_map(PerfMapType::PerfMap).expect("EnablePerfMap again");
+    let line = w.wait_for_line("jitted ", Duration::from_secs(5)).expect("jitting");
+    let _ = line;
+    let n = w.output().iter().filter_map(|l| l.strip_prefix("jitted ")?.trim().parse::<u32>().ok()).max().unwrap_or(0);
+    let later = format!("IpcJitStream_{}", n + 3);
+    let text = wait_for_map(&map, &later, Duration::from_secs(10));
+    assert!(text.contains(&later), "{later} not written after re-enable");
     c.disable_perf_map().expect("DisablePerfMap again");
     let _ = std::fs::remove_file(&map);
-    let _ = std::fs::remove_file(format!("/tmp/perfinfo-{}.map", w.pid));
+    let _ = std::fs::remove_file(&info);
 }
 
 #[test]
 fn discovery_finds_the_socket_and_reports_missing_ones() {
     let w = idle(Runtime::Net8);
-    let Endpoint::UnixSocket(path) = find_socket(w.pid).expect("socket") else { unreachable!() };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    let ep = find_socket(w.pid).expect("socket");
+    assert!(matches!(ep, Endpoint::UnixSocket(_)));
+    let name = ep.path().file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.pid)).expect("stat");
     let start = stat[stat.rfind(')').expect(")") + 1..].split_whitespace().nth(19).expect("starttime").to_string();
     assert_eq!(name, format!("dotnet-diagnostic-{}-{start}-socket", w.pid));
