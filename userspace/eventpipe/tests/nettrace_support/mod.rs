@@ -1,0 +1,146 @@
+//! Helpers shared by the NetTrace integration tests: corpus location and loading, and an owned
+//! copy of every event a reader hands out.
+#![allow(dead_code)]
+
+pub mod v6_writer;
+
+use std::io::Read;
+use std::path::PathBuf;
+
+use clrprobe_eventpipe::nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus, TraceInfo};
+
+/// `<workspace root>/../shared/testdata/nettrace`; panics (fails the test) when absent.
+pub fn corpus_dir() -> PathBuf {
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
+    assert!(
+        dir.is_dir(),
+        "NetTrace corpus missing: expected {} (the shared/ directory beside the checkout)",
+        dir.display()
+    );
+    dir
+}
+
+/// Bytes of a corpus file; `.zip` files are unpacked (their single .nettrace entry).
+pub fn load(name: &str) -> Vec<u8> {
+    let path = corpus_dir().join(name);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    if !name.ends_with(".zip") {
+        return bytes;
+    }
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("valid zip");
+    let mut found = None;
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i).expect("zip entry");
+        if f.name().ends_with(".nettrace") {
+            let mut out = Vec::new();
+            f.read_to_end(&mut out).expect("unzip");
+            found = Some(out);
+        }
+    }
+    found.unwrap_or_else(|| panic!("{name} holds no .nettrace entry"))
+}
+
+/// An owned copy of one event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ev {
+    pub timestamp: i64,
+    pub provider: String,
+    pub event_id: u32,
+    pub version: u32,
+    pub name: String,
+    pub opcode: u8,
+    pub thread_id: u64,
+    pub capture_thread_id: u64,
+    pub processor: u32,
+    pub sequence: u32,
+    pub activity_id: [u8; 16],
+    pub related_activity_id: [u8; 16],
+    pub stack: Vec<u64>,
+    pub payload: Vec<u8>,
+    pub time_ns: i64,
+}
+
+pub struct Read_ {
+    pub info: TraceInfo,
+    pub events: Vec<Ev>,
+    pub status: StreamStatus,
+    pub stats: ReaderStats,
+    pub error: Option<NetTraceError>,
+}
+
+/// Reads a whole stream, keeping every event; an error ends the read and is kept.
+pub fn read_all(bytes: &[u8]) -> Result<Read_, NetTraceError> {
+    let mut r = NetTraceReader::new(bytes)?;
+    let mut events = Vec::new();
+    let error = loop {
+        match r.next_event() {
+            Ok(Some(e)) => {
+                let m = e.metadata();
+                events.push(Ev {
+                    timestamp: e.timestamp(),
+                    provider: m.provider.clone(),
+                    event_id: m.event_id,
+                    version: m.version,
+                    name: m.name.clone(),
+                    opcode: m.opcode,
+                    thread_id: e.thread_id(),
+                    capture_thread_id: e.capture_thread_id(),
+                    processor: e.processor_number(),
+                    sequence: e.sequence_number(),
+                    activity_id: e.activity_id(),
+                    related_activity_id: e.related_activity_id(),
+                    stack: e.stack().to_vec(),
+                    payload: e.payload().to_vec(),
+                    time_ns: e.time_ns(),
+                })
+            }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    Ok(Read_ {
+        info: r.trace_info().clone(),
+        events,
+        status: r.status(),
+        stats: r.stats(),
+        error,
+    })
+}
+
+/// Little-endian payload walker for checking decoded values in tests.
+pub struct P<'a>(pub &'a [u8]);
+
+impl P<'_> {
+    fn take(&mut self, n: usize) -> &[u8] {
+        assert!(self.0.len() >= n, "payload too short");
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        a
+    }
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes(self.take(2).try_into().unwrap())
+    }
+    pub fn i16(&mut self) -> i16 {
+        self.u16() as i16
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take(4).try_into().unwrap())
+    }
+    pub fn i64(&mut self) -> i64 {
+        i64::from_le_bytes(self.take(8).try_into().unwrap())
+    }
+    pub fn utf16z(&mut self) -> String {
+        let mut units = Vec::new();
+        loop {
+            let u = self.u16();
+            if u == 0 {
+                break;
+            }
+            units.push(u);
+        }
+        String::from_utf16(&units).expect("utf16")
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
