@@ -40,3 +40,46 @@ impl Frame {
         Frame { name, module, kind: FrameKind::Unknown, tier: None, offset }
     }
 }
+
+/// Splits a perf-map method name like `instance void [System.Private.CoreLib]
+/// System.String::Concat(string,string)` into the assembly (`System.Private.CoreLib`) and
+/// `System.String::Concat`, the form ReadyToRun frames use. Names that do not look like a
+/// managed method (stubs) come back whole.
+pub fn split_managed_name(full: &str) -> (Option<String>, String) {
+    let Some(sep) = full.find("::") else { return (None, full.to_string()) };
+    let (head, tail) = full.split_at(sep);
+    let method_end = tail.find('(').unwrap_or(tail.len());
+    let method = &tail[..method_end];
+    // Assembly: the last `[Name] ` in the head; the type follows it.
+    let (module, ty) = match head.rfind("] ") {
+        Some(close) => match head[..close].rfind('[') {
+            Some(open) => (Some(head[open + 1..close].to_string()), &head[close + 2..]),
+            None => (None, head),
+        },
+        None => (None, head.rsplit(' ').next().unwrap_or(head)),
+    };
+    if ty.is_empty() {
+        return (None, full.to_string());
+    }
+    (module, format!("{ty}{method}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_perf_map_names() {
+        assert_eq!(split_managed_name("void [Cpu] Cpu::HotA()"), (Some("Cpu".into()), "Cpu::HotA".into()));
+        assert_eq!(
+            split_managed_name("instance void [System.Private.CoreLib] System.Collections.Generic.List`1[System.__Canon]::Add(!0)"),
+            (Some("System.Private.CoreLib".into()), "System.Collections.Generic.List`1[System.__Canon]::Add".into())
+        );
+        assert_eq!(
+            split_managed_name("string [System.Private.CoreLib] System.String::Concat(string,string)"),
+            (Some("System.Private.CoreLib".into()), "System.String::Concat".into())
+        );
+        assert_eq!(split_managed_name("stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>").1, "stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>");
+        assert_eq!(split_managed_name("[x] ::M()").1, "[x] ::M()");
+    }
+}

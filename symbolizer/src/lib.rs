@@ -22,3 +22,7 @@ pub mod elf;
 pub mod kernel;
 pub use elf::{ElfSymbol, ElfSymbolizer};
 pub use kernel::KernelSymbolizer;
+pub mod cache;
+pub use cache::{ImageCache, Module};
+pub mod process;
+pub use process::ProcessSymbolizer;

@@ -1,0 +1,125 @@
+//! Parsed images shared between processes: keyed by file identity (device, inode, size, mtime),
+//! so a second process of the same runtime (even in another mount namespace, reached through a
+//! different `/proc/PID/root` path) reuses the parsed CoreLib.
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::elf::ElfSymbolizer;
+use crate::{Error, FormatError, R2rImage};
+
+/// Identity of a file's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_sec: i64,
+    pub mtime_nsec: i64,
+}
+
+impl FileKey {
+    pub fn of(meta: &std::fs::Metadata) -> Self {
+        FileKey { dev: meta.dev(), ino: meta.ino(), size: meta.size(), mtime_sec: meta.mtime(), mtime_nsec: meta.mtime_nsec() }
+    }
+}
+
+/// What a mapped file turned out to be.
+#[derive(Debug)]
+pub enum Module {
+    /// A ReadyToRun PE image, parsed.
+    ReadyToRun(R2rImage),
+    /// A PE image without usable R2R code (IL-only, composite component, or corrupt: why).
+    Pe(FormatError),
+    /// An ELF file (symbolized through blazesym).
+    Elf,
+    /// Anything else.
+    Other,
+}
+
+/// Shared caches; hand one `Arc<ImageCache>` to every [`crate::ProcessSymbolizer`].
+#[derive(Debug, Default)]
+pub struct ImageCache {
+    modules: Mutex<HashMap<FileKey, Arc<Module>>>,
+    elf: ElfSymbolizer,
+    kernel: Mutex<Option<Arc<crate::KernelSymbolizer>>>,
+    parses: AtomicUsize,
+}
+
+impl ImageCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many files were read and classified/parsed (cache misses).
+    pub fn parses(&self) -> usize {
+        self.parses.load(Ordering::Relaxed)
+    }
+
+    /// Classifies (and for R2R images parses) the file at `path`, or returns the cached result.
+    pub fn module(&self, path: &Path) -> Result<Arc<Module>, Error> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let key = FileKey::of(&meta);
+        if let Some(m) = lock(&self.modules).get(&key) {
+            return Ok(Arc::clone(m));
+        }
+        let module = Arc::new(Self::load(path)?);
+        self.parses.fetch_add(1, Ordering::Relaxed);
+        lock(&self.modules).insert(key, Arc::clone(&module));
+        Ok(module)
+    }
+
+    fn load(path: &Path) -> Result<Module, Error> {
+        use std::io::Read;
+        let mut magic = [0u8; 4];
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        if f.read_exact(&mut magic).is_err() {
+            return Ok(Module::Other);
+        }
+        Ok(match &magic {
+            [0x7f, b'E', b'L', b'F'] => Module::Elf,
+            [b'M', b'Z', ..] => {
+                let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+                match R2rImage::parse(&bytes) {
+                    Ok(img) => Module::ReadyToRun(img),
+                    Err(e) => {
+                        log::debug!("{}: no R2R code: {e}", path.display());
+                        Module::Pe(e)
+                    }
+                }
+            }
+            _ => Module::Other,
+        })
+    }
+
+    /// The shared ELF symbolizer.
+    pub fn elf(&self) -> &ElfSymbolizer {
+        &self.elf
+    }
+
+    /// Kernel symbols, loaded once.
+    pub fn kernel(&self) -> Result<Arc<crate::KernelSymbolizer>, Error> {
+        let mut k = lock(&self.kernel);
+        if let Some(k) = &*k {
+            return Ok(Arc::clone(k));
+        }
+        let loaded = Arc::new(crate::KernelSymbolizer::load()?);
+        *k = Some(Arc::clone(&loaded));
+        Ok(loaded)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cache_is_shareable_between_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<super::ImageCache>();
+    }
+}

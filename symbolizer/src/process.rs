@@ -1,0 +1,242 @@
+//! The Linux layer: reads `/proc/PID/maps`, the runtime's perf map and mapped files (through
+//! `/proc/PID/root`, so other mount namespaces work) and routes each address to a parser.
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::cache::{ImageCache, Module};
+use crate::kernel::is_kernel_address;
+use crate::maps::{Backing, Mapping};
+use crate::{Error, Frame, FrameKind, Maps, PerfMap};
+
+/// Symbolizes addresses of one process; the perf-map table survives the process's exit.
+#[derive(Debug)]
+pub struct ProcessSymbolizer {
+    pid: u32,
+    root: PathBuf,
+    /// The process sees the same root as we do: mapped paths work as they are.
+    same_root: bool,
+    maps: Maps,
+    perf_map: PerfMap,
+    perf_map_paths: Vec<PathBuf>,
+    cache: Arc<ImageCache>,
+    modules: HashMap<String, Arc<Module>>,
+}
+
+impl ProcessSymbolizer {
+    /// A symbolizer with a cache of its own.
+    pub fn new(pid: u32) -> Result<Self, Error> {
+        Self::with_cache(pid, Arc::new(ImageCache::new()))
+    }
+
+    /// A symbolizer sharing parsed images with others.
+    pub fn with_cache(pid: u32, cache: Arc<ImageCache>) -> Result<Self, Error> {
+        let proc = PathBuf::from(format!("/proc/{pid}"));
+        let root = proc.join("root");
+        let same_root = match (std::fs::metadata(&root), std::fs::metadata("/")) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        // The runtime names the file after its pid inside its own pid namespace.
+        let ns_pid = std::fs::read_to_string(proc.join("status"))
+            .ok()
+            .and_then(|s| s.lines().find(|l| l.starts_with("NSpid:")).and_then(|l| l.split_whitespace().last()?.parse::<u32>().ok()))
+            .unwrap_or(pid);
+        let name = format!("tmp/perf-{ns_pid}.map");
+        let mut perf_map_paths = vec![root.join(&name)];
+        if same_root {
+            // Still readable after the process is gone.
+            perf_map_paths.push(Path::new("/").join(&name));
+        }
+        let mut s = ProcessSymbolizer {
+            pid,
+            root,
+            same_root,
+            maps: Maps::default(),
+            perf_map: PerfMap::new(),
+            perf_map_paths,
+            cache,
+            modules: HashMap::new(),
+        };
+        s.refresh_maps()?;
+        s.refresh_perf_map()?;
+        Ok(s)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn maps(&self) -> &Maps {
+        &self.maps
+    }
+
+    pub fn perf_map(&self) -> &PerfMap {
+        &self.perf_map
+    }
+
+    pub fn cache(&self) -> &Arc<ImageCache> {
+        &self.cache
+    }
+
+    /// Re-reads `/proc/PID/maps` (keeps the old table if the process is gone).
+    pub fn refresh_maps(&mut self) -> Result<(), Error> {
+        let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                self.maps = Maps::parse(&text)?;
+                Ok(())
+            }
+            Err(e) if !self.maps.mappings.is_empty() && e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// Reads what was appended to the perf map since the last call; returns records added.
+    /// A missing file (perf maps disabled, or not written yet) adds nothing.
+    pub fn refresh_perf_map(&mut self) -> Result<usize, Error> {
+        for path in &self.perf_map_paths {
+            let mut f = match std::fs::File::open(path) {
+                Ok(f) => f,
+                Err(_) => continue,
+            };
+            let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+            if len < self.perf_map.consumed() {
+                // Truncated or replaced (pid reuse): start over.
+                self.perf_map = PerfMap::new();
+            }
+            f.seek(SeekFrom::Start(self.perf_map.consumed())).map_err(|e| Error::io(path, e))?;
+            let mut buf = Vec::new();
+            f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+            let mut added = self.perf_map.feed(&buf);
+            if !self.is_alive() {
+                added += self.perf_map.finish();
+            }
+            self.perf_map.index();
+            return Ok(added);
+        }
+        if !self.is_alive() {
+            let added = self.perf_map.finish();
+            self.perf_map.index();
+            return Ok(added);
+        }
+        Ok(0)
+    }
+
+    fn is_alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+
+    /// Where a path from the maps can be opened from here.
+    fn fs_path(&self, path: &str) -> PathBuf {
+        if self.same_root { PathBuf::from(path) } else { self.root.join(path.trim_start_matches('/')) }
+    }
+
+    fn module(&mut self, path: &str) -> Option<Arc<Module>> {
+        if let Some(m) = self.modules.get(path) {
+            return Some(Arc::clone(m));
+        }
+        match self.cache.module(&self.fs_path(path)) {
+            Ok(m) => {
+                self.modules.insert(path.to_string(), Arc::clone(&m));
+                Some(m)
+            }
+            Err(e) => {
+                log::debug!("pid {}: {e}", self.pid);
+                None
+            }
+        }
+    }
+
+    /// Names each address (same order, same length).
+    pub fn symbolize(&mut self, addrs: &[u64]) -> Vec<Frame> {
+        let mut frames: Vec<Option<Frame>> = vec![None; addrs.len()];
+        // ELF work, grouped per file: path -> (frame index, file offset).
+        let mut elf: HashMap<String, Vec<(usize, u64)>> = HashMap::new();
+        let mut refreshed = false;
+        for (i, &addr) in addrs.iter().enumerate() {
+            if is_kernel_address(addr) {
+                frames[i] = Some(self.kernel_frame(addr));
+                continue;
+            }
+            let mut mapping = self.maps.find(addr).cloned();
+            if mapping.is_none() && !refreshed && self.perf_map.lookup_sorted(addr).is_none() {
+                refreshed = true;
+                let _ = self.refresh_maps();
+                mapping = self.maps.find(addr).cloned();
+            }
+            frames[i] = match mapping {
+                Some(m) => self.mapped_frame(addr, &m, i, &mut elf),
+                None => Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(None, 0, addr))),
+            };
+        }
+        for (path, items) in elf {
+            let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
+            let module = module_name(&path);
+            let syms = self.cache.elf().symbolize_offsets(&self.fs_path(&path), &offsets).unwrap_or_else(|e| {
+                log::debug!("pid {}: {e}", self.pid);
+                vec![None; offsets.len()]
+            });
+            for (&(i, off), sym) in items.iter().zip(syms) {
+                frames[i] = Some(match sym {
+                    Some(s) => Frame { name: s.name, module: Some(module.clone()), kind: FrameKind::Native, tier: None, offset: s.offset },
+                    None => Frame::unknown(Some(module.clone()), off, addrs[i]),
+                });
+            }
+        }
+        frames.into_iter().zip(addrs).map(|(f, &a)| f.unwrap_or_else(|| Frame::unknown(None, 0, a))).collect()
+    }
+
+    fn mapped_frame(&mut self, addr: u64, m: &Mapping, i: usize, elf: &mut HashMap<String, Vec<(usize, u64)>>) -> Option<Frame> {
+        let off = m.file_offset(addr);
+        let Backing::File { path, .. } = &m.backing else {
+            // JIT code lives in anonymous or memfd (double-mapped) memory.
+            return Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(m.module_name(), addr - m.start + m.offset, addr)));
+        };
+        let module = module_name(path);
+        match self.module(path).as_deref() {
+            Some(Module::ReadyToRun(img)) => Some(match img.lookup_file_offset(off) {
+                Some(hit) => Frame {
+                    name: hit.method.name.clone(),
+                    module: Some(module),
+                    kind: FrameKind::ReadyToRun,
+                    tier: None,
+                    offset: hit.offset as u64,
+                },
+                None => Frame::unknown(Some(module), off, addr),
+            }),
+            Some(Module::Elf) => {
+                elf.entry(path.clone()).or_default().push((i, off));
+                None
+            }
+            _ => Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(Some(module), off, addr))),
+        }
+    }
+
+    fn jit_frame(&self, addr: u64) -> Option<Frame> {
+        let s = self.perf_map.lookup_sorted(addr)?;
+        let (module, name) = crate::frame::split_managed_name(s.name);
+        let kind = if s.tier == Some("PreJIT") { FrameKind::ReadyToRun } else { FrameKind::Jit };
+        Some(Frame { name, module, kind, tier: s.tier.map(str::to_string), offset: addr - s.start })
+    }
+
+    fn kernel_frame(&self, addr: u64) -> Frame {
+        let k = self.cache.kernel().ok();
+        match k.as_deref().and_then(|k| k.lookup(addr)) {
+            Some(s) => Frame {
+                name: s.name.to_string(),
+                module: Some("[kernel]".into()),
+                kind: FrameKind::Kernel,
+                tier: None,
+                offset: s.offset,
+            },
+            None => Frame::unknown(Some("[kernel]".into()), addr, addr),
+        }
+    }
+}
+
+fn module_name(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).to_string()
+}
