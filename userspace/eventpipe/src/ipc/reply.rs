@@ -37,14 +37,18 @@ pub fn read_reply(stream: &mut impl Read) -> Result<OkReply, IpcError> {
     }
     let header = Header::decode(&head)?;
     let mut payload = vec![0u8; header.payload_len()];
-    stream.read_exact(&mut payload).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => IpcError::Decode(DecodeError::Truncated {
-            what: "reply payload",
-            needed: header.payload_len(),
-            available: 0,
-        }),
-        _ => IpcError::Io(e),
-    })?;
+    let mut filled = 0;
+    while filled < payload.len() {
+        match stream.read(&mut payload[filled..]) {
+            Ok(0) => {
+                let needed = payload.len();
+                return Err(DecodeError::Truncated { what: "reply payload", needed, available: filled }.into());
+            }
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     interpret(header, payload)
 }
 
