@@ -2,7 +2,7 @@
 //! copy of every event a reader hands out.
 #![allow(dead_code)]
 
-pub mod v6_writer;
+pub mod writer;
 
 use std::io::Read;
 use std::path::PathBuf;
