@@ -53,12 +53,13 @@ pub(crate) mod linux {
     /// The pids the process is known by: host pid, then the innermost namespace pid (NSpid).
     pub fn namespace_pids(pid: u32, status: &str) -> Vec<u32> {
         let mut pids = vec![pid];
-        if let Some(line) = status.lines().find(|l| l.starts_with("NSpid:")) {
-            if let Some(inner) = line["NSpid:".len()..].split_whitespace().last().and_then(|t| t.parse().ok()) {
-                if inner != pid {
-                    pids.push(inner);
-                }
-            }
+        let inner = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|rest| rest.split_whitespace().last())
+            .and_then(|t| t.parse::<u32>().ok());
+        if let Some(inner) = inner.filter(|&p| p != pid) {
+            pids.push(inner);
         }
         pids
     }
