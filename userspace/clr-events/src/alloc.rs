@@ -102,7 +102,8 @@ impl<'a> AllocationTick<'a> {
 
     /// Bytes since the previous tick: the 64-bit amount when present.
     pub fn amount(&self) -> u64 {
-        self.allocation_amount64.unwrap_or(u64::from(self.allocation_amount))
+        self.allocation_amount64
+            .unwrap_or(u64::from(self.allocation_amount))
     }
 }
 

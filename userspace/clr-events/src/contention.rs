@@ -75,12 +75,24 @@ pub struct ContentionStop {
 
 impl ContentionStop {
     pub fn decode(payload: &[u8], version: u8, pointer_size: u8) -> Result<Self, DecodeError> {
-        let name = if version == 0 { "ContentionStop" } else { "ContentionStop_V1" };
+        let name = if version == 0 {
+            "ContentionStop"
+        } else {
+            "ContentionStop_V1"
+        };
         let mut c = Cursor::new(payload, pointer_size, name)?;
         let kind = ContentionKind::from_u8(c.u8("ContentionFlags")?);
         let clr_instance_id = c.u16("ClrInstanceID")?;
-        let duration_ns = if version >= 1 { Some(c.f64("DurationNs")?) } else { None };
-        Ok(ContentionStop { kind, clr_instance_id, duration_ns })
+        let duration_ns = if version >= 1 {
+            Some(c.f64("DurationNs")?)
+        } else {
+            None
+        };
+        Ok(ContentionStop {
+            kind,
+            clr_instance_id,
+            duration_ns,
+        })
     }
 }
 

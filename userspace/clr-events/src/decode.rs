@@ -5,7 +5,9 @@ use crate::alloc::{AllocationSampled, AllocationTick, SampledObjectAllocation};
 use crate::contention::{ContentionLockCreated, ContentionStart, ContentionStop};
 use crate::error::DecodeError;
 use crate::exceptions::{ExceptionHandling, ExceptionThrown};
-use crate::gc::{GcEnd, GcHeapStats, GcStart, GcSuspendEeBegin, GcTriggered, decode_clr_instance_only};
+use crate::gc::{
+    GcEnd, GcHeapStats, GcStart, GcSuspendEeBegin, GcTriggered, decode_clr_instance_only,
+};
 use crate::gc_history::{GcGlobalHeapHistory, GcPerHeapHistory};
 use crate::ids;
 use crate::methods::MethodInfo;
@@ -20,9 +22,15 @@ pub enum ClrEvent<'a> {
     GcEnd(GcEnd),
     GcHeapStats(GcHeapStats),
     GcSuspendEeBegin(GcSuspendEeBegin),
-    GcSuspendEeEnd { clr_instance_id: Option<u16> },
-    GcRestartEeBegin { clr_instance_id: Option<u16> },
-    GcRestartEeEnd { clr_instance_id: Option<u16> },
+    GcSuspendEeEnd {
+        clr_instance_id: Option<u16>,
+    },
+    GcRestartEeBegin {
+        clr_instance_id: Option<u16>,
+    },
+    GcRestartEeEnd {
+        clr_instance_id: Option<u16>,
+    },
     GcTriggered(GcTriggered),
     GcPerHeapHistory(GcPerHeapHistory),
     GcGlobalHeapHistory(GcGlobalHeapHistory),
@@ -64,6 +72,22 @@ pub enum ClrEvent<'a> {
     ThreadCreated(ThreadInfo),
     /// Rundown ThreadDC (159): a thread alive at rundown.
     ThreadDcEnd(ThreadInfo),
+    /// Rundown DCStartInit (147): rundown of live methods begins (V1 carries the ClrInstanceID).
+    DcStartInit {
+        clr_instance_id: Option<u16>,
+    },
+    /// Rundown DCStartComplete (145).
+    DcStartComplete {
+        clr_instance_id: Option<u16>,
+    },
+    /// Rundown DCEndInit (148): end-rundown begins.
+    DcEndInit {
+        clr_instance_id: Option<u16>,
+    },
+    /// Rundown DCEndComplete (146): end-rundown finished; no more rundown events follow.
+    DcEndComplete {
+        clr_instance_id: Option<u16>,
+    },
     ThreadSample(ThreadSample),
     /// An event (or an old payload-less version) this crate does not decode.
     Unknown,
@@ -83,9 +107,9 @@ pub fn decode<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
         decode_rundown(ev)
     } else if provider_is(ev.provider, providers::SAMPLE_PROFILER) {
         match ev.event_id {
-            ids::sample_profiler::THREAD_SAMPLE => {
-                Ok(ClrEvent::ThreadSample(ThreadSample::decode(ev.payload, ev.pointer_size)?))
-            }
+            ids::sample_profiler::THREAD_SAMPLE => Ok(ClrEvent::ThreadSample(
+                ThreadSample::decode(ev.payload, ev.pointer_size)?,
+            )),
             _ => Ok(ClrEvent::Unknown),
         }
     } else {
@@ -111,8 +135,12 @@ fn decode_runtime<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
             clr_instance_id: decode_clr_instance_only(p, v, ps, "GCRestartEEEnd")?,
         },
         id::GC_TRIGGERED => ClrEvent::GcTriggered(GcTriggered::decode(p, ps)?),
-        id::GC_PER_HEAP_HISTORY if v >= 3 => ClrEvent::GcPerHeapHistory(GcPerHeapHistory::decode(p, ps)?),
-        id::GC_GLOBAL_HEAP_HISTORY => ClrEvent::GcGlobalHeapHistory(GcGlobalHeapHistory::decode(p, v, ps)?),
+        id::GC_PER_HEAP_HISTORY if v >= 3 => {
+            ClrEvent::GcPerHeapHistory(GcPerHeapHistory::decode(p, ps)?)
+        }
+        id::GC_GLOBAL_HEAP_HISTORY => {
+            ClrEvent::GcGlobalHeapHistory(GcGlobalHeapHistory::decode(p, v, ps)?)
+        }
         id::GC_ALLOCATION_TICK => ClrEvent::AllocationTick(AllocationTick::decode(p, v, ps)?),
         id::ALLOCATION_SAMPLED => ClrEvent::AllocationSampled(AllocationSampled::decode(p, ps)?),
         id::GC_SAMPLED_OBJECT_ALLOCATION_HIGH => {
@@ -121,30 +149,52 @@ fn decode_runtime<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
         id::GC_SAMPLED_OBJECT_ALLOCATION_LOW => {
             ClrEvent::SampledObjectAllocationLow(SampledObjectAllocation::decode(p, ps)?)
         }
-        id::EXCEPTION_THROWN if v >= 1 => ClrEvent::ExceptionThrown(ExceptionThrown::decode(p, ps)?),
+        id::EXCEPTION_THROWN if v >= 1 => {
+            ClrEvent::ExceptionThrown(ExceptionThrown::decode(p, ps)?)
+        }
         id::EXCEPTION_THROWN_STOP => ClrEvent::ExceptionThrownStop,
         id::EXCEPTION_CATCH_START => {
             ClrEvent::ExceptionCatchStart(ExceptionHandling::decode(p, ps, "ExceptionCatchStart")?)
         }
         id::EXCEPTION_CATCH_STOP => ClrEvent::ExceptionCatchStop,
-        id::EXCEPTION_FINALLY_START => {
-            ClrEvent::ExceptionFinallyStart(ExceptionHandling::decode(p, ps, "ExceptionFinallyStart")?)
-        }
+        id::EXCEPTION_FINALLY_START => ClrEvent::ExceptionFinallyStart(ExceptionHandling::decode(
+            p,
+            ps,
+            "ExceptionFinallyStart",
+        )?),
         id::EXCEPTION_FINALLY_STOP => ClrEvent::ExceptionFinallyStop,
-        id::EXCEPTION_FILTER_START => {
-            ClrEvent::ExceptionFilterStart(ExceptionHandling::decode(p, ps, "ExceptionFilterStart")?)
-        }
+        id::EXCEPTION_FILTER_START => ClrEvent::ExceptionFilterStart(ExceptionHandling::decode(
+            p,
+            ps,
+            "ExceptionFilterStart",
+        )?),
         id::EXCEPTION_FILTER_STOP => ClrEvent::ExceptionFilterStop,
         id::CONTENTION_START => ClrEvent::ContentionStart(ContentionStart::decode(p, v, ps)?),
         id::CONTENTION_STOP => ClrEvent::ContentionStop(ContentionStop::decode(p, v, ps)?),
-        id::CONTENTION_LOCK_CREATED => ClrEvent::ContentionLockCreated(ContentionLockCreated::decode(p, ps)?),
-        id::METHOD_LOAD => ClrEvent::MethodLoad(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodLoad"))?),
-        id::METHOD_UNLOAD => {
-            ClrEvent::MethodUnload(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodUnload"))?)
+        id::CONTENTION_LOCK_CREATED => {
+            ClrEvent::ContentionLockCreated(ContentionLockCreated::decode(p, ps)?)
         }
-        id::METHOD_LOAD_VERBOSE => {
-            ClrEvent::MethodLoadVerbose(MethodInfo::decode(p, v, ps, true, method_name(v, "MethodLoadVerbose"))?)
-        }
+        id::METHOD_LOAD => ClrEvent::MethodLoad(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            false,
+            method_name(v, "MethodLoad"),
+        )?),
+        id::METHOD_UNLOAD => ClrEvent::MethodUnload(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            false,
+            method_name(v, "MethodUnload"),
+        )?),
+        id::METHOD_LOAD_VERBOSE => ClrEvent::MethodLoadVerbose(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            true,
+            method_name(v, "MethodLoadVerbose"),
+        )?),
         id::METHOD_UNLOAD_VERBOSE => ClrEvent::MethodUnloadVerbose(MethodInfo::decode(
             p,
             v,
@@ -152,8 +202,15 @@ fn decode_runtime<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
             true,
             method_name(v, "MethodUnloadVerbose"),
         )?),
-        id::MODULE_LOAD => ClrEvent::ModuleLoad(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleLoad"))?),
-        id::MODULE_UNLOAD => ClrEvent::ModuleUnload(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleUnload"))?),
+        id::MODULE_LOAD => {
+            ClrEvent::ModuleLoad(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleLoad"))?)
+        }
+        id::MODULE_UNLOAD => ClrEvent::ModuleUnload(ModuleInfo::decode(
+            p,
+            v,
+            ps,
+            module_name(v, "ModuleUnload"),
+        )?),
         id::THREAD_CREATED => ClrEvent::ThreadCreated(ThreadInfo::decode(p, ps, "ThreadCreated")?),
         _ => ClrEvent::Unknown,
     })
@@ -163,10 +220,20 @@ fn decode_rundown<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
     use ids::rundown as id;
     let (p, v, ps) = (ev.payload, ev.version, ev.pointer_size);
     Ok(match ev.event_id {
-        id::METHOD_DC_START => {
-            ClrEvent::MethodDcStart(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodDCStart"))?)
-        }
-        id::METHOD_DC_END => ClrEvent::MethodDcEnd(MethodInfo::decode(p, v, ps, false, method_name(v, "MethodDCEnd"))?),
+        id::METHOD_DC_START => ClrEvent::MethodDcStart(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            false,
+            method_name(v, "MethodDCStart"),
+        )?),
+        id::METHOD_DC_END => ClrEvent::MethodDcEnd(MethodInfo::decode(
+            p,
+            v,
+            ps,
+            false,
+            method_name(v, "MethodDCEnd"),
+        )?),
         id::METHOD_DC_START_VERBOSE => ClrEvent::MethodDcStartVerbose(MethodInfo::decode(
             p,
             v,
@@ -181,11 +248,28 @@ fn decode_rundown<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
             true,
             method_name(v, "MethodDCEndVerbose"),
         )?),
-        id::MODULE_DC_START => {
-            ClrEvent::ModuleDcStart(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCStart"))?)
+        id::MODULE_DC_START => ClrEvent::ModuleDcStart(ModuleInfo::decode(
+            p,
+            v,
+            ps,
+            module_name(v, "ModuleDCStart"),
+        )?),
+        id::MODULE_DC_END => {
+            ClrEvent::ModuleDcEnd(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCEnd"))?)
         }
-        id::MODULE_DC_END => ClrEvent::ModuleDcEnd(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCEnd"))?),
         id::THREAD_DC => ClrEvent::ThreadDcEnd(ThreadInfo::decode(p, ps, "ThreadDC")?),
+        id::DC_START_INIT => ClrEvent::DcStartInit {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "DCStartInit")?,
+        },
+        id::DC_START_COMPLETE => ClrEvent::DcStartComplete {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "DCStartComplete")?,
+        },
+        id::DC_END_INIT => ClrEvent::DcEndInit {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "DCEndInit")?,
+        },
+        id::DC_END_COMPLETE => ClrEvent::DcEndComplete {
+            clr_instance_id: decode_clr_instance_only(p, v, ps, "DCEndComplete")?,
+        },
         _ => ClrEvent::Unknown,
     })
 }

@@ -8,7 +8,9 @@ use thiserror::Error;
 /// bytes were missing or bad; `offset` the byte offset in the payload where it starts.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum DecodeError {
-    #[error("{event}: payload truncated at field {field} (offset {offset}): need {needed} bytes, {available} left")]
+    #[error(
+        "{event}: payload truncated at field {field} (offset {offset}): need {needed} bytes, {available} left"
+    )]
     Truncated {
         event: &'static str,
         field: String,
@@ -22,7 +24,9 @@ pub enum DecodeError {
         field: String,
         offset: usize,
     },
-    #[error("{event}: element count {count} of field {field} (offset {offset}) needs {needed} bytes, only {available} left")]
+    #[error(
+        "{event}: element count {count} of field {field} (offset {offset}) needs {needed} bytes, only {available} left"
+    )]
     CountTooLarge {
         event: &'static str,
         field: String,

@@ -76,7 +76,10 @@ impl Value {
 }
 
 /// Decodes `payload` field by field. Bytes after the last field are ignored.
-pub fn decode_fields(schema: &EventSchema, payload: &[u8]) -> Result<Vec<(String, Value)>, DecodeError> {
+pub fn decode_fields(
+    schema: &EventSchema,
+    payload: &[u8],
+) -> Result<Vec<(String, Value)>, DecodeError> {
     // Pointer size is irrelevant to EventSource type codes; 8 only satisfies the cursor.
     let mut c = Cursor::new(payload, 8, "EventSource payload")?;
     let mut out = Vec::with_capacity(schema.fields.len());
@@ -93,19 +96,34 @@ fn min_size(ty: &FieldType) -> u64 {
         FieldType::Primitive(tc) => match tc {
             TypeCode::Empty | TypeCode::DbNull | TypeCode::Object => 0,
             TypeCode::SByte | TypeCode::Byte => 1,
-            TypeCode::Char | TypeCode::Int16 | TypeCode::UInt16 | TypeCode::String | TypeCode::Array => 2,
+            TypeCode::Char
+            | TypeCode::Int16
+            | TypeCode::UInt16
+            | TypeCode::String
+            | TypeCode::Array => 2,
             TypeCode::Boolean | TypeCode::Int32 | TypeCode::UInt32 | TypeCode::Single => 4,
             TypeCode::Int64 | TypeCode::UInt64 | TypeCode::Double | TypeCode::DateTime => 8,
             TypeCode::Decimal | TypeCode::Guid => 16,
         },
-        FieldType::Struct(fields) => fields.iter().map(|f| min_size(&f.ty)).fold(0u64, u64::saturating_add),
+        FieldType::Struct(fields) => fields
+            .iter()
+            .map(|f| min_size(&f.ty))
+            .fold(0u64, u64::saturating_add),
         FieldType::Array(_) => 2,
     }
 }
 
-fn read_value(c: &mut Cursor<'_>, ty: &FieldType, name: &str, depth: usize) -> Result<Value, DecodeError> {
+fn read_value(
+    c: &mut Cursor<'_>,
+    ty: &FieldType,
+    name: &str,
+    depth: usize,
+) -> Result<Value, DecodeError> {
     if depth > MAX_DEPTH {
-        return Err(DecodeError::SchemaTooDeep { field: name.to_string(), max: MAX_DEPTH });
+        return Err(DecodeError::SchemaTooDeep {
+            field: name.to_string(),
+            max: MAX_DEPTH,
+        });
     }
     match ty {
         FieldType::Primitive(tc) => read_primitive(c, *tc, name),

@@ -73,7 +73,11 @@ pub struct ExceptionHandling<'a> {
 }
 
 impl<'a> ExceptionHandling<'a> {
-    pub fn decode(payload: &'a [u8], pointer_size: u8, name: &'static str) -> Result<Self, DecodeError> {
+    pub fn decode(
+        payload: &'a [u8],
+        pointer_size: u8,
+        name: &'static str,
+    ) -> Result<Self, DecodeError> {
         let mut c = Cursor::new(payload, pointer_size, name)?;
         Ok(ExceptionHandling {
             entry_eip: c.u64("EntryEIP")?,

@@ -44,8 +44,11 @@ impl GcStart {
         let reason = GcReason::from_u32(c.u32("Reason")?);
         let gc_type = GcType::from_u32(c.u32("Type")?);
         let clr_instance_id = c.u16("ClrInstanceID")?;
-        let client_sequence_number =
-            if version >= 2 { Some(c.u64("ClientSequenceNumber")?) } else { None };
+        let client_sequence_number = if version >= 2 {
+            Some(c.u64("ClientSequenceNumber")?)
+        } else {
+            None
+        };
         Ok(GcStart {
             count,
             depth: Some(depth),
@@ -71,7 +74,11 @@ impl GcEnd {
             let mut c = Cursor::new(payload, pointer_size, "GCEnd")?;
             let count = c.u32("Count")?;
             let depth = u32::from(c.u16("Depth")?);
-            return Ok(GcEnd { count, depth, clr_instance_id: None });
+            return Ok(GcEnd {
+                count,
+                depth,
+                clr_instance_id: None,
+            });
         }
         let mut c = Cursor::new(payload, pointer_size, "GCEnd_V1")?;
         Ok(GcEnd {
@@ -106,9 +113,18 @@ impl GcHeapStats {
             _ => "GCHeapStats_V2",
         };
         let mut c = Cursor::new(payload, pointer_size, name)?;
-        const SIZE: [&str; 4] = ["GenerationSize0", "GenerationSize1", "GenerationSize2", "GenerationSize3"];
-        const PROMO: [&str; 4] =
-            ["TotalPromotedSize0", "TotalPromotedSize1", "TotalPromotedSize2", "TotalPromotedSize3"];
+        const SIZE: [&str; 4] = [
+            "GenerationSize0",
+            "GenerationSize1",
+            "GenerationSize2",
+            "GenerationSize3",
+        ];
+        const PROMO: [&str; 4] = [
+            "TotalPromotedSize0",
+            "TotalPromotedSize1",
+            "TotalPromotedSize2",
+            "TotalPromotedSize3",
+        ];
         let mut generation_size = [0u64; 4];
         let mut total_promoted_size = [0u64; 4];
         for g in 0..4 {
@@ -120,9 +136,16 @@ impl GcHeapStats {
         let pinned_object_count = c.u32("PinnedObjectCount")?;
         let sink_block_count = c.u32("SinkBlockCount")?;
         let gc_handle_count = c.u32("GCHandleCount")?;
-        let clr_instance_id = if version >= 1 { Some(c.u16("ClrInstanceID")?) } else { None };
+        let clr_instance_id = if version >= 1 {
+            Some(c.u16("ClrInstanceID")?)
+        } else {
+            None
+        };
         let (poh_size, poh_promoted_size) = if version >= 2 {
-            (Some(c.u64("GenerationSize4")?), Some(c.u64("TotalPromotedSize4")?))
+            (
+                Some(c.u64("GenerationSize4")?),
+                Some(c.u64("TotalPromotedSize4")?),
+            )
         } else {
             (None, None)
         };
@@ -142,7 +165,9 @@ impl GcHeapStats {
 
     /// Sum of all generation sizes (including POH when present).
     pub fn total_heap_size(&self) -> u64 {
-        self.generation_size.iter().fold(0u64, |a, b| a.saturating_add(*b))
+        self.generation_size
+            .iter()
+            .fold(0u64, |a, b| a.saturating_add(*b))
             .saturating_add(self.poh_size.unwrap_or(0))
     }
 }
@@ -161,7 +186,11 @@ impl GcSuspendEeBegin {
         if version == 0 {
             let mut c = Cursor::new(payload, pointer_size, "GCSuspendEEBegin")?;
             let reason = SuspendReason::from_u32(u32::from(c.u16("Reason")?));
-            return Ok(GcSuspendEeBegin { reason, count: None, clr_instance_id: None });
+            return Ok(GcSuspendEeBegin {
+                reason,
+                count: None,
+                clr_instance_id: None,
+            });
         }
         let mut c = Cursor::new(payload, pointer_size, "GCSuspendEEBegin_V1")?;
         Ok(GcSuspendEeBegin {
@@ -172,8 +201,8 @@ impl GcSuspendEeBegin {
     }
 }
 
-/// The GCNoUserData template (GCSuspendEEEnd, GCRestartEEBegin, GCRestartEEEnd): V0 is empty,
-/// V1 carries the ClrInstanceID.
+/// The GCNoUserData / DCStartEnd templates (GCSuspendEEEnd, GCRestartEEBegin, GCRestartEEEnd,
+/// rundown DC*Init/Complete): V0 is empty, V1 carries the ClrInstanceID.
 pub fn decode_clr_instance_only(
     payload: &[u8],
     version: u8,
@@ -181,7 +210,11 @@ pub fn decode_clr_instance_only(
     name: &'static str,
 ) -> Result<Option<u16>, DecodeError> {
     let mut c = Cursor::new(payload, pointer_size, name)?;
-    if version == 0 { Ok(None) } else { Ok(Some(c.u16("ClrInstanceID")?)) }
+    if version == 0 {
+        Ok(None)
+    } else {
+        Ok(Some(c.u16("ClrInstanceID")?))
+    }
 }
 
 /// GCTriggered (id 35), version 0.

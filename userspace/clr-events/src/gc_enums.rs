@@ -135,12 +135,36 @@ impl CondemnCondition {
     pub const ALL: [CondemnCondition; 30] = {
         use CondemnCondition::*;
         [
-            InducedFullGc, ExpandFullGc, HighMemory, VeryHighMemory, LowEphemeral, LowCard,
-            EphemeralHighFragmentation, MaxHighFragmentation, MaxHighFragmentationEstimate,
-            MaxHighFragmentationMemory, MaxHighFragmentationVeryHighMemory, MaxGen1, BeforeOom,
-            Gen2TooSmall, InducedNoForce, BeforeBgc, AlmostMaxAlloc, AvoidUnproductive,
-            PmInducedFullGc, PmAllocLoh, Gen1InPm, LimitBeforeOom, LimitLohFragmentation,
-            LimitLohReclaim, ServoInitial, ServoNgc, ServoBgc, ServoPostpone, StressMix, Stress,
+            InducedFullGc,
+            ExpandFullGc,
+            HighMemory,
+            VeryHighMemory,
+            LowEphemeral,
+            LowCard,
+            EphemeralHighFragmentation,
+            MaxHighFragmentation,
+            MaxHighFragmentationEstimate,
+            MaxHighFragmentationMemory,
+            MaxHighFragmentationVeryHighMemory,
+            MaxGen1,
+            BeforeOom,
+            Gen2TooSmall,
+            InducedNoForce,
+            BeforeBgc,
+            AlmostMaxAlloc,
+            AvoidUnproductive,
+            PmInducedFullGc,
+            PmAllocLoh,
+            Gen1InPm,
+            LimitBeforeOom,
+            LimitLohFragmentation,
+            LimitLohReclaim,
+            ServoInitial,
+            ServoNgc,
+            ServoBgc,
+            ServoPostpone,
+            StressMix,
+            Stress,
         ]
     };
 
@@ -226,7 +250,9 @@ impl CondemnReasons {
 
     /// The named conditions whose bit is set.
     pub fn conditions(self) -> impl Iterator<Item = CondemnCondition> {
-        CondemnCondition::ALL.into_iter().filter(move |c| self.has(*c))
+        CondemnCondition::ALL
+            .into_iter()
+            .filter(move |c| self.has(*c))
     }
 }
 
@@ -252,13 +278,19 @@ mod tests {
     #[test]
     fn condemn_reasons_unpack() {
         // initial 1, final 2, budget 0, time 1; conditions: high_mem (2), before_bgc (15).
-        let r = CondemnReasons { generations: 1 | (2 << 2) | (1 << 6), conditions: (1 << 2) | (1 << 15) };
+        let r = CondemnReasons {
+            generations: 1 | (2 << 2) | (1 << 6),
+            conditions: (1 << 2) | (1 << 15),
+        };
         assert_eq!(r.initial_generation(), 1);
         assert_eq!(r.final_generation_per_heap(), 2);
         assert_eq!(r.alloc_budget_generation(), 0);
         assert_eq!(r.time_tuning_generation(), 1);
         let c: Vec<_> = r.conditions().collect();
-        assert_eq!(c, vec![CondemnCondition::HighMemory, CondemnCondition::BeforeBgc]);
+        assert_eq!(
+            c,
+            vec![CondemnCondition::HighMemory, CondemnCondition::BeforeBgc]
+        );
         for (i, c) in CondemnCondition::ALL.iter().enumerate() {
             assert_eq!(c.bit() as usize, i);
         }

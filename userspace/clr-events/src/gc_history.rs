@@ -86,7 +86,10 @@ impl GcPerHeapHistory {
             pinned_allocated,
             pinned_allocated_advance,
             running_free_list_efficiency,
-            condemn_reasons: CondemnReasons { generations: reasons_gen, conditions },
+            condemn_reasons: CondemnReasons {
+                generations: reasons_gen,
+                conditions,
+            },
             compact_mechanisms,
             expand_mechanisms,
             heap_index,
@@ -142,7 +145,10 @@ impl GcGlobalHeapHistory {
         let condemn_reasons = if version >= 3 {
             let generations = c.u32("CondemnReasons0")?;
             let conditions = c.u32("CondemnReasons1")?;
-            Some(CondemnReasons { generations, conditions })
+            Some(CondemnReasons {
+                generations,
+                conditions,
+            })
         } else {
             None
         };

@@ -87,8 +87,16 @@ impl<'a> MethodInfo<'a> {
         } else {
             (None, None, None)
         };
-        let clr_instance_id = if version >= 1 { Some(c.u16("ClrInstanceID")?) } else { None };
-        let rejit_id = if version >= 2 { Some(c.u64("ReJITID")?) } else { None };
+        let clr_instance_id = if version >= 1 {
+            Some(c.u16("ClrInstanceID")?)
+        } else {
+            None
+        };
+        let rejit_id = if version >= 2 {
+            Some(c.u64("ReJITID")?)
+        } else {
+            None
+        };
         Ok(MethodInfo {
             method_id,
             module_id,
@@ -111,8 +119,15 @@ impl<'a> MethodInfo<'a> {
 
     /// "Namespace.Name" (or just the name when the namespace is empty), decoded lossily.
     pub fn full_name(&self) -> String {
-        let ns = self.namespace.map(|s| s.to_string_lossy()).unwrap_or_default();
+        let ns = self
+            .namespace
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
         let n = self.name.map(|s| s.to_string_lossy()).unwrap_or_default();
-        if ns.is_empty() { n } else { format!("{ns}.{n}") }
+        if ns.is_empty() {
+            n
+        } else {
+            format!("{ns}.{n}")
+        }
     }
 }

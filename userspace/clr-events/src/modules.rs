@@ -57,7 +57,12 @@ pub struct ModuleInfo<'a> {
 }
 
 impl<'a> ModuleInfo<'a> {
-    pub fn decode(payload: &'a [u8], version: u8, pointer_size: u8, name: &'static str) -> Result<Self, DecodeError> {
+    pub fn decode(
+        payload: &'a [u8],
+        version: u8,
+        pointer_size: u8,
+        name: &'static str,
+    ) -> Result<Self, DecodeError> {
         let mut c = Cursor::new(payload, pointer_size, name)?;
         let module_id = c.u64("ModuleID")?;
         let assembly_id = c.u64("AssemblyID")?;
@@ -65,7 +70,11 @@ impl<'a> ModuleInfo<'a> {
         let _reserved = c.u32("Reserved1")?;
         let il_path = c.utf16z("ModuleILPath")?;
         let native_path = c.utf16z("ModuleNativePath")?;
-        let clr_instance_id = if version >= 1 { Some(c.u16("ClrInstanceID")?) } else { None };
+        let clr_instance_id = if version >= 1 {
+            Some(c.u16("ClrInstanceID")?)
+        } else {
+            None
+        };
         let (managed_pdb, native_pdb) = if version >= 2 {
             let managed = PdbInfo {
                 signature: c.guid("ManagedPdbSignature")?,
@@ -81,6 +90,15 @@ impl<'a> ModuleInfo<'a> {
         } else {
             (None, None)
         };
-        Ok(ModuleInfo { module_id, assembly_id, flags, il_path, native_path, clr_instance_id, managed_pdb, native_pdb })
+        Ok(ModuleInfo {
+            module_id,
+            assembly_id,
+            flags,
+            il_path,
+            native_path,
+            clr_instance_id,
+            managed_pdb,
+            native_pdb,
+        })
     }
 }

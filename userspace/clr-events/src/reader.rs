@@ -19,9 +19,17 @@ impl<'a> Cursor<'a> {
     /// A cursor over `buf` for the layout named `event`. `pointer_size` must be 4 or 8.
     pub fn new(buf: &'a [u8], pointer_size: u8, event: &'static str) -> Result<Self, DecodeError> {
         if pointer_size != 4 && pointer_size != 8 {
-            return Err(DecodeError::BadPointerSize { event, size: pointer_size });
+            return Err(DecodeError::BadPointerSize {
+                event,
+                size: pointer_size,
+            });
         }
-        Ok(Cursor { buf, pos: 0, pointer_size, event })
+        Ok(Cursor {
+            buf,
+            pos: 0,
+            pointer_size,
+            event,
+        })
     }
 
     pub fn position(&self) -> usize {
@@ -179,7 +187,13 @@ mod tests {
         let err = c.u16("c").unwrap_err();
         assert_eq!(
             err,
-            DecodeError::Truncated { event: "T", field: "c".into(), offset: 6, needed: 2, available: 1 }
+            DecodeError::Truncated {
+                event: "T",
+                field: "c".into(),
+                offset: 6,
+                needed: 2,
+                available: 1
+            }
         );
         // A failed read does not move the cursor.
         assert_eq!(c.position(), 6);
@@ -194,7 +208,10 @@ mod tests {
         assert_eq!(c4.remaining(), 4);
         let mut c8 = Cursor::new(&buf, 8, "T").unwrap();
         assert_eq!(c8.pointer("p").unwrap(), 0xddcc_bbaa_1234_5678);
-        assert!(matches!(Cursor::new(&buf, 2, "T"), Err(DecodeError::BadPointerSize { size: 2, .. })));
+        assert!(matches!(
+            Cursor::new(&buf, 2, "T"),
+            Err(DecodeError::BadPointerSize { size: 2, .. })
+        ));
     }
 
     #[test]
@@ -207,7 +224,10 @@ mod tests {
         // 0x0100 followed by 0x0000 split across an odd boundary is not a terminator.
         let buf = [0x00u8, 0x01, 0x00, 0x41];
         let mut c = Cursor::new(&buf, 8, "T").unwrap();
-        assert!(matches!(c.utf16z("s"), Err(DecodeError::UnterminatedString { offset: 0, .. })));
+        assert!(matches!(
+            c.utf16z("s"),
+            Err(DecodeError::UnterminatedString { offset: 0, .. })
+        ));
     }
 
     #[test]
@@ -215,7 +235,10 @@ mod tests {
         let buf = [0u8; 16];
         let c = Cursor::new(&buf, 8, "T").unwrap();
         assert!(c.check_count(2, 8, "v").is_ok());
-        assert!(matches!(c.check_count(3, 8, "v"), Err(DecodeError::CountTooLarge { count: 3, .. })));
+        assert!(matches!(
+            c.check_count(3, 8, "v"),
+            Err(DecodeError::CountTooLarge { count: 3, .. })
+        ));
         assert!(c.check_count(u64::MAX, u64::MAX, "v").is_err());
     }
 }

@@ -39,7 +39,11 @@ pub struct ThreadInfo {
 }
 
 impl ThreadInfo {
-    pub fn decode(payload: &[u8], pointer_size: u8, name: &'static str) -> Result<Self, DecodeError> {
+    pub fn decode(
+        payload: &[u8],
+        pointer_size: u8,
+        name: &'static str,
+    ) -> Result<Self, DecodeError> {
         let mut c = Cursor::new(payload, pointer_size, name)?;
         Ok(ThreadInfo {
             managed_thread_id: c.u64("ManagedThreadID")?,

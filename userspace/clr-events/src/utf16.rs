@@ -33,12 +33,16 @@ impl<'a> Utf16Str<'a> {
     }
 
     pub fn units(&self) -> impl Iterator<Item = u16> + 'a {
-        self.raw.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))
+        self.raw
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
     }
 
     /// Decodes, replacing unpaired surrogates with U+FFFD.
     pub fn to_string_lossy(&self) -> String {
-        char::decode_utf16(self.units()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect()
+        char::decode_utf16(self.units())
+            .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect()
     }
 
     /// Decodes, failing on an unpaired surrogate.
@@ -111,6 +115,9 @@ mod tests {
         let raw = [0x41u8, 0, 0x00, 0xd8, 0x42, 0];
         let s = Utf16Str::from_raw(&raw);
         assert_eq!(s.to_string_lossy(), "A\u{fffd}B");
-        assert_eq!(s.to_string_checked(), Err(DecodeError::InvalidUtf16 { unit_index: 1 }));
+        assert_eq!(
+            s.to_string_checked(),
+            Err(DecodeError::InvalidUtf16 { unit_index: 1 })
+        );
     }
 }

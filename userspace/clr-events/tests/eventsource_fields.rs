@@ -7,11 +7,17 @@ use clr_events::{DecodeError, Value, decode_fields};
 use common::Payload;
 
 fn prim(name: &str, tc: TypeCode) -> Field {
-    Field { name: name.into(), ty: FieldType::Primitive(tc) }
+    Field {
+        name: name.into(),
+        ty: FieldType::Primitive(tc),
+    }
 }
 
 fn array(name: &str, elem: FieldType) -> Field {
-    Field { name: name.into(), ty: FieldType::Array(Box::new(elem)) }
+    Field {
+        name: name.into(),
+        ty: FieldType::Array(Box::new(elem)),
+    }
 }
 
 #[test]
@@ -53,7 +59,12 @@ fn every_primitive_type() {
         .f64(-2.25)
         .bytes(&[9; 16])
         .i64(133_000_000_000_000_000)
-        .guid(0x3c98ebf4, 0xc98a, 0x410f, [0xab, 0x1e, 0x6e, 0xa2, 0xfa, 0xa6, 0x00, 0xde])
+        .guid(
+            0x3c98ebf4,
+            0xc98a,
+            0x410f,
+            [0xab, 0x1e, 0x6e, 0xa2, 0xfa, 0xa6, 0x00, 0xde],
+        )
         .str("héllo");
     let got = decode_fields(&schema, &p.buf).unwrap();
     let want = vec![
@@ -72,19 +83,33 @@ fn every_primitive_type() {
         Value::Decimal([9; 16]),
         Value::DateTime(133_000_000_000_000_000),
         Value::Guid(clr_events::Guid::from_bytes_le([
-            0xf4, 0xeb, 0x98, 0x3c, 0x8a, 0xc9, 0x0f, 0x41, 0xab, 0x1e, 0x6e, 0xa2, 0xfa, 0xa6, 0x00, 0xde,
+            0xf4, 0xeb, 0x98, 0x3c, 0x8a, 0xc9, 0x0f, 0x41, 0xab, 0x1e, 0x6e, 0xa2, 0xfa, 0xa6,
+            0x00, 0xde,
         ])),
         Value::String("héllo".into()),
         Value::Null,
     ];
     let names: Vec<_> = got.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, schema.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        names,
+        schema
+            .fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+    );
     assert_eq!(got.into_iter().map(|(_, v)| v).collect::<Vec<_>>(), want);
 
     // Every truncation is an error naming a field; a longer payload is fine.
     for n in 0..p.buf.len() {
         let err = decode_fields(&schema, &p.buf[..n]).unwrap_err();
-        assert!(matches!(err, DecodeError::Truncated { .. } | DecodeError::UnterminatedString { .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                DecodeError::Truncated { .. } | DecodeError::UnterminatedString { .. }
+            ),
+            "{err:?}"
+        );
     }
     let mut longer = p.buf.clone();
     longer.extend_from_slice(&[1, 2, 3]);
@@ -101,7 +126,14 @@ fn arrays_like_the_arraytypes_oracle() {
             prim("arg2", TypeCode::Int32),
         ],
     };
-    let a0 = [2032854139u32, 1608221689, 1470019200, 199494339, 1238846140, 1366609043];
+    let a0 = [
+        2032854139u32,
+        1608221689,
+        1470019200,
+        199494339,
+        1238846140,
+        1366609043,
+    ];
     let a1 = [26494i16, 17115, -7229, 18850, 27931];
     let mut p = Payload::new(8).u16(a0.len() as u16);
     for v in a0 {
@@ -113,8 +145,14 @@ fn arrays_like_the_arraytypes_oracle() {
     }
     p = p.i32(2033417279);
     let got = decode_fields(&schema, &p.buf).unwrap();
-    assert_eq!(got[0].1, Value::Array(a0.iter().map(|v| Value::U32(*v)).collect()));
-    assert_eq!(got[1].1, Value::Array(a1.iter().map(|v| Value::I16(*v)).collect()));
+    assert_eq!(
+        got[0].1,
+        Value::Array(a0.iter().map(|v| Value::U32(*v)).collect())
+    );
+    assert_eq!(
+        got[1].1,
+        Value::Array(a1.iter().map(|v| Value::I16(*v)).collect())
+    );
     assert_eq!(got[2], ("arg2".to_string(), Value::I32(2033417279)));
     for n in 0..p.buf.len() {
         assert!(decode_fields(&schema, &p.buf[..n]).is_err(), "prefix {n}");
@@ -123,10 +161,16 @@ fn arrays_like_the_arraytypes_oracle() {
 
 #[test]
 fn nested_structs_and_arrays_of_structs() {
-    let point = FieldType::Struct(vec![prim("x", TypeCode::Int32), prim("name", TypeCode::String)]);
+    let point = FieldType::Struct(vec![
+        prim("x", TypeCode::Int32),
+        prim("name", TypeCode::String),
+    ]);
     let schema = EventSchema {
         fields: vec![
-            Field { name: "origin".into(), ty: point.clone() },
+            Field {
+                name: "origin".into(),
+                ty: point.clone(),
+            },
             array("points", point),
             array("names", FieldType::Primitive(TypeCode::String)),
         ],
@@ -142,7 +186,12 @@ fn nested_structs_and_arrays_of_structs() {
         .u16(1)
         .str("z");
     let got = decode_fields(&schema, &p.buf).unwrap();
-    let s = |x: i32, n: &str| Value::Struct(vec![("x".into(), Value::I32(x)), ("name".into(), Value::String(n.into()))]);
+    let s = |x: i32, n: &str| {
+        Value::Struct(vec![
+            ("x".into(), Value::I32(x)),
+            ("name".into(), Value::String(n.into())),
+        ])
+    };
     assert_eq!(got[0].1, s(1, "o"));
     assert_eq!(got[1].1, Value::Array(vec![s(2, "a"), s(3, "")]));
     assert_eq!(got[2].1, Value::Array(vec![Value::String("z".into())]));
@@ -151,26 +200,52 @@ fn nested_structs_and_arrays_of_structs() {
 #[test]
 fn corrupt_inputs_are_errors_not_panics() {
     // Array count far beyond the payload.
-    let schema = EventSchema { fields: vec![array("a", FieldType::Primitive(TypeCode::UInt64))] };
+    let schema = EventSchema {
+        fields: vec![array("a", FieldType::Primitive(TypeCode::UInt64))],
+    };
     let err = decode_fields(&schema, &[0xFF, 0xFF, 1, 2, 3]).unwrap_err();
-    assert!(matches!(err, DecodeError::CountTooLarge { count: 65535, .. }), "{err:?}");
+    assert!(
+        matches!(err, DecodeError::CountTooLarge { count: 65535, .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("a"));
 
     // An Array type code without an element type.
-    let schema = EventSchema { fields: vec![prim("bad", TypeCode::Array)] };
-    assert!(matches!(decode_fields(&schema, &[0, 0]), Err(DecodeError::InvalidSchema { .. })));
+    let schema = EventSchema {
+        fields: vec![prim("bad", TypeCode::Array)],
+    };
+    assert!(matches!(
+        decode_fields(&schema, &[0, 0]),
+        Err(DecodeError::InvalidSchema { .. })
+    ));
 
     // Absurdly deep nesting is refused instead of recursing without bound.
     let mut ty = FieldType::Primitive(TypeCode::Byte);
     for _ in 0..100 {
-        ty = FieldType::Struct(vec![Field { name: "n".into(), ty }]);
+        ty = FieldType::Struct(vec![Field {
+            name: "n".into(),
+            ty,
+        }]);
     }
-    let schema = EventSchema { fields: vec![Field { name: "deep".into(), ty }] };
-    assert!(matches!(decode_fields(&schema, &[1]), Err(DecodeError::SchemaTooDeep { .. })));
+    let schema = EventSchema {
+        fields: vec![Field {
+            name: "deep".into(),
+            ty,
+        }],
+    };
+    assert!(matches!(
+        decode_fields(&schema, &[1]),
+        Err(DecodeError::SchemaTooDeep { .. })
+    ));
 
     // Unterminated string.
-    let schema = EventSchema { fields: vec![prim("s", TypeCode::String)] };
-    assert!(matches!(decode_fields(&schema, &[b'a', 0, b'b']), Err(DecodeError::UnterminatedString { .. })));
+    let schema = EventSchema {
+        fields: vec![prim("s", TypeCode::String)],
+    };
+    assert!(matches!(
+        decode_fields(&schema, &[b'a', 0, b'b']),
+        Err(DecodeError::UnterminatedString { .. })
+    ));
 }
 
 #[test]

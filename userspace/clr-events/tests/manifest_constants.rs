@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use clr_events::{ids, keywords, providers};
 
 fn specs_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/specs"));
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/specs"
+    ));
     assert!(
         dir.is_dir(),
         "reference specs not found at {} (expected shared/ beside the checkout)",
@@ -32,10 +35,10 @@ fn events(text: &str) -> HashSet<(u16, String)> {
     let mut out = HashSet::new();
     for chunk in text.split("<event ").skip(1) {
         let element = &chunk[..chunk.find("/>").unwrap_or(chunk.len())];
-        if let (Some(v), Some(sym)) = (attr(element, "value"), attr(element, "symbol")) {
-            if let Ok(v) = v.parse() {
-                out.insert((v, sym.to_string()));
-            }
+        if let (Some(v), Some(sym)) = (attr(element, "value"), attr(element, "symbol"))
+            && let Ok(v) = v.parse()
+        {
+            out.insert((v, sym.to_string()));
         }
     }
     out
@@ -47,27 +50,42 @@ fn provider_section<'a>(man: &'a str, provider: &str) -> &'a str {
         .find(&format!("<provider name=\"{provider}\""))
         .unwrap_or_else(|| panic!("provider {provider} not in manifest"));
     let rest = &man[start + 10..];
-    let end = rest.find("<provider ").map(|e| start + 10 + e).unwrap_or(man.len());
+    let end = rest
+        .find("<provider ")
+        .map(|e| start + 10 + e)
+        .unwrap_or(man.len());
     &man[start..end]
 }
 
 #[test]
 fn runtime_keywords_match_manifest() {
     let excerpts = read("ClrEtwAll.runtime-excerpts.man");
-    let rundown_start = excerpts.find("<keywords provider=\"Microsoft-Windows-DotNETRuntimeRundown\">").unwrap();
+    let rundown_start = excerpts
+        .find("<keywords provider=\"Microsoft-Windows-DotNETRuntimeRundown\">")
+        .unwrap();
     let runtime_part = &excerpts[..rundown_start];
     let rundown_part = &excerpts[rundown_start..];
     for (name, mask) in keywords::runtime::ALL {
         let want = format!("<keyword name=\"{name}\" mask=\"{mask:#x}\"/>");
-        assert!(runtime_part.contains(&want), "runtime keyword not in manifest: {want}");
+        assert!(
+            runtime_part.contains(&want),
+            "runtime keyword not in manifest: {want}"
+        );
     }
     for (name, mask) in keywords::rundown::ALL {
         let want = format!("<keyword name=\"{name}\" mask=\"{mask:#x}\"/>");
-        assert!(rundown_part.contains(&want), "rundown keyword not in manifest: {want}");
+        assert!(
+            rundown_part.contains(&want),
+            "rundown keyword not in manifest: {want}"
+        );
     }
     // Every runtime keyword in the manifest is covered.
     let declared = runtime_part.matches("<keyword name=").count();
-    assert_eq!(declared, keywords::runtime::ALL.len(), "runtime keyword count differs from manifest");
+    assert_eq!(
+        declared,
+        keywords::runtime::ALL.len(),
+        "runtime keyword count differs from manifest"
+    );
     // Spot checks named in the brief.
     assert_eq!(keywords::runtime::GC, 0x1);
     assert_eq!(keywords::runtime::LOADER, 0x8);
@@ -93,8 +111,14 @@ fn event_ids_match_manifest() {
         (r::GC_SUSPEND_EE_END, "GCSuspendEEEnd_V1"),
         (r::GC_SUSPEND_EE_BEGIN, "GCSuspendEEBegin_V1"),
         (r::GC_ALLOCATION_TICK, "GCAllocationTick_V4"),
-        (r::GC_SAMPLED_OBJECT_ALLOCATION_HIGH, "GCSampledObjectAllocationHigh"),
-        (r::GC_SAMPLED_OBJECT_ALLOCATION_LOW, "GCSampledObjectAllocationLow"),
+        (
+            r::GC_SAMPLED_OBJECT_ALLOCATION_HIGH,
+            "GCSampledObjectAllocationHigh",
+        ),
+        (
+            r::GC_SAMPLED_OBJECT_ALLOCATION_LOW,
+            "GCSampledObjectAllocationLow",
+        ),
         (r::GC_TRIGGERED, "GCTriggered"),
         (r::EXCEPTION_THROWN, "ExceptionThrown_V1"),
         (r::CONTENTION_START, "ContentionStart_V2"),
@@ -117,7 +141,10 @@ fn event_ids_match_manifest() {
         (r::ALLOCATION_SAMPLED, "AllocationSampled"),
     ];
     for (id, symbol) in runtime_checks {
-        assert!(runtime.contains(&(*id, symbol.to_string())), "runtime event {id} is not {symbol} in the manifests");
+        assert!(
+            runtime.contains(&(*id, symbol.to_string())),
+            "runtime event {id} is not {symbol} in the manifests"
+        );
     }
 
     use ids::rundown as d;
@@ -135,12 +162,18 @@ fn event_ids_match_manifest() {
         (d::THREAD_DC, "ThreadDC"),
     ];
     for (id, symbol) in rundown_checks {
-        assert!(rundown.contains(&(*id, symbol.to_string())), "rundown event {id} is not {symbol} in the manifest");
+        assert!(
+            rundown.contains(&(*id, symbol.to_string())),
+            "rundown event {id} is not {symbol} in the manifest"
+        );
     }
 
     // GCPerHeapHistory_V3 (204) and GCGlobalHeapHistory_V2..V4 (205) are newer than the 2016
     // manifest and not in the excerpts; the excerpts' task comment lists their opcodes, which
     // the runtime manifest uses as their event values too.
     assert!(excerpts.contains("GCPerHeapHistory 204, GCGlobalHeapHistory 205"));
-    assert_eq!((r::GC_PER_HEAP_HISTORY, r::GC_GLOBAL_HEAP_HISTORY), (204, 205));
+    assert_eq!(
+        (r::GC_PER_HEAP_HISTORY, r::GC_GLOBAL_HEAP_HISTORY),
+        (204, 205)
+    );
 }

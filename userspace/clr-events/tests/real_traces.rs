@@ -10,8 +10,15 @@ use clr_events::{ClrEvent, Value, decode, decode_fields, providers};
 use clrprobe_eventpipe::nettrace::NetTraceReader;
 
 fn corpus_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
-    assert!(dir.is_dir(), "NetTrace corpus missing: expected {} (shared/ beside the checkout)", dir.display());
+    let dir = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/testdata/nettrace"
+    ));
+    assert!(
+        dir.is_dir(),
+        "NetTrace corpus missing: expected {} (shared/ beside the checkout)",
+        dir.display()
+    );
     dir
 }
 
@@ -60,16 +67,27 @@ fn decode_trace(name: &str) -> Summary {
     let bytes = load(name);
     let mut reader = NetTraceReader::new(&bytes[..]).unwrap_or_else(|e| panic!("{name}: {e}"));
     let mut s = Summary::default();
-    while let Some(e) = reader.next_event().unwrap_or_else(|err| panic!("{name}: reader: {err}")) {
+    while let Some(e) = reader
+        .next_event()
+        .unwrap_or_else(|err| panic!("{name}: reader: {err}"))
+    {
         let raw = e.raw_event();
         if !is_runtime_provider(raw.provider) {
             continue;
         }
         let ev = decode(&raw).unwrap_or_else(|err| {
-            panic!("{name}: {} id {} v{} ({} bytes): {err}", raw.provider, raw.event_id, raw.version, raw.payload.len())
+            panic!(
+                "{name}: {} id {} v{} ({} bytes): {err}",
+                raw.provider,
+                raw.event_id,
+                raw.version,
+                raw.payload.len()
+            )
         });
         if ev == ClrEvent::Unknown {
-            *s.counts.entry(format!("Unknown {}/{}", raw.provider, raw.event_id)).or_default() += 1;
+            *s.counts
+                .entry(format!("Unknown {}/{}", raw.provider, raw.event_id))
+                .or_default() += 1;
             continue;
         }
         let v = variant(&ev);
@@ -78,16 +96,26 @@ fn decode_trace(name: &str) -> Summary {
             let mut short = raw;
             short.payload = &raw.payload[..raw.payload.len() - 1];
             if decode(&short).is_ok() {
-                *s.not_exact.entry(format!("{v} v{}", raw.version)).or_default() += 1;
+                *s.not_exact
+                    .entry(format!("{v} v{}", raw.version))
+                    .or_default() += 1;
             }
         }
-        s.first.entry(v.clone()).or_insert_with(|| format!("{ev:?}"));
+        s.first
+            .entry(v.clone())
+            .or_insert_with(|| format!("{ev:?}"));
         match &ev {
-            ClrEvent::MethodLoadVerbose(m) | ClrEvent::MethodDcEndVerbose(m) | ClrEvent::MethodDcStartVerbose(m) => {
+            ClrEvent::MethodLoadVerbose(m)
+            | ClrEvent::MethodDcEndVerbose(m)
+            | ClrEvent::MethodDcStartVerbose(m) => {
                 s.method_names.push(m.full_name());
             }
             ClrEvent::ModuleLoad(m) | ClrEvent::ModuleDcEnd(m) | ClrEvent::ModuleDcStart(m) => {
-                s.module_paths.push(m.il_path.to_string_checked().expect("module path is valid UTF-16"));
+                s.module_paths.push(
+                    m.il_path
+                        .to_string_checked()
+                        .expect("module path is valid UTF-16"),
+                );
             }
             ClrEvent::AllocationTick(t) => {
                 let n = t.type_name.map(|n| n.to_string_lossy()).unwrap_or_default();
@@ -129,24 +157,48 @@ fn objver4_dotnetcore30_counts_and_values_match_traceevent() {
     ] {
         assert_eq!(count(&s, v), n, "{v}: counts {:?}", s.counts);
     }
-    assert!(s.not_exact.is_empty(), "layouts shorter than real payloads: {:?}", s.not_exact);
+    assert!(
+        s.not_exact.is_empty(),
+        "layouts shorter than real payloads: {:?}",
+        s.not_exact
+    );
 
     // Values from the baseline's first-event lines.
-    assert!(s.method_names.iter().any(|n| n == "System.Text.Unicode.Utf16Utility.GetPointerToFirstInvalidChar"));
+    assert!(
+        s.method_names
+            .iter()
+            .any(|n| n == "System.Text.Unicode.Utf16Utility.GetPointerToFirstInvalidChar")
+    );
     assert!(
         s.module_paths.iter().any(|p| p
             == r"C:\Program Files\dotnet\shared\Microsoft.NETCore.App\3.0.0-preview5-27626-15\System.Collections.dll"),
         "{:?}",
         s.module_paths
     );
-    assert!(s.type_names.contains_key("System.Object[]"), "{:?}", s.type_names.keys().take(20).collect::<Vec<_>>());
+    assert!(
+        s.type_names.contains_key("System.Object[]"),
+        "{:?}",
+        s.type_names.keys().take(20).collect::<Vec<_>>()
+    );
     let first_thread = &s.first["ThreadCreated"];
-    assert!(first_thread.contains("managed_thread_id: 1762986694672"), "{first_thread}"); // 0x19A7A321810
-    assert!(first_thread.contains("os_thread_id: 3444"), "{first_thread}");
+    assert!(
+        first_thread.contains("managed_thread_id: 1762986694672"),
+        "{first_thread}"
+    ); // 0x19A7A321810
+    assert!(
+        first_thread.contains("os_thread_id: 3444"),
+        "{first_thread}"
+    );
     let first_suspend = &s.first["GcSuspendEeBegin"];
-    assert!(first_suspend.contains("SuspendOther") && first_suspend.contains("count: Some(4294967295)"), "{first_suspend}");
+    assert!(
+        first_suspend.contains("SuspendOther") && first_suspend.contains("count: Some(4294967295)"),
+        "{first_suspend}"
+    );
     let first_start = &s.first["GcStart"];
-    assert!(first_start.contains("count: 1,") && first_start.contains("AllocSmall"), "{first_start}");
+    assert!(
+        first_start.contains("count: 1,") && first_start.contains("AllocSmall"),
+        "{first_start}"
+    );
 }
 
 #[test]
@@ -174,7 +226,11 @@ fn objver4_gc_history_and_contention_values() {
     assert_eq!(h.generations[0].new_allocation, 3_510_080);
     assert_eq!(h.generations[0].pinned_surv, 4_936);
     assert_eq!(h.generations[0].non_pinned_surv, 170_568);
-    assert_eq!(h.compact_mechanisms, 0x8000_0000 | (1 << 1), "compact_high_frag");
+    assert_eq!(
+        h.compact_mechanisms,
+        0x8000_0000 | (1 << 1),
+        "compact_high_frag"
+    );
     // Baseline: FinalYoungestDesired 0x358F40, 1 heap, gen 0, AllocSmall, mechanisms
     // Compaction|Promotion|CardBundles.
     let (g, gv) = global.expect("GlobalHeapHistory present");
@@ -185,31 +241,70 @@ fn objver4_gc_history_and_contention_values() {
     assert!(gv >= 2, "GlobalHeapHistory version {gv}");
     let (st, sv) = stats.expect("HeapStats present");
     assert_eq!(st.total_heap_size(), 0x3BEA8, "HeapStats v{sv}");
-    assert_eq!((st.pinned_object_count, st.sink_block_count, st.gc_handle_count), (2, 14, 55));
+    assert_eq!(
+        (
+            st.pinned_object_count,
+            st.sink_block_count,
+            st.gc_handle_count
+        ),
+        (2, 14, 55)
+    );
     let c = stop.expect("ContentionStop present");
-    assert!((c.duration_ns.unwrap() - 137_400_255.241_591).abs() < 1e-3, "{c:?}");
+    assert!(
+        (c.duration_ns.unwrap() - 137_400_255.241_591).abs() < 1e-3,
+        "{c:?}"
+    );
 }
 
 #[test]
 fn speedscope_rundown_traces_decode_without_error() {
     for (name, pointer_size_note) in [
-        ("perfview__speedscope__mixed_managed_external_samples.nettrace", "x64"),
+        (
+            "perfview__speedscope__mixed_managed_external_samples.nettrace",
+            "x64",
+        ),
         ("perfview__speedscope__only_managed_samples.nettrace", "x64"),
-        ("perfview__speedscope__HeartRateMonitor.10068.nettrace.zip", "ARM32"),
-        ("perfview__speedscope__VoiceMemo.23092.nettrace.zip", "ARM32"),
+        (
+            "perfview__speedscope__HeartRateMonitor.10068.nettrace.zip",
+            "ARM32",
+        ),
+        (
+            "perfview__speedscope__VoiceMemo.23092.nettrace.zip",
+            "ARM32",
+        ),
     ] {
         let s = decode_trace(name);
         let rundown_methods = count(&s, "MethodDcEndVerbose");
-        assert!(rundown_methods > 100, "{name} ({pointer_size_note}): {:?}", s.counts);
+        assert!(
+            rundown_methods > 100,
+            "{name} ({pointer_size_note}): {:?}",
+            s.counts
+        );
         assert!(count(&s, "ModuleDcEnd") > 0, "{name}: {:?}", s.counts);
         assert!(count(&s, "ThreadSample") > 0, "{name}: {:?}", s.counts);
-        assert!(s.not_exact.is_empty(), "{name}: layouts shorter than real payloads: {:?}", s.not_exact);
+        assert_eq!(
+            (count(&s, "DcEndInit"), count(&s, "DcEndComplete")),
+            (1, 1),
+            "{name}: {:?}",
+            s.counts
+        );
+        assert!(
+            s.not_exact.is_empty(),
+            "{name}: layouts shorter than real payloads: {:?}",
+            s.not_exact
+        );
         assert!(
             s.method_names.iter().any(|n| n.starts_with("System.")),
             "{name}: no System.* method among {} rundown methods",
             s.method_names.len()
         );
-        assert!(s.module_paths.iter().any(|p| p.ends_with("System.Private.CoreLib.dll")), "{name}: {:?}", s.module_paths);
+        assert!(
+            s.module_paths
+                .iter()
+                .any(|p| p.ends_with("System.Private.CoreLib.dll")),
+            "{name}: {:?}",
+            s.module_paths
+        );
         eprintln!("{name}: {:?}", s.counts);
     }
 }
@@ -237,7 +332,12 @@ fn arraytypes_eventsource_fields_match_oracle() {
             Value::Array(v) => v.iter().map(|x| x.as_u64().unwrap()).collect(),
             other => panic!("arg0 {other:?}"),
         };
-        assert_eq!(arg0, [2032854139, 1608221689, 1470019200, 199494339, 1238846140, 1366609043]);
+        assert_eq!(
+            arg0,
+            [
+                2032854139, 1608221689, 1470019200, 199494339, 1238846140, 1366609043
+            ]
+        );
         let arg1: Vec<i64> = match &fields[1].1 {
             Value::Array(v) => v.iter().map(|x| x.as_i64().unwrap()).collect(),
             other => panic!("arg1 {other:?}"),

@@ -13,7 +13,10 @@ pub struct Payload {
 
 impl Payload {
     pub fn new(pointer_size: u8) -> Self {
-        Payload { buf: Vec::new(), pointer_size }
+        Payload {
+            buf: Vec::new(),
+            pointer_size,
+        }
     }
     pub fn u8(mut self, v: u8) -> Self {
         self.buf.push(v);
@@ -53,7 +56,11 @@ impl Payload {
     }
     /// win:Pointer: 4 or 8 bytes.
     pub fn ptr(self, v: u64) -> Self {
-        if self.pointer_size == 4 { self.u32(v as u32) } else { self.u64(v) }
+        if self.pointer_size == 4 {
+            self.u32(v as u32)
+        } else {
+            self.u64(v)
+        }
     }
     /// win:UnicodeString: UTF-16LE + NUL.
     pub fn str(mut self, s: &str) -> Self {
@@ -77,14 +84,33 @@ impl Payload {
     }
 }
 
-pub fn raw<'a>(provider: &'a str, id: u16, version: u8, pointer_size: u8, payload: &'a [u8]) -> RawEvent<'a> {
-    RawEvent { provider, event_id: id, version, payload, pointer_size }
+pub fn raw<'a>(
+    provider: &'a str,
+    id: u16,
+    version: u8,
+    pointer_size: u8,
+    payload: &'a [u8],
+) -> RawEvent<'a> {
+    RawEvent {
+        provider,
+        event_id: id,
+        version,
+        payload,
+        pointer_size,
+    }
 }
 
 /// Decodes `p` for (provider, id, version) and hands the result to `check`; then checks that a
 /// longer payload decodes to the same event and that every shorter prefix is an error whose
 /// message names `layout`.
-pub fn check_event(provider: &str, id: u16, version: u8, p: &Payload, layout: &str, check: impl Fn(&ClrEvent<'_>)) {
+pub fn check_event(
+    provider: &str,
+    id: u16,
+    version: u8,
+    p: &Payload,
+    layout: &str,
+    check: impl Fn(&ClrEvent<'_>),
+) {
     let ev = decode(&raw(provider, id, version, p.pointer_size, &p.buf))
         .unwrap_or_else(|e| panic!("{layout}: full payload failed: {e}"));
     check(&ev);
@@ -93,14 +119,23 @@ pub fn check_event(provider: &str, id: u16, version: u8, p: &Payload, layout: &s
     longer.extend_from_slice(&[0xAB, 0xCD, 0x00, 0x00, 0x17, 0x2A, 0xFF]);
     let ev_long = decode(&raw(provider, id, version, p.pointer_size, &longer))
         .unwrap_or_else(|e| panic!("{layout}: longer payload failed: {e}"));
-    assert_eq!(ev_long, ev, "{layout}: tail bytes changed the decoded event");
+    assert_eq!(
+        ev_long, ev,
+        "{layout}: tail bytes changed the decoded event"
+    );
 
     for n in 0..p.buf.len() {
         match decode(&raw(provider, id, version, p.pointer_size, &p.buf[..n])) {
-            Ok(ev) => panic!("{layout}: truncated to {n}/{} bytes decoded as {ev:?}", p.buf.len()),
+            Ok(ev) => panic!(
+                "{layout}: truncated to {n}/{} bytes decoded as {ev:?}",
+                p.buf.len()
+            ),
             Err(e) => {
                 let msg = e.to_string();
-                assert!(msg.contains(layout), "{layout}: error for {n} bytes does not name the layout: {msg}");
+                assert!(
+                    msg.contains(layout),
+                    "{layout}: error for {n} bytes does not name the layout: {msg}"
+                );
                 assert!(
                     matches!(
                         e,
