@@ -349,3 +349,39 @@ fn arraytypes_eventsource_fields_match_oracle() {
     assert_eq!(found, 1, "TestEvent1 occurrences");
     assert!(runtime_events > 0);
 }
+
+#[test]
+fn mutated_real_payloads_never_panic() {
+    let bytes = load("perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
+    let mut reader = NetTraceReader::new(&bytes[..]).unwrap();
+    let mut per_kind: BTreeMap<(String, u16), usize> = BTreeMap::new();
+    let mut seed = 0x1234_5678_9ABC_DEF1u64;
+    let mut tried = 0;
+    while let Some(e) = reader.next_event().unwrap() {
+        let raw = e.raw_event();
+        if !is_runtime_provider(raw.provider) {
+            continue;
+        }
+        let n = per_kind
+            .entry((raw.provider.to_string(), raw.event_id))
+            .or_default();
+        if *n >= 20 {
+            continue;
+        }
+        *n += 1;
+        for i in 0..raw.payload.len() {
+            let mut m = raw.payload.to_vec();
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            m[i] ^= (seed as u8) | 1;
+            let mut ev = raw;
+            ev.payload = &m;
+            let _ = decode(&ev);
+            ev.payload = &m[..i];
+            assert!(decode(&ev).is_err() || ev.payload.is_empty() || decode(&raw).is_ok());
+            tried += 1;
+        }
+    }
+    assert!(tried > 1000, "{tried}");
+}
