@@ -150,6 +150,12 @@ fn net8_supports_collect_tracing_1_and_2_only() {
         // Rundown was requested: the rundown provider's method events carry UTF-16 method names.
         assert!(count(&rest, &utf16("Main")) > 0, "{v:?}: no rundown method names in {n} bytes");
     }
+    // Without rundown (CollectTracing2's bool), no method names are written.
+    let quiet = SessionConfig { request_rundown: false, ..config.clone() };
+    let s = c.start_session_with(&quiet, &[CollectTracingVersion::CollectTracing2]).expect("no-rundown session");
+    let mut rest = Vec::new();
+    s.finish(&mut rest).expect("finish");
+    assert_eq!(count(&rest, &utf16("Main")), 0, "rundown written although not requested ({} bytes)", rest.len());
     for v in [CollectTracingVersion::CollectTracing3, CollectTracingVersion::CollectTracing4, CollectTracingVersion::CollectTracing5] {
         let err = c.start_session_with(&config, &[v]).expect_err("not in 8.0.4");
         assert!(matches!(&err, IpcError::NoCollectTracingVersion { tried } if tried == &[v]), "{v:?}: {err:?}");
@@ -288,4 +294,59 @@ fn discovery_finds_the_socket_and_reports_missing_ones() {
     w3.kill();
     drop(w3);
     assert!(matches!(find_socket(pid), Err(IpcError::NoSuchProcess { .. })), "dead pid");
+}
+
+/// Provider arguments reach the runtime: System.Runtime counters only flow when the
+/// `EventCounterIntervalSec=1` argument is decoded, and several providers can be combined.
+fn counters_via_arguments(runtime: Runtime) {
+    let w = idle(runtime);
+    let c = client(&w);
+    let providers = parse_providers("System.Runtime:0:4:EventCounterIntervalSec=1,Microsoft-DotNETCore-SampleProfiler,gc+exception:verbose").unwrap();
+    assert_eq!(providers.len(), 3);
+    let config = SessionConfig { request_rundown: false, ..SessionConfig::with_providers(providers) };
+    let mut s = c.start_session(&config).expect("session");
+    let stop = s.stop_handle();
+    let reader = thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let r = s.read_to_end(&mut bytes).map(|_| ()).map_err(|e| e.to_string());
+        (r, bytes)
+    });
+    thread::sleep(Duration::from_millis(3500));
+    stop.stop().expect("stop");
+    let (r, bytes) = reader.join().expect("reader");
+    r.expect("read");
+    let cpu = count(&bytes, &utf16("cpu-usage"));
+    let sampler = count(&bytes, &utf16("Microsoft-DotNETCore-SampleProfiler"));
+    eprintln!("{runtime:?}: {} bytes, cpu-usage x{cpu}, SampleProfiler metadata x{sampler}", bytes.len());
+    assert!(cpu >= 2, "expected ≥2 cpu-usage counter payloads in 3.5 s at 1 s interval, saw {cpu}");
+    assert!(sampler >= 1, "SampleProfiler provider did not appear in the metadata");
+}
+
+#[test]
+fn provider_arguments_and_multiple_providers_on_net8() {
+    counters_via_arguments(Runtime::Net8);
+}
+
+#[test]
+fn provider_arguments_and_multiple_providers_on_core31() {
+    counters_via_arguments(Runtime::Core31);
+}
+
+#[test]
+fn session_of_a_runtime_that_exits_ends_and_drops_promptly() {
+    let mut w = Workload::new("Exceptions", Runtime::Net8).arg(30).arg(0).arg(0).start().expect("start");
+    let c = client(&w);
+    let mut s = c.start_session(&SessionConfig::with_providers(parse_providers("gc").unwrap())).expect("session");
+    let stop = s.stop_handle();
+    w.kill();
+    let t = Instant::now();
+    let mut bytes = Vec::new();
+    let _ = s.read_to_end(&mut bytes); // EOF or a reset: the peer is gone either way
+    drop(s);
+    assert!(t.elapsed() < Duration::from_secs(3), "ending a dead session took {:?}", t.elapsed());
+    // Drop already tried to stop: the handle reports it and does not reconnect.
+    assert!(stop.is_stopped());
+    stop.stop().expect("idempotent");
+    let err = c.process_info().expect_err("runtime is gone");
+    assert!(matches!(err, IpcError::Connect { .. }), "{err:?}");
 }
