@@ -193,7 +193,8 @@ pub fn encode(p: &Profile) -> Result<Vec<u8>, ProfileError> {
 }
 
 fn gzip_into<W: Write>(bytes: &[u8], w: W) -> std::io::Result<W> {
-    let mut gz = GzEncoder::new(w, Compression::default());
+    // Fastest level, as Go's runtime/pprof does: profiles are written once, read rarely.
+    let mut gz = GzEncoder::new(w, Compression::fast());
     gz.write_all(bytes)?;
     gz.finish()
 }
