@@ -44,21 +44,7 @@ pub fn setup() -> Result<()> {
 }
 
 fn ensure_mcs() -> Result<()> {
-    if util::have("mcs") {
-        return Ok(());
-    }
-    if !util::is_root() {
-        bail!("mcs (C# compiler) is missing and installing it needs root: run `sudo apt-get install -y mono-mcs`");
-    }
-    eprintln!("xtask: installing mono-mcs from Debian");
-    let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-q", "--no-install-recommends", "mono-mcs"]).env("DEBIAN_FRONTEND", "noninteractive");
-    if util::check(&mut install, "apt-get install mono-mcs").is_err() {
-        util::check(Command::new("apt-get").args(["update", "-q"]), "apt-get update")?;
-        util::check(&mut install, "apt-get install mono-mcs")
-            .context("could not install mono-mcs; run `apt-get update && apt-get install -y mono-mcs`")?;
-    }
-    Ok(())
+    util::ensure_apt("mcs", "mono-mcs", "the C# compiler for the test workloads")
 }
 
 fn install_runtime(cache: &Path, rt: &Runtime) -> Result<()> {

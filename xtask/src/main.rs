@@ -72,6 +72,8 @@ fn main() -> Result<()> {
 fn test(extra: &[String]) -> Result<()> {
     let t0 = Instant::now();
     dotnet::setup()?;
+    // `go tool pprof` reads clrprobe's pprof files in the live tests.
+    util::ensure_apt("go", "golang-go", "go tool pprof, an independent pprof reader for the tests")?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();

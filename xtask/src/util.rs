@@ -58,3 +58,25 @@ pub fn run_as_root(bin: &Path, args: &[String]) -> Result<()> {
     let status = cmd.args(args).status().with_context(|| format!("running {}", bin.display()))?;
     std::process::exit(status.code().unwrap_or(1));
 }
+
+/// Installs Debian package `package` unless `program` is on PATH (needs root).
+pub fn ensure_apt(program: &str, package: &str, why: &str) -> Result<()> {
+    if have(program) {
+        return Ok(());
+    }
+    if !is_root() {
+        bail!("{program} ({why}) is missing and installing it needs root: run `sudo apt-get install -y {package}`");
+    }
+    eprintln!("xtask: installing {package} from Debian ({why})");
+    let install = || {
+        let mut c = Command::new("apt-get");
+        c.args(["install", "-y", "-q", "--no-install-recommends", package]).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    if check(&mut install(), &format!("apt-get install {package}")).is_err() {
+        check(Command::new("apt-get").args(["update", "-q"]), "apt-get update")?;
+        check(&mut install(), &format!("apt-get install {package}"))
+            .with_context(|| format!("could not install {package}; run `apt-get update && apt-get install -y {package}`"))?;
+    }
+    Ok(())
+}

@@ -16,6 +16,42 @@ pub enum Command {
     Doctor(DoctorCmd),
     /// Loads the BPF programs, samples the given processes and counts a uprobe in them.
     Probe(ProbeCmd),
+    /// Records a profile of running .NET processes (CPU samples with named frames).
+    Record(RecordCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordCmd {
+    /// Process ids to record.
+    #[arg(short = 'p', long = "pid", required = true, num_args = 1..)]
+    pub pids: Vec<u32>,
+    /// Seconds to record (default: until Ctrl-C or the targets exit).
+    #[arg(short, long)]
+    pub duration: Option<f64>,
+    /// Sampling frequency in Hz.
+    #[arg(short = 'F', long, default_value_t = 99)]
+    pub freq: u64,
+    /// Output prefix: writes PREFIX.pb.gz, PREFIX.cpu.folded, PREFIX.cpu.svg, ...
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Output formats.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "pprof,folded,svg,firefox")]
+    pub format: Vec<crate::formats::Format>,
+    /// Which CPU sampler to use.
+    #[arg(long, value_enum, default_value_t = SamplerChoice::Auto)]
+    pub sampler: SamplerChoice,
+    /// Do not open an EventPipe session in the targets.
+    #[arg(long)]
+    pub no_eventpipe: bool,
+    /// Do not switch perf maps on in the targets.
+    #[arg(long)]
+    pub no_perf_map: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No live status line.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -51,3 +87,14 @@ impl ProbeCmd {
         (!lib.is_empty() && !sym.is_empty()).then(|| (PathBuf::from(lib), sym.to_string()))
     }
 }
+
+/// Which sampler to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SamplerChoice {
+    /// BPF when it loads, else the perf_event fallback.
+    #[default]
+    Auto,
+    Bpf,
+    Perf,
+}
+

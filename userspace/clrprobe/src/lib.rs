@@ -1,6 +1,7 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
 pub mod doctor;
+pub mod formats;
 
 #[cfg(target_os = "linux")]
 pub mod bpf;
@@ -8,3 +9,7 @@ pub mod bpf;
 pub mod probe;
 #[cfg(target_os = "linux")]
 pub mod sampler;
+#[cfg(target_os = "linux")]
+pub mod record;
+#[cfg(target_os = "linux")]
+pub mod signals;

@@ -30,7 +30,77 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(if report.has_missing() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
         Command::Probe(cmd) => probe(cmd),
+        Command::Record(cmd) => record(cmd),
     }
+}
+
+#[cfg(target_os = "linux")]
+fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    use std::time::Duration;
+
+    use clrprobe::record::{self, RecordArgs};
+    let args = RecordArgs {
+        pids: cmd.pids.clone(),
+        duration: cmd.duration.map(Duration::from_secs_f64),
+        freq: cmd.freq,
+        sampler: cmd.sampler,
+        eventpipe: !cmd.no_eventpipe,
+        perf_map: !cmd.no_perf_map,
+    };
+    let stop = clrprobe::signals::stop_flag();
+    let quiet = cmd.quiet;
+    let result = record::run(&args, stop, |s| {
+        if !quiet {
+            eprint!(
+                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.0}% of frames named   ",
+                s.elapsed.as_secs_f64(),
+                s.samples,
+                s.lost,
+                s.symbolized * 100.0
+            );
+            let _ = std::io::stderr().flush();
+        }
+    });
+    if !quiet {
+        eprintln!();
+    }
+    let (profile, summary) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let doctor = doctor::Report::probe();
+            if doctor.has_missing() {
+                eprint!("{doctor}");
+            }
+            return Err(anyhow::Error::new(e).context("record failed"));
+        }
+    };
+    let prefix = cmd.output.clone().unwrap_or_else(|| record::default_prefix(&cmd.pids));
+    let written = record::write_all(&profile, &prefix, &cmd.format);
+    let mut failed = false;
+    for w in &written {
+        match &w.result {
+            Ok(()) => eprintln!("clrprobe: wrote {}", w.path.display()),
+            Err(e) => {
+                failed = true;
+                eprintln!("clrprobe: error: could not write {}: {e}", w.path.display());
+            }
+        }
+    }
+    for warning in &summary.warnings {
+        eprintln!("clrprobe: warning: {warning}");
+    }
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", clrprobe::record::summary_text(&summary));
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn record(_cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe record` on this platform needs the ETW source (not built yet)")
 }
 
 #[cfg(target_os = "linux")]

@@ -70,15 +70,7 @@ pub enum SamplerError {
     Perf { what: String, #[source] source: std::io::Error },
 }
 
-/// Which sampler to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum SamplerChoice {
-    /// BPF when it loads, else the perf_event fallback.
-    #[default]
-    Auto,
-    Bpf,
-    Perf,
-}
+pub use crate::cli::SamplerChoice;
 
 /// Starts the chosen sampler on `pids` at `freq` Hz. With `Auto`, a BPF failure falls back to
 /// perf_event and the reason is returned beside the sampler.

@@ -1,0 +1,138 @@
+//! The EventPipe side of a recording: one session on the target's diagnostics socket, read on
+//! its own thread by the NetTrace reader, each event handed to a [`ClrCollector`]. Stopping
+//! sends StopTracing, which makes the runtime emit its rundown and close the stream.
+use std::{
+    io::Read,
+    sync::{Arc, Mutex},
+    thread::JoinHandle,
+};
+
+use clrprobe_eventpipe::{
+    ipc::{Client, IpcError, Level, ProviderConfig, RUNDOWN_PROVIDER, RUNTIME_PROVIDER, SessionConfig, StopHandle},
+    nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus},
+};
+
+use super::clr_collect::ClrCollector;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("EventPipe session on pid {pid}: {source}")]
+    Ipc { pid: u32, #[source] source: IpcError },
+    #[error("reading the EventPipe stream of pid {pid}: {source}")]
+    Stream { pid: u32, #[source] source: NetTraceError },
+}
+
+/// What the session thread produced.
+pub struct SessionOutcome {
+    pub collector: ClrCollector,
+    pub stats: ReaderStats,
+    pub status: StreamStatus,
+    /// A read error that ended the stream early (events before it are kept in `collector`).
+    pub error: Option<SessionError>,
+}
+
+pub struct RuntimeSession {
+    pid: u32,
+    stop: StopHandle,
+    thread: Option<JoinHandle<SessionOutcome>>,
+    /// Live view of the collector, shared with the reader thread.
+    pub live: Arc<Mutex<ClrCollector>>,
+}
+
+/// Keywords of the runtime provider clrprobe asks for to name JIT code: Jit (0x10) and
+/// Loader (0x8) give MethodLoadVerbose and module loads while recording.
+pub const NAMING_KEYWORDS: u64 = 0x10 | 0x8;
+
+/// A session config that names JIT code (runtime Jit+Loader keywords, rundown at the end).
+pub fn naming_config(extra_runtime_keywords: u64) -> SessionConfig {
+    SessionConfig {
+        circular_buffer_mb: 64,
+        request_rundown: true,
+        request_stackwalk: true,
+        providers: vec![
+            ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | extra_runtime_keywords, Level::Verbose),
+            // Rundown keywords: Loader | Jit | End enumeration | NGen.
+            ProviderConfig::new(RUNDOWN_PROVIDER, 0x8 | 0x10 | 0x100 | 0x20, Level::Verbose),
+        ],
+    }
+}
+
+impl RuntimeSession {
+    /// Opens the session and starts reading it.
+    pub fn start(pid: u32, config: &SessionConfig) -> Result<Self, SessionError> {
+        let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
+        let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
+        let stop = session.stop_handle();
+        let live = Arc::new(Mutex::new(ClrCollector::new(pid)));
+        let shared = Arc::clone(&live);
+        let thread = std::thread::Builder::new()
+            .name(format!("eventpipe-{pid}"))
+            .spawn(move || read_all(pid, session, shared))
+            .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
+        Ok(Self { pid, stop, thread: Some(thread), live })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Stops the session and waits for the rundown and the end of the stream.
+    pub fn finish(mut self) -> SessionOutcome {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> SessionOutcome {
+        // The target may be gone already: the stream has ended then, and there is no session.
+        let _ = self.stop.stop();
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(o)) => o,
+            _ => SessionOutcome {
+                collector: std::mem::replace(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(self.pid)),
+                stats: ReaderStats::default(),
+                status: StreamStatus::Truncated,
+                error: None,
+            },
+        }
+    }
+}
+
+impl Drop for RuntimeSession {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            let _ = self.stop_and_join();
+        }
+    }
+}
+
+fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>) -> SessionOutcome {
+    let mut reader = match NetTraceReader::new(stream) {
+        Ok(r) => r,
+        Err(source) => {
+            return SessionOutcome {
+                collector: take(&live, pid),
+                stats: ReaderStats::default(),
+                status: StreamStatus::Truncated,
+                error: Some(SessionError::Stream { pid, source }),
+            };
+        }
+    };
+    let pointer_size = reader.trace_info().pointer_size;
+    let mut error = None;
+    loop {
+        match reader.next_event() {
+            Ok(Some(ev)) => {
+                live.lock().unwrap_or_else(|e| e.into_inner()).on_event(&ev, pointer_size);
+            }
+            Ok(None) => break,
+            Err(source) => {
+                error = Some(SessionError::Stream { pid, source });
+                break;
+            }
+        }
+    }
+    SessionOutcome { collector: take(&live, pid), stats: reader.stats(), status: reader.status(), error }
+}
+
+fn take(live: &Mutex<ClrCollector>, pid: u32) -> ClrCollector {
+    std::mem::replace(&mut *live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(pid))
+}

@@ -1,0 +1,178 @@
+//! From addresses to profile frames: the symbolizer crate per process, plus the JIT method
+//! ranges EventPipe reported (for code the perf map does not name). Named results are cached
+//! per (pid, address); unnamed ones are retried at the end, when more names are known.
+use std::{collections::HashMap, sync::Arc};
+
+use clrprobe_profile::{Frame, FrameKind};
+use clrprobe_symbolizer::{
+    Backing, FrameKind as SymKind, ImageCache, ProcessSymbolizer, kernel::is_kernel_address,
+};
+
+use super::clr_collect::JitMethod;
+
+/// Attribute set on frames nothing could name.
+pub const UNNAMED_ATTR: &str = "unnamed";
+
+struct Process {
+    sym: Option<ProcessSymbolizer>,
+    /// Sorted by start: (start, end, name).
+    jit: Vec<(u64, u64, String)>,
+}
+
+pub struct FrameResolver {
+    cache: Arc<ImageCache>,
+    processes: HashMap<u32, Process>,
+    named: HashMap<(u32, u64), Frame>,
+    /// Distinct user addresses seen, and how many of them have a name.
+    seen: u64,
+    seen_named: u64,
+}
+
+impl Default for FrameResolver {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameResolver {
+    pub fn new() -> Self {
+        Self { cache: Arc::new(ImageCache::new()), processes: HashMap::new(), named: HashMap::new(), seen: 0, seen_named: 0 }
+    }
+
+    pub fn add_process(&mut self, pid: u32) {
+        let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
+        self.processes.insert(pid, Process { sym, jit: Vec::new() });
+    }
+
+    /// Re-reads the process's maps and the appended part of its perf map (while it lives).
+    pub fn refresh(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
+            let _ = p.refresh_maps();
+            let _ = p.refresh_perf_map();
+        }
+    }
+
+    /// Adds JIT code ranges reported by EventPipe (MethodLoadVerbose / rundown).
+    pub fn add_jit_methods(&mut self, pid: u32, methods: &[JitMethod]) {
+        let Some(p) = self.processes.get_mut(&pid) else { return };
+        p.jit.extend(methods.iter().map(|m| (m.start, m.start + m.size as u64, m.name.clone())));
+        p.jit.sort_by_key(|m| m.0);
+    }
+
+    /// Resolves the new addresses of a user stack now, while the process is alive (module
+    /// images are opened through /proc/PID/root), for the live status and the cache.
+    pub fn note_addresses(&mut self, pid: u32, user: &[u64]) {
+        let todo: Vec<u64> = lookup_addrs(user).filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+        if todo.is_empty() {
+            return;
+        }
+        let frames = self.resolve(pid, &todo);
+        for (a, f) in todo.into_iter().zip(frames) {
+            self.seen += 1;
+            if f.attr(UNNAMED_ATTR).is_none() {
+                self.seen_named += 1;
+                self.named.insert((pid, a), f);
+            }
+        }
+    }
+
+    /// Share of distinct user addresses named so far.
+    pub fn named_share(&self) -> f64 {
+        if self.seen == 0 { 1.0 } else { self.seen_named as f64 / self.seen as f64 }
+    }
+
+    /// The root→leaf frames of a sample: user frames (outermost first), then kernel frames.
+    pub fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        let mut out = Vec::with_capacity(kernel.len() + user.len());
+        let user_addrs: Vec<u64> = lookup_addrs(user).collect();
+        let kernel_addrs: Vec<u64> = lookup_addrs(kernel).collect();
+        let mut user_frames = self.cached_or_resolve(pid, &user_addrs);
+        let mut kernel_frames = self.cached_or_resolve(pid, &kernel_addrs);
+        user_frames.reverse();
+        kernel_frames.reverse();
+        out.extend(user_frames);
+        out.extend(kernel_frames);
+        out
+    }
+
+    fn cached_or_resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        let missing: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+        let mut fresh: HashMap<u64, Frame> = HashMap::new();
+        if !missing.is_empty() {
+            for (a, f) in missing.iter().copied().zip(self.resolve(pid, &missing)) {
+                if f.attr(UNNAMED_ATTR).is_none() {
+                    self.named.insert((pid, a), f.clone());
+                }
+                fresh.insert(a, f);
+            }
+        }
+        addrs
+            .iter()
+            .map(|a| self.named.get(&(pid, *a)).or_else(|| fresh.get(a)).cloned().unwrap_or_else(|| hex_frame(*a)))
+            .collect()
+    }
+
+    /// Names addresses of one process (lookup addresses: return addresses already minus 1).
+    fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        let Some(p) = self.processes.get_mut(&pid) else {
+            return addrs.iter().map(|&a| hex_frame(a)).collect();
+        };
+        let Some(sym) = p.sym.as_mut() else {
+            return addrs.iter().map(|&a| jit_lookup(&p.jit, a).unwrap_or_else(|| hex_frame(a))).collect();
+        };
+        let frames = sym.symbolize(addrs);
+        let mut out = Vec::with_capacity(addrs.len());
+        for (&addr, f) in addrs.iter().zip(frames) {
+            let converted = match f.kind {
+                SymKind::Unknown => {
+                    // Code in JIT heaps that the perf map does not name: try the EventPipe ranges.
+                    if let Some(named) = jit_lookup(&p.jit, addr) {
+                        named
+                    } else {
+                        let region = sym.maps().find(addr).map(|m| &m.backing);
+                        let kind = match region {
+                            Some(Backing::Memfd { .. } | Backing::Anon) | None if !is_kernel_address(addr) => FrameKind::Jit,
+                            Some(Backing::File { path, .. }) if path.ends_with(".dll") => FrameKind::ReadyToRun,
+                            _ if is_kernel_address(addr) => FrameKind::Kernel,
+                            _ => FrameKind::Unknown,
+                        };
+                        Frame::new(f.name, f.module.unwrap_or_default(), kind).with_address(addr).with_attr(UNNAMED_ATTR, "1")
+                    }
+                }
+                k => {
+                    let kind = match k {
+                        SymKind::Kernel => FrameKind::Kernel,
+                        SymKind::Native => FrameKind::Native,
+                        SymKind::Jit => FrameKind::Jit,
+                        SymKind::ReadyToRun => FrameKind::ReadyToRun,
+                        SymKind::Unknown => FrameKind::Unknown,
+                    };
+                    let mut fr = Frame::new(f.name, f.module.unwrap_or_default(), kind);
+                    if let Some(t) = f.tier {
+                        fr = fr.with_attr("tier", t);
+                    }
+                    fr
+                }
+            };
+            out.push(converted);
+        }
+        out
+    }
+}
+
+/// Lookup addresses of a leaf-first stack: the leaf IP as is, return addresses minus one (so
+/// a call at the very end of a function is not attributed to the next one).
+fn lookup_addrs(stack: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    stack.iter().enumerate().map(|(i, &a)| if i == 0 { a } else { a.saturating_sub(1) })
+}
+
+fn jit_lookup(jit: &[(u64, u64, String)], addr: u64) -> Option<Frame> {
+    let i = jit.partition_point(|m| m.0 <= addr);
+    let (start, end, name) = jit.get(i.checked_sub(1)?)?;
+    (addr >= *start && addr < *end).then(|| Frame::new(name.clone(), String::new(), FrameKind::Jit).with_attr("source", "eventpipe"))
+}
+
+fn hex_frame(addr: u64) -> Frame {
+    let kind = if is_kernel_address(addr) { FrameKind::Kernel } else { FrameKind::Unknown };
+    Frame::new(format!("{addr:#x}"), String::new(), kind).with_address(addr).with_attr(UNNAMED_ATTR, "1")
+}

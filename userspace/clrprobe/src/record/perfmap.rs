@@ -1,0 +1,84 @@
+//! Perf maps switched on over IPC (EnablePerfMap, .NET 8+) when the target has none, and
+//! switched off with the files removed at the end if clrprobe turned them on.
+use std::path::PathBuf;
+
+use clrprobe_eventpipe::ipc::{Client, IpcError, PerfMapType, ServerError};
+
+/// The pid as the target sees it (last NSpid entry), for file names inside its /tmp.
+pub fn namespaced_pid(pid: u32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("NSpid:"))
+                .and_then(|l| l.split_whitespace().last().and_then(|p| p.parse().ok()))
+        })
+        .unwrap_or(pid)
+}
+
+/// The perf map path of `pid`, reached through its root (other mount namespaces work).
+pub fn perf_map_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{}.map", namespaced_pid(pid)))
+}
+
+fn perfinfo_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/root/tmp/perfinfo-{}.map", namespaced_pid(pid)))
+}
+
+/// How JIT code of a process gets its names.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PerfMapState {
+    /// The target already wrote a perf map (DOTNET_PerfMapEnabled): left as it is.
+    AlreadyOn,
+    /// clrprobe switched it on over IPC; it is switched off and removed at the end.
+    EnabledByClrprobe,
+    /// The runtime has no EnablePerfMap (before .NET 8): JIT code is named from the
+    /// EventPipe method events and rundown instead.
+    Unsupported,
+    /// Switching it on failed for another reason (named); the rundown names JIT code.
+    Failed(String),
+}
+
+/// Restores the target's perf-map state on drop.
+pub struct PerfMapGuard {
+    pid: u32,
+    pub state: PerfMapState,
+}
+
+impl PerfMapGuard {
+    pub fn ensure(pid: u32) -> Self {
+        let state = if perf_map_path(pid).exists() {
+            PerfMapState::AlreadyOn
+        } else {
+            match Client::for_pid(pid).and_then(|c| c.enable_perf_map(PerfMapType::PerfMap)) {
+                Ok(()) => PerfMapState::EnabledByClrprobe,
+                Err(IpcError::Server(ServerError::UnknownCommand)) => PerfMapState::Unsupported,
+                Err(e) => PerfMapState::Failed(e.to_string()),
+            }
+        };
+        Self { pid, state }
+    }
+
+    /// Switches the map off and removes its files, if clrprobe switched it on. Idempotent.
+    pub fn restore(&mut self) -> Result<(), IpcError> {
+        if self.state != PerfMapState::EnabledByClrprobe {
+            return Ok(());
+        }
+        self.state = PerfMapState::AlreadyOn; // never twice
+        let disabled = Client::for_pid(self.pid).and_then(|c| c.disable_perf_map());
+        let _ = std::fs::remove_file(perf_map_path(self.pid));
+        let _ = std::fs::remove_file(perfinfo_path(self.pid));
+        match disabled {
+            // The process is gone: nothing is left switched on.
+            Err(IpcError::NoSuchProcess { .. } | IpcError::NoSocket { .. }) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+impl Drop for PerfMapGuard {
+    fn drop(&mut self) {
+        let _ = self.restore();
+    }
+}

@@ -1,0 +1,131 @@
+//! What a recording reports at the end: sampler, losses, naming coverage, top functions.
+use std::time::Duration;
+
+use clrprobe_profile::{FrameKind, Profile};
+use serde::Serialize;
+
+use super::perfmap::PerfMapState;
+use crate::sampler::{SamplerKind, SamplerStats};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TopFrame {
+    pub name: String,
+    pub kind: String,
+    /// Samples with this frame as the leaf.
+    pub self_samples: u64,
+    /// Samples with this frame anywhere on the stack.
+    pub total_samples: u64,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct RecordSummary {
+    pub sampler: Option<SamplerKind>,
+    pub sampler_stats: SamplerStats,
+    #[serde(with = "secs")]
+    pub time_to_attach: Duration,
+    #[serde(with = "secs")]
+    pub duration: Duration,
+    pub samples: u64,
+    /// Samples whose leaf is managed code.
+    pub managed_samples: u64,
+    /// Of those, samples whose every managed frame is named (not an address).
+    pub managed_named_samples: u64,
+    /// (pid, state) of each .NET target's perf map.
+    pub perf_maps: Vec<(u32, PerfMapState)>,
+    /// (pid, events, dropped events, JIT methods named) per EventPipe session.
+    pub eventpipe: Vec<(u32, u64, u64, usize)>,
+    pub top_self: Vec<TopFrame>,
+    pub warnings: Vec<String>,
+}
+
+mod secs {
+    pub fn serialize<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+}
+
+impl RecordSummary {
+    pub fn fill_from(&mut self, p: &Profile) {
+        let mut self_counts: std::collections::HashMap<usize, u64> = Default::default();
+        let mut total_counts: std::collections::HashMap<usize, u64> = Default::default();
+        for s in p.samples() {
+            let n = s.values.first().copied().unwrap_or(0).max(0) as u64;
+            self.samples += n;
+            let Some(stack) = p.stack(s.stack) else { continue };
+            if let Some(leaf) = stack.last().and_then(|&f| p.frame(f)) {
+                *self_counts.entry(stack[stack.len() - 1].index()).or_insert(0) += n;
+                if is_managed_frame(leaf.kind) {
+                    self.managed_samples += n;
+                    let all_named = stack.iter().filter_map(|&f| p.frame(f)).filter(|f| is_managed_frame(f.kind)).all(|f| f.attr(super::frames::UNNAMED_ATTR).is_none());
+                    if all_named {
+                        self.managed_named_samples += n;
+                    }
+                }
+            }
+            let mut seen = std::collections::HashSet::new();
+            for &f in stack {
+                if seen.insert(f.index()) {
+                    *total_counts.entry(f.index()).or_insert(0) += n;
+                }
+            }
+        }
+        let mut top: Vec<(usize, u64)> = self_counts.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1));
+        self.top_self = top
+            .into_iter()
+            .take(15)
+            .filter_map(|(i, n)| {
+                let f = p.frames().get(i)?;
+                Some(TopFrame {
+                    name: f.name.clone(),
+                    kind: f.kind.as_str().to_string(),
+                    self_samples: n,
+                    total_samples: total_counts.get(&i).copied().unwrap_or(n),
+                })
+            })
+            .collect();
+    }
+
+    /// Share of managed-leaf samples whose managed frames all have names.
+    pub fn managed_named_share(&self) -> f64 {
+        if self.managed_samples == 0 { 0.0 } else { self.managed_named_samples as f64 / self.managed_samples as f64 }
+    }
+}
+
+fn is_managed_frame(k: FrameKind) -> bool {
+    k.is_managed()
+}
+
+/// The human-readable end-of-run summary.
+pub fn summary_text(s: &RecordSummary) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let sampler = s.sampler.map(|k| k.to_string()).unwrap_or_else(|| "none".into());
+    let _ = writeln!(o, "sampler: {sampler}; attached in {:.0} ms; recorded {:.1} s", s.time_to_attach.as_secs_f64() * 1e3, s.duration.as_secs_f64());
+    let st = &s.sampler_stats;
+    let _ = writeln!(
+        o,
+        "samples: {} ({} lost, {} user / {} kernel stacks lost)",
+        s.samples, st.lost_samples, st.lost_user_stacks, st.lost_kernel_stacks
+    );
+    if s.managed_samples > 0 {
+        let _ = writeln!(
+            o,
+            "managed: {} samples with a managed leaf, {:.1}% with every managed frame named",
+            s.managed_samples,
+            s.managed_named_share() * 100.0
+        );
+    }
+    for (pid, state) in &s.perf_maps {
+        let _ = writeln!(o, "perf map of {pid}: {}", serde_json::to_value(state).map(|v| v.to_string()).unwrap_or_default());
+    }
+    for (pid, events, dropped, methods) in &s.eventpipe {
+        let _ = writeln!(o, "eventpipe of {pid}: {events} events, {dropped} dropped, {methods} JIT methods named");
+    }
+    let _ = writeln!(o, "top functions (self):");
+    for t in &s.top_self {
+        let pct = if s.samples > 0 { t.self_samples as f64 * 100.0 / s.samples as f64 } else { 0.0 };
+        let _ = writeln!(o, "  {pct:5.1}%  {:>6}  {} [{}]", t.self_samples, t.name, t.kind);
+    }
+    o
+}

@@ -1,0 +1,167 @@
+//! Live end-to-end: `clrprobe record -p PID` on real .NET processes, checked against what the
+//! workloads do by construction. Runs as root; never skips.
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use clrprobe_tests::{Runtime, Workload, require_root};
+use serde_json::Value;
+
+struct Recording {
+    summary: Value,
+    prefix: PathBuf,
+    stderr: String,
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("clrprobe-record-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn record(pid: u32, name: &str, extra: &[&str]) -> Recording {
+    let prefix = out_dir(name).join("profile");
+    let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["record", "--json", "--quiet", "-p", &pid.to_string(), "-o"])
+        .arg(&prefix)
+        .args(extra)
+        .output()
+        .expect("run clrprobe record");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "record failed: {stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("summary JSON: {e}: {stderr}"));
+    Recording { summary, prefix, stderr }
+}
+
+impl Recording {
+    fn file(&self, suffix: &str) -> PathBuf {
+        PathBuf::from(format!("{}{suffix}", self.prefix.display()))
+    }
+
+    /// Folded stacks of the cpu kind: (frames root→leaf, count).
+    fn folded(&self) -> Vec<(Vec<String>, u64)> {
+        let text = std::fs::read_to_string(self.file(".cpu.folded")).expect("folded file written");
+        text.lines()
+            .map(|l| {
+                let (stack, n) = l.rsplit_once(' ').expect("`stack count` lines");
+                (stack.split(';').map(str::to_string).collect(), n.parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// Samples whose stack contains a frame named exactly `name`.
+    fn inclusive(&self, name: &str) -> u64 {
+        self.folded().iter().filter(|(s, _)| s.iter().any(|f| f == name)).map(|(_, n)| n).sum()
+    }
+}
+
+fn perf_map_exists(pid: u32) -> bool {
+    Path::new(&format!("/tmp/perf-{pid}.map")).exists()
+}
+
+#[test]
+fn net8_cpu_profile_has_the_constructed_split_and_named_managed_frames() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Net8).arg(12).start().unwrap();
+    // Let tiering settle (HotA/HotB reach Tier1 after ~30 calls and the 100 ms delay).
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!perf_map_exists(w.pid), "the test starts with perf maps off (W^X on, as by default)");
+    let r = record(w.pid, "net8", &["-d", "4", "-F", "999"]);
+    let s = &r.summary;
+    eprintln!("{}", r.stderr);
+    eprintln!("{s}");
+
+    // HotA does 3 units of work for each unit of HotB.
+    let (a, b) = (r.inclusive("Cpu::HotA"), r.inclusive("Cpu::HotB"));
+    let share_a = a as f64 / (a + b) as f64;
+    eprintln!("HotA {a} HotB {b}: HotA share {:.1}%", share_a * 100.0);
+    assert!(a + b >= 200, "too few samples in HotA/HotB: {a} + {b}");
+    assert!((0.70..=0.80).contains(&share_a), "HotA share {share_a:.3} not within 75% ± 5 points");
+
+    // ≥ 95 % of samples with a managed leaf have every managed frame named.
+    let managed = s["managed_samples"].as_u64().unwrap();
+    let named = s["managed_named_samples"].as_u64().unwrap();
+    assert!(managed > 0 && named as f64 >= 0.95 * managed as f64, "named {named} of {managed} managed samples");
+
+    // clrprobe switched the perf map on, and off again with its files removed.
+    assert_eq!(s["perf_maps"][0][1], "enabled-by-clrprobe", "{s}");
+    assert!(!perf_map_exists(w.pid), "perf map file left behind");
+    assert_eq!(s["sampler"], "bpf");
+    assert_eq!(s["sampler_stats"]["lost_samples"], 0);
+
+    // Every output was written, and the pprof reads back with the same total.
+    for suffix in [".pb.gz", ".cpu.folded", ".cpu.svg", ".cpu.firefox.json"] {
+        assert!(r.file(suffix).metadata().map(|m| m.len() > 0).unwrap_or(false), "{suffix} missing");
+    }
+    let p = clrprobe_profile::pprof::read_file(r.file(".pb.gz")).unwrap();
+    let total = p.total(p.sample_type_index("cpu").unwrap());
+    assert_eq!(total as u64, s["samples"].as_u64().unwrap());
+    let names: Vec<&str> = p.frames().iter().map(|f| f.name.as_str()).collect();
+    assert!(names.contains(&"Cpu::HotA") && names.contains(&"Cpu::Spin"), "{names:?}");
+}
+
+#[test]
+fn core31_cpu_profile_names_managed_frames_from_eventpipe() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Core31).arg(10).start().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let r = record(w.pid, "core31", &["-d", "3"]);
+    let s = &r.summary;
+    eprintln!("{s}");
+    // .NET Core 3.1 has no EnablePerfMap: JIT code is named from MethodLoadVerbose + rundown.
+    assert_eq!(s["perf_maps"][0][1], "unsupported", "{s}");
+    assert!(s["eventpipe"][0][3].as_u64().unwrap() > 0, "rundown named no methods: {s}");
+    let (a, b) = (r.inclusive("Cpu::HotA"), r.inclusive("Cpu::HotB"));
+    assert!(a > 0 && b > 0, "HotA {a} HotB {b}");
+    let managed = s["managed_samples"].as_u64().unwrap();
+    let named = s["managed_named_samples"].as_u64().unwrap();
+    assert!(managed > 0 && named as f64 >= 0.95 * managed as f64, "named {named} of {managed} managed samples");
+}
+
+#[test]
+fn readytorun_corelib_code_is_named() {
+    require_root();
+    // Call counting delayed: CoreLib's precompiled code is not re-jitted during the test.
+    let w = Workload::new("R2R", Runtime::Net8).arg(10).env("DOTNET_TC_CallCountingDelayMs", "600000").start().unwrap();
+    let r = record(w.pid, "r2r", &["-d", "3"]);
+    let p = clrprobe_profile::pprof::read_file(r.file(".pb.gz")).unwrap();
+    let r2r: HashMap<&str, &str> = p
+        .frames()
+        .iter()
+        .filter(|f| f.kind == clrprobe_profile::FrameKind::ReadyToRun)
+        .map(|f| (f.name.as_str(), f.module.as_str()))
+        .collect();
+    eprintln!("R2R frames: {r2r:?}");
+    assert!(
+        r2r.keys().any(|n| n.starts_with("System.Convert::")),
+        "no named ReadyToRun frame from System.Convert: {r2r:?}"
+    );
+    assert!(r2r.values().all(|m| m.contains("System.Private.CoreLib")), "{r2r:?}");
+    assert!(r.inclusive("System.Convert::ToBase64String") > 0);
+}
+
+#[test]
+fn go_tool_pprof_reads_the_profile() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Net8).arg(6).start().unwrap();
+    let r = record(w.pid, "gopprof", &["-d", "2", "--format", "pprof"]);
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-top", "-symbolize=none"])
+        .arg(r.file(".pb.gz"))
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("go (Debian golang-go, installed by cargo xtask test) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "go tool pprof failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("Cpu::Spin"), "pprof -top lacks the hot method:\n{text}");
+}
+
+#[test]
+fn record_of_a_missing_process_names_the_cause() {
+    let out = Command::new(env!("CARGO_BIN_EXE_clrprobe")).args(["record", "-p", "999999998", "-d", "1"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("999999998") && err.contains("does not exist"), "{err}");
+}
