@@ -38,10 +38,10 @@
 //! | GCAllocationTick, AllocationSampled, GCSampledObjectAllocationHigh/Low | R 10, 303, 20/32 | 0–4, 0, 0 |
 //! | ExceptionThrown, Catch/Finally/FilterStart (+Stop), ExceptionThrownStop | R 80, 250–255, 256 | 1, 0 |
 //! | ContentionStart, ContentionStop, ContentionLockCreated | R 81, 91, 90 | 0–2, 0–1, 0 |
-//! | MethodLoad/Unload[Verbose] | R 141–144 | 0–2 |
+//! | MethodLoad/Unload(Verbose) | R 141–144 | 0–2 |
 //! | ModuleLoad/Unload | R 152/153 | 0–2 |
 //! | ThreadCreated | R 85 | 0 |
-//! | MethodDCStart/DCEnd[Verbose], ModuleDCStart/DCEnd, ThreadDC, DC{Start,End}{Init,Complete} | D 141–148, 153/154, 159 | 0–2 |
+//! | MethodDCStart/DCEnd(Verbose), ModuleDCStart/DCEnd, ThreadDC, DC{Start,End}{Init,Complete} | D 141–148, 153/154, 159 | 0–2 |
 //! | ThreadSample | S 0 | 0 |
 //!
 //! A version newer than the newest listed is decoded with the newest layout (runtime versions

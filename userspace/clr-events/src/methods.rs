@@ -1,5 +1,5 @@
 //! Method load/unload events (runtime ids 141–144) and their rundown counterparts
-//! (MethodDCStart/DCEnd[Verbose], rundown ids 141–144). All share one layout:
+//! (MethodDCStart/DCEnd(Verbose), rundown ids 141–144). All share one layout:
 //! MethodID, ModuleID, MethodStartAddress (u64 each, even on 32-bit), MethodSize,
 //! MethodToken, MethodFlags (u32), [verbose: Namespace, Name, Signature as UTF-16z],
 //! [V1+: ClrInstanceID u16], [V2+: ReJITID u64].
