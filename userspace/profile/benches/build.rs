@@ -53,7 +53,7 @@ fn sequence(s: &Setup) -> Vec<(StackId, LabelSetId)> {
     (0..SAMPLES)
         .map(|_| {
             let r = xorshift(&mut x);
-            let stack = if r % 4 == 0 { (r >> 8) % 5000 } else { (r >> 8) % 50 };
+            let stack = if r.is_multiple_of(4) { (r >> 8) % 5000 } else { (r >> 8) % 50 };
             (s.stacks[stack as usize], s.labels[((r >> 32) % 64) as usize])
         })
         .collect()

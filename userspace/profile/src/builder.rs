@@ -33,11 +33,12 @@ impl ProfileBuilder {
 
     /// Continue building on an existing profile (e.g. to merge more into it).
     pub fn from_profile(p: Profile) -> Self {
-        let mut b = ProfileBuilder::default();
-        b.frame_ids = p.frames.iter().enumerate().map(|(i, f)| (f.clone(), FrameId(i as u32))).collect();
-        b.stack_ids = p.stacks.iter().enumerate().map(|(i, s)| (s.clone(), StackId(i as u32))).collect();
-        b.label_ids =
-            p.label_sets.iter().enumerate().map(|(i, l)| (l.clone(), LabelSetId(i as u32))).collect();
+        let mut b = ProfileBuilder {
+            frame_ids: p.frames.iter().enumerate().map(|(i, f)| (f.clone(), FrameId(i as u32))).collect(),
+            stack_ids: p.stacks.iter().enumerate().map(|(i, s)| (s.clone(), StackId(i as u32))).collect(),
+            label_ids: p.label_sets.iter().enumerate().map(|(i, l)| (l.clone(), LabelSetId(i as u32))).collect(),
+            ..ProfileBuilder::default()
+        };
         for (i, s) in p.samples.iter().enumerate() {
             if s.timestamp_ns.is_none() {
                 b.aggregated.entry((s.stack, s.labels)).or_insert(i as u32);

@@ -96,12 +96,10 @@ pub fn lines(p: &Profile, index: usize, opts: &FoldedOptions) -> Result<Vec<Stri
             continue;
         }
         key.clear();
-        if opts.thread_roots {
-            if let Some(l) = p.labels(s.labels) {
-                for r in root_frames(l) {
-                    key.push_str(&r);
-                    key.push(';');
-                }
+        if let Some(l) = p.labels(s.labels).filter(|_| opts.thread_roots) {
+            for r in root_frames(l) {
+                key.push_str(&r);
+                key.push(';');
             }
         }
         for f in p.stack(s.stack).unwrap_or(&[]) {

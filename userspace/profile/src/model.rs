@@ -102,7 +102,7 @@ impl FrameKind {
 }
 
 /// One stack frame. Frames are interned by value: equal frames get the same [`FrameId`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     /// Function name, e.g. `System.String.Concat(string,string)` or `__x64_sys_read`.
     pub name: String,
@@ -164,7 +164,7 @@ id_type!(
 );
 
 /// Labels attached to a sample. Interned by value.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LabelSet {
     pub pid: Option<u32>,
     pub tid: Option<u32>,
@@ -322,28 +322,20 @@ impl Profile {
     }
 
     /// Every sample with ids resolved to values, sorted: the basis of `==`.
-    fn resolved(&self) -> Vec<(Vec<&Frame>, &LabelSet, &[i64], Option<u64>)> {
+    fn resolved(&self) -> Vec<ResolvedSample<'_>> {
         let mut out: Vec<_> = self
             .samples()
             .map(|s| {
-                let frames = self
-                    .stack(s.stack)
-                    .unwrap_or(&[])
-                    .iter()
-                    .filter_map(|f| self.frame(*f))
-                    .collect::<Vec<_>>();
-                let labels = &self.label_sets[s.labels.index()];
-                (frames, labels, s.values, s.timestamp_ns)
+                let frames = self.stack(s.stack).unwrap_or(&[]).iter().filter_map(|f| self.frame(*f)).collect();
+                (frames, self.labels(s.labels), s.values, s.timestamp_ns)
             })
             .collect();
-        out.sort_by(|a, b| {
-            let ka = (a.0.iter().map(|f| (&f.name, &f.module, f.address)).collect::<Vec<_>>(), a.2, a.3);
-            let kb = (b.0.iter().map(|f| (&f.name, &f.module, f.address)).collect::<Vec<_>>(), b.2, b.3);
-            ka.cmp(&kb).then_with(|| format!("{:?}", a.1).cmp(&format!("{:?}", b.1)))
-        });
+        out.sort();
         out
     }
 }
+
+type ResolvedSample<'a> = (Vec<&'a Frame>, Option<&'a LabelSet>, &'a [i64], Option<u64>);
 
 /// Semantic equality: same metadata, markers, comments and the same samples once ids are
 /// resolved to frames and labels (the numbering of frames/stacks/labels is not compared).

@@ -107,11 +107,9 @@ fn build<'a>(p: &'a Profile, name: &'a str, grouping: Grouping) -> File<'a> {
                 Grouping::PerThread => (labels.and_then(|l| l.pid), labels.and_then(|l| l.tid)),
             };
             let g = groups.entry(key).or_default();
-            if grouping == Grouping::PerThread {
-                if let Some(l) = labels {
-                    g.2.0 = g.2.0.or(l.process_name.as_deref());
-                    g.2.1 = g.2.1.or(l.thread_name.as_deref());
-                }
+            if let Some(l) = labels.filter(|_| grouping == Grouping::PerThread) {
+                g.2.0 = g.2.0.or(l.process_name.as_deref());
+                g.2.1 = g.2.1.or(l.thread_name.as_deref());
             }
             g.0.push(p.stack(s.stack).unwrap_or(&[]).iter().map(|f| f.index()).collect());
             g.1.push(v);
