@@ -31,7 +31,7 @@ pub struct EventMetadata {
 }
 
 impl EventMetadata {
-    fn empty(metadata_id: u32) -> Self {
+    pub(crate) fn empty(metadata_id: u32) -> Self {
         EventMetadata {
             metadata_id,
             provider: String::new(),

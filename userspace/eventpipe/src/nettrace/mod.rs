@@ -2,6 +2,29 @@
 //!
 //! Works on any `io::Read` (a diagnostics socket or a file) one block at a time. Events come
 //! out in timestamp order within each sequence-point region; payloads are left undecoded.
+//!
+//! ```no_run
+//! use clrprobe_eventpipe::nettrace::{NetTraceReader, StreamStatus};
+//!
+//! let file = std::fs::File::open("trace.nettrace")?;
+//! let mut reader = NetTraceReader::new(file)?;
+//! let pointer_size = reader.trace_info().pointer_size;
+//! while let Some(event) = reader.next_event()? {
+//!     let m = event.metadata();
+//!     println!("{} {} {} ns, {} frames", m.provider, m.event_id, event.time_ns(), event.stack().len());
+//!     let _raw = event.raw_event(); // for clr_events decoders
+//! }
+//! if reader.status() == StreamStatus::Truncated {
+//!     eprintln!("trace cut short; {} events dropped by the runtime", reader.stats().dropped_events);
+//! }
+//! # let _ = pointer_size;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Layout: `input` (byte source), `bytes` (bounds-checked cursor), `trace_info` (header),
+//! `metadata`, `event_header`, `stacks`, `sequence` (dropped events), `v6_tables` (threads,
+//! label lists), `region` (buffering and sorting), `event` (the handed-out view), `reader`
+//! (framing and dispatch).
 
 mod bytes;
 mod error;

@@ -2,13 +2,14 @@
 //! blocks), block dispatch, and the event hand-out loop.
 
 use std::io::Read;
+use std::sync::Arc;
 
 use super::bytes::Cursor;
 use super::error::{BufError, NetTraceError};
 use super::event::EventRef;
 use super::event_header::{self, EventHeader};
 use super::input::{Fill, Input};
-use super::metadata::{self, MetadataTable};
+use super::metadata::{self, EventMetadata, MetadataTable};
 use super::region::{Pending, Region};
 use super::sequence::SequenceTracker;
 use super::stacks::StackTable;
@@ -92,6 +93,7 @@ pub struct NetTraceReader<R: Read> {
     status: StreamStatus,
     deferred_error: Option<NetTraceError>,
     stats: ReaderStats,
+    missing_metadata: Arc<EventMetadata>,
 }
 
 fn header_eof(what: &'static str, offset: u64) -> NetTraceError {
@@ -140,6 +142,7 @@ impl<R: Read> NetTraceReader<R> {
             status: StreamStatus::Reading,
             deferred_error: None,
             stats: ReaderStats::default(),
+            missing_metadata: Arc::new(EventMetadata::empty(0)),
         })
     }
 
@@ -202,10 +205,9 @@ impl<R: Read> NetTraceReader<R> {
             [rec.payload_start as usize..(rec.payload_start as usize + rec.payload_len as usize)];
         let stack = &self.stacks.ips
             [rec.stack_start as usize..(rec.stack_start as usize + rec.stack_len as usize)];
-        let metadata = self
-            .metadata
-            .get(rec.metadata_id)
-            .expect("events are only buffered when their metadata exists, and metadata is only flushed once the buffer is empty");
+        // Events are buffered only when their metadata exists, and metadata is flushed only
+        // once the buffer is empty; the fallback keeps this panic-free regardless.
+        let metadata = self.metadata.get(rec.metadata_id).unwrap_or(&self.missing_metadata);
         EventRef {
             rec,
             metadata,
