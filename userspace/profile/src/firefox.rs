@@ -5,7 +5,8 @@
 //! Native, .NET JIT, .NET R2R, Interpreted, Synthetic, GC) and one interval marker per
 //! [`crate::Marker`]. A file holds one sample type (the Firefox Profiler weighs a thread's
 //! samples by a single number); weights in nanoseconds are written in microseconds so that
-//! they fit the format's 32-bit weights (larger ones saturate).
+//! they fit the format's 32-bit weights (larger ones saturate). CPU kinds also fill the
+//! per-sample CPU delta (value × period), so the activity graph shows CPU use.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -167,6 +168,24 @@ impl<'a> Builder<'a> {
     }
 }
 
+/// The CPU time a sample stands for, which drives the profiler's CPU activity graph: only for
+/// CPU kinds, either measured in nanoseconds or counted in samples of a nanosecond period.
+fn cpu_delta(p: &Profile, t: &crate::SampleType, value: i64) -> CpuDelta {
+    if !(t.kind == crate::kinds::CPU || t.kind == crate::kinds::GC_CPU) || value <= 0 {
+        return CpuDelta::ZERO;
+    }
+    let value = value as u64;
+    if t.unit == crate::units::NANOSECONDS {
+        return CpuDelta::from_nanos(value);
+    }
+    match p.period() {
+        Some(period) if period.sample_type.unit == crate::units::NANOSECONDS && period.value > 0 => {
+            CpuDelta::from_nanos(value.saturating_mul(period.value as u64))
+        }
+        _ => CpuDelta::ZERO,
+    }
+}
+
 /// Build the Firefox Profiler profile for sample type `index`.
 pub fn build(p: &Profile, index: usize, product: &str) -> Result<fx::Profile, ProfileError> {
     let Some(sample_type) = p.sample_types().get(index) else {
@@ -204,7 +223,7 @@ pub fn build(p: &Profile, index: usize, product: &str) -> Result<fx::Profile, Pr
         let weight = i32::try_from(s.values[index] / divisor)
             .unwrap_or(if s.values[index] < 0 { i32::MIN } else { i32::MAX });
         let ts = Timestamp::from_nanos_since_reference(s.timestamp_ns.unwrap_or(0));
-        b.fp.add_sample(thread, ts, stack, CpuDelta::ZERO, weight);
+        b.fp.add_sample(thread, ts, stack, cpu_delta(p, sample_type, s.values[index]), weight);
     }
     for m in p.markers() {
         let labels = LabelSet { pid: m.pid, tid: m.tid, ..LabelSet::default() };

@@ -147,6 +147,8 @@ fn firefox_threads_samples_categories_markers() {
     assert_eq!(main["pid"], "100");
     assert_eq!(main["samples"]["length"], 2);
     assert_eq!(main["samples"]["weight"], serde_json::json!([4, 2]));
+    // CPU delta in µs: weight × the 1 ms period.
+    assert_eq!(main["samples"]["threadCPUDelta"], serde_json::json!([4000, 2000]));
     assert_eq!(worker["samples"]["length"], 1);
     assert_eq!(worker["samples"]["weight"], serde_json::json!([5]));
     assert_eq!(worker["name"], "Worker");
@@ -185,4 +187,5 @@ fn firefox_threads_samples_categories_markers() {
     let t = v["threads"].as_array().unwrap().iter().find(|t| t["tid"] == "101").unwrap();
     assert_eq!(t["samples"]["weight"], serde_json::json!([1500]));
     assert_eq!(t["samples"]["timeDeltas"][0], 250.0);
+    assert_eq!(t["samples"]["threadCPUDelta"], serde_json::json!([0]), "off-CPU time is no CPU time");
 }
