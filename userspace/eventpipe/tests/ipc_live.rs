@@ -2,7 +2,7 @@
 //! runtimes (clrprobe-tests test bed). They never skip: a missing runtime is a failure.
 use std::{
     io::Read,
-    sync::mpsc,
+    sync::{Mutex, mpsc},
     thread,
     time::{Duration, Instant},
 };
@@ -11,7 +11,16 @@ use clrprobe_eventpipe::ipc::{
     Client, CollectTracingVersion, Endpoint, IpcError, PerfMapType, ServerError, SessionConfig, find_socket,
     parse_providers,
 };
-use clrprobe_tests::{Running, Runtime, Workload};
+use clrprobe_tests::{Running, Runtime, TestbedError, Workload};
+
+/// Serialises workload start-up: the test bed rewrites `<name>.runtimeconfig.json` on every
+/// start (non-atomically), which a host starting concurrently can read half-written.
+static STARTING: Mutex<()> = Mutex::new(());
+
+fn start(w: Workload) -> Result<Running, TestbedError> {
+    let _g = STARTING.lock().unwrap_or_else(|e| e.into_inner());
+    w.start()
+}
 
 fn client(w: &Running) -> Client {
     Client::for_pid(w.pid).unwrap_or_else(|e| panic!("no diagnostics endpoint for {} ({:?}): {e}", w.pid, w.runtime))
@@ -19,7 +28,7 @@ fn client(w: &Running) -> Client {
 
 fn idle(runtime: Runtime) -> Running {
     // Exceptions with zero throws just waits out its duration.
-    Workload::new("Exceptions", runtime).arg(60).arg(0).arg(0).start().expect("start workload")
+    start(Workload::new("Exceptions", runtime).arg(60).arg(0).arg(0)).expect("start workload")
 }
 
 fn count(hay: &[u8], needle: &[u8]) -> usize {
@@ -74,7 +83,7 @@ fn core31_has_no_process_commands_and_they_map_to_unknown_command() {
 /// Streams exception events, stops from another thread, checks the NetTrace framing and payloads.
 fn exception_session(runtime: Runtime, expect_version: CollectTracingVersion) {
     // 100 InvalidOperationException + 50 ArgumentException, thrown 3 s after "ready".
-    let w = Workload::new("Exceptions", runtime).arg(30).arg(100).arg(50).arg(3000).start().expect("start");
+    let w = start(Workload::new("Exceptions", runtime).arg(30).arg(100).arg(50).arg(3000)).expect("start");
     let c = client(&w);
     let config = SessionConfig { circular_buffer_mb: 64, ..SessionConfig::with_providers(parse_providers("exception:verbose").unwrap()) };
     let mut session = c.start_session(&config).expect("start session");
@@ -210,7 +219,7 @@ fn wait_for_map(path: &std::path::Path, needle: &str, timeout: Duration) -> Stri
 #[test]
 fn perf_map_enable_and_disable_on_net8() {
     // IpcJitStream JITs a new DynamicMethod "IpcJitStream_<n>" every 50 ms.
-    let w = Workload::new("IpcJitStream", Runtime::Net8).arg(60).arg(50).start().expect("start IpcJitStream");
+    let w = start(Workload::new("IpcJitStream", Runtime::Net8).arg(60).arg(50)).expect("start IpcJitStream");
     let c = client(&w);
     let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", w.pid));
     let info = std::path::PathBuf::from(format!("/tmp/perfinfo-{}.map", w.pid));
@@ -272,13 +281,13 @@ fn discovery_finds_the_socket_and_reports_missing_ones() {
     assert!(matches!(ep, Endpoint::UnixSocket(_)));
     let name = ep.path().file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.pid)).expect("stat");
-    let start = stat[stat.rfind(')').expect(")") + 1..].split_whitespace().nth(19).expect("starttime").to_string();
-    assert_eq!(name, format!("dotnet-diagnostic-{}-{start}-socket", w.pid));
+    let start_time = stat[stat.rfind(')').expect(")") + 1..].split_whitespace().nth(19).expect("starttime").to_string();
+    assert_eq!(name, format!("dotnet-diagnostic-{}-{start_time}-socket", w.pid));
 
     // TMPDIR of the target is honoured.
     let dir = std::env::temp_dir().join(format!("clrprobe-ipc-tmpdir-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let w2 = Workload::new("Exceptions", Runtime::Net8).arg(60).arg(0).arg(0).env("TMPDIR", dir.to_str().expect("utf8")).start().expect("start");
+    let w2 = start(Workload::new("Exceptions", Runtime::Net8).arg(60).arg(0).arg(0).env("TMPDIR", dir.to_str().expect("utf8"))).expect("start");
     let ep = find_socket(w2.pid).expect("socket in TMPDIR");
     assert!(ep.path().starts_with(&dir) || ep.path().starts_with(format!("/proc/{}/root", w2.pid)), "{ep:?}");
     assert_eq!(Client::new(ep).process_info().expect("ProcessInfo via TMPDIR socket").pid, u64::from(w2.pid));
@@ -286,7 +295,7 @@ fn discovery_finds_the_socket_and_reports_missing_ones() {
     let _ = std::fs::remove_dir_all(&dir);
 
     // Diagnostics disabled: no socket, typed error.
-    let w3 = Workload::new("Exceptions", Runtime::Net8).arg(60).arg(0).arg(0).env("DOTNET_EnableDiagnostics", "0").start().expect("start");
+    let w3 = start(Workload::new("Exceptions", Runtime::Net8).arg(60).arg(0).arg(0).env("DOTNET_EnableDiagnostics", "0")).expect("start");
     let err = find_socket(w3.pid).expect_err("no socket with DOTNET_EnableDiagnostics=0");
     assert!(matches!(err, IpcError::NoSocket { pid, .. } if pid == w3.pid), "{err:?}");
     let mut w3 = w3;
@@ -334,7 +343,7 @@ fn provider_arguments_and_multiple_providers_on_core31() {
 
 #[test]
 fn session_of_a_runtime_that_exits_ends_and_drops_promptly() {
-    let mut w = Workload::new("Exceptions", Runtime::Net8).arg(30).arg(0).arg(0).start().expect("start");
+    let mut w = start(Workload::new("Exceptions", Runtime::Net8).arg(30).arg(0).arg(0)).expect("start");
     let c = client(&w);
     let mut s = c.start_session(&SessionConfig::with_providers(parse_providers("gc").unwrap())).expect("session");
     let stop = s.stop_handle();

@@ -3,13 +3,21 @@
 use std::{
     io::{BufRead, BufReader, Read},
     process::{Child, Command, Stdio},
-    sync::mpsc,
+    sync::{Mutex, MutexGuard, mpsc},
     thread,
     time::{Duration, Instant},
 };
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, SessionConfig, find_socket, parse_providers};
 use clrprobe_tests::{Runtime, Workload};
+
+/// Serialises workload start-up (see ipc_live.rs: the test bed rewrites runtimeconfig.json
+/// non-atomically on every start). Held until the host has read it.
+static STARTING: Mutex<()> = Mutex::new(());
+
+fn starting() -> MutexGuard<'static, ()> {
+    STARTING.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Kills and reaps the child when dropped.
 struct Reaped(Child);
@@ -60,6 +68,7 @@ fn wait_socket(pid: u32) -> Client {
 
 #[test]
 fn resume_runtime_releases_a_suspended_net8_runtime() {
+    let guard = starting();
     let cmd = Workload::new("Exceptions", Runtime::Net8)
         .arg(30)
         .arg(0)
@@ -69,6 +78,7 @@ fn resume_runtime_releases_a_suspended_net8_runtime() {
         .expect("command");
     let (child, rx) = spawn_lines(cmd);
     let c = wait_socket(child.0.id());
+    drop(guard);
     // Suspended before Main: the diagnostics server answers, managed code has not run.
     let info = c.process_info().expect("ProcessInfo while suspended");
     assert_eq!(info.pid, u64::from(child.0.id()));
@@ -83,7 +93,10 @@ fn resume_runtime_releases_a_suspended_net8_runtime() {
 
 #[test]
 fn core31_resume_runtime_is_unknown_command() {
-    let w = Workload::new("Exceptions", Runtime::Core31).arg(30).arg(0).arg(0).start().expect("start");
+    let w = {
+        let _g = starting();
+        Workload::new("Exceptions", Runtime::Core31).arg(30).arg(0).arg(0).start().expect("start")
+    };
     let err = Client::for_pid(w.pid).expect("socket").resume_runtime().expect_err("3.1 has no ResumeRuntime");
     assert!(err.is_unknown_command(), "{err:?}");
 }
@@ -91,6 +104,7 @@ fn core31_resume_runtime_is_unknown_command() {
 #[test]
 fn finds_a_runtime_in_its_own_pid_and_mount_namespace() {
     // unshare: new pid + mount namespace, private tmpfs on /tmp, then exec the workload as pid 1.
+    let guard = starting();
     let inner = Workload::new("Exceptions", Runtime::Net8).arg(30).arg(20).arg(0).arg(2500).command().expect("command");
     let mut cmd = Command::new("unshare");
     cmd.args(["--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "sh", "-c", "mount -t tmpfs tmpfs /tmp && exec \"$0\" \"$@\""]);
@@ -106,6 +120,7 @@ fn finds_a_runtime_in_its_own_pid_and_mount_namespace() {
     }
     let (unshare, rx) = spawn_lines(cmd);
     let pid_line = wait_line(&rx, "pid=", Duration::from_secs(30)).expect("workload started in the namespace");
+    drop(guard);
     assert_eq!(pid_line, "pid=1", "the workload should be pid 1 of its namespace");
     let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", unshare.0.id())).expect("children");
     let host_pid: u32 = children.split_whitespace().next().and_then(|p| p.parse().ok()).expect("unshare's child");

@@ -7,6 +7,19 @@
 //! - [`Session`]: a `Read` of the NetTrace stream; always stopped (see [`session`]).
 //! - [`SessionConfig`] / [`parse_providers`]: typed session configuration.
 //! - [`parse_reply`], [`ProcessInfo::parse`], …: pure decoders (fuzzed by `fuzz/ipc_reply`).
+//!
+//! Command support measured against real runtimes (tests/ipc_live*.rs):
+//!
+//! | command | .NET Core 3.1.23 | .NET 8.0.4 |
+//! |---|---|---|
+//! | CollectTracing / CollectTracing2 (0x0202/0x0203) | yes | yes |
+//! | CollectTracing3/4/5 (0x0204–0x0206) | UNKNOWN_COMMAND | UNKNOWN_COMMAND |
+//! | StopTracing (0x0201) | yes | yes |
+//! | ProcessInfo / ProcessInfo2 (0x0400/0x0404) | UNKNOWN_COMMAND | yes ("8.0.4") |
+//! | ResumeRuntime (0x0401) | UNKNOWN_COMMAND | yes |
+//! | EnablePerfMap / DisablePerfMap (0x0405/0x0406) | UNKNOWN_COMMAND | yes |
+//!
+//! UNKNOWN_COMMAND is HRESULT 0x80131385 on the wire (BAD_ENCODING is 0x80131384).
 mod client;
 mod codec;
 mod collect;
