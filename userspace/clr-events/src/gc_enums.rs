@@ -96,6 +96,77 @@ value_enum! {
     }
 }
 
+value_enum! {
+    /// Why a heap was compacted (runtime `gc_heap_compact_reason`, from GCPerHeapHistory's
+    /// CompactMechanisms).
+    CompactReason {
+        LowEphemeral = 0 => "compact_low_ephemeral",
+        HighFragmentation = 1 => "compact_high_frag",
+        NoGaps = 2 => "compact_no_gaps",
+        LohForced = 3 => "compact_loh_forced",
+        LastGc = 4 => "compact_last_gc",
+        InducedCompacting = 5 => "compact_induced_compacting",
+        FragmentedGen0 = 6 => "compact_fragmented_gen0",
+        HighMemoryLoad = 7 => "compact_high_mem_load",
+        HighMemoryFragmentation = 8 => "compact_high_mem_frag",
+        VeryHighMemoryFragmentation = 9 => "compact_vhigh_mem_frag",
+        NoGcMode = 10 => "compact_no_gc_mode",
+    }
+}
+
+value_enum! {
+    /// How a heap was expanded (runtime `gc_heap_expand_mechanism`, from GCPerHeapHistory's
+    /// ExpandMechanisms).
+    ExpandMechanism {
+        ReuseNormal = 0 => "expand_reuse_normal",
+        ReuseBestFit = 1 => "expand_reuse_bestfit",
+        NewSegmentEphemeralPromotion = 2 => "expand_new_seg_ep",
+        NewSegment = 3 => "expand_new_seg",
+        NoMemory = 4 => "expand_no_memory",
+        NextFullGc = 5 => "expand_next_full_gc",
+    }
+}
+
+/// Decodes a per-heap mechanism word: the top bit says the operation happened, and the index
+/// of the highest other set bit is the reason. `None` when the operation did not happen.
+pub fn mechanism_index(word: u32) -> Option<u32> {
+    const DONE: u32 = 1 << 31;
+    let rest = word & !DONE;
+    if word & DONE == 0 || rest == 0 {
+        return None;
+    }
+    Some(31 - rest.leading_zeros())
+}
+
+/// GCGlobalHeapHistory.GlobalMechanisms bits (runtime `gc_global_mechanism_p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct GlobalMechanisms(pub u32);
+
+impl GlobalMechanisms {
+    pub const CONCURRENT: u32 = 1 << 0;
+    pub const COMPACTION: u32 = 1 << 1;
+    pub const PROMOTION: u32 = 1 << 2;
+    pub const DEMOTION: u32 = 1 << 3;
+    pub const CARD_BUNDLES: u32 = 1 << 4;
+    pub const ELEVATION: u32 = 1 << 5;
+
+    /// Names of the set bits, in bit order.
+    pub fn names(self) -> Vec<&'static str> {
+        const NAMES: [&str; 6] = [
+            "Concurrent",
+            "Compaction",
+            "Promotion",
+            "Demotion",
+            "CardBundles",
+            "Elevation",
+        ];
+        (0..6)
+            .filter(|b| self.0 & (1 << b) != 0)
+            .map(|b| NAMES[b as usize])
+            .collect()
+    }
+}
+
 /// One boolean condition of `CondemnReasons1` (runtime `gc_condemn_reason_condition`, bit index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CondemnCondition {
@@ -273,6 +344,24 @@ mod tests {
         }
         assert_eq!(GcType::from_u32(1).to_string(), "BackgroundGC");
         assert_eq!(SuspendReason::from_u32(1), SuspendReason::ForGc);
+    }
+
+    #[test]
+    fn mechanisms() {
+        assert_eq!(mechanism_index(0), None);
+        assert_eq!(mechanism_index(0x8000_0000), None);
+        assert_eq!(
+            mechanism_index(0x0000_0002),
+            None,
+            "top bit clear: not done"
+        );
+        assert_eq!(mechanism_index(0x8000_0002), Some(1));
+        assert_eq!(CompactReason::from_u32(1).name(), "compact_high_frag");
+        assert_eq!(ExpandMechanism::from_u32(3), ExpandMechanism::NewSegment);
+        assert_eq!(
+            GlobalMechanisms(0b10110).names(),
+            ["Compaction", "Promotion", "CardBundles"]
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! (id 205, V2–V4).
 
 use crate::error::DecodeError;
-use crate::gc_enums::{CondemnReasons, GcReason};
+use crate::gc_enums::{
+    CompactReason, CondemnReasons, ExpandMechanism, GcReason, GlobalMechanisms, mechanism_index,
+};
 use crate::reader::Cursor;
 
 /// Per-generation data of one heap (one `Values` element of GCPerHeapHistory_V3).
@@ -44,6 +46,16 @@ pub struct GcPerHeapHistory {
 }
 
 impl GcPerHeapHistory {
+    /// Why this heap was compacted, if it was.
+    pub fn compact_reason(&self) -> Option<CompactReason> {
+        mechanism_index(self.compact_mechanisms).map(CompactReason::from_u32)
+    }
+
+    /// How this heap was expanded, if it was.
+    pub fn expand_mechanism(&self) -> Option<ExpandMechanism> {
+        mechanism_index(self.expand_mechanisms).map(ExpandMechanism::from_u32)
+    }
+
     pub fn decode(payload: &[u8], pointer_size: u8) -> Result<Self, DecodeError> {
         let mut c = Cursor::new(payload, pointer_size, "GCPerHeapHistory_V3")?;
         let clr_instance_id = c.u16("ClrInstanceID")?;
@@ -122,6 +134,10 @@ pub struct GcGlobalHeapHistory {
 }
 
 impl GcGlobalHeapHistory {
+    pub fn mechanisms(&self) -> GlobalMechanisms {
+        GlobalMechanisms(self.global_mechanisms)
+    }
+
     pub fn decode(payload: &[u8], version: u8, pointer_size: u8) -> Result<Self, DecodeError> {
         let name = match version {
             0 | 1 => "GCGlobalHeapHistory_V1",

@@ -238,6 +238,10 @@ fn objver4_gc_history_and_contention_values() {
     assert_eq!((g.num_heaps, g.condemned_generation), (1, 0));
     assert_eq!(g.reason.name(), "AllocSmall");
     assert_eq!(g.global_mechanisms, (1 << 1) | (1 << 2) | (1 << 4));
+    assert_eq!(
+        g.mechanisms().names(),
+        ["Compaction", "Promotion", "CardBundles"]
+    );
     assert!(gv >= 2, "GlobalHeapHistory version {gv}");
     let (st, sv) = stats.expect("HeapStats present");
     assert_eq!(st.total_heap_size(), 0x3BEA8, "HeapStats v{sv}");
