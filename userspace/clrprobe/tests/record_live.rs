@@ -63,12 +63,21 @@ fn perf_map_exists(pid: u32) -> bool {
 
 #[test]
 fn net8_cpu_profile_has_the_constructed_split_and_named_managed_frames() {
+    cpu_split_on_net8("bpf");
+}
+
+#[test]
+fn net8_cpu_profile_with_the_perf_event_fallback_sampler() {
+    cpu_split_on_net8("perf");
+}
+
+fn cpu_split_on_net8(sampler: &str) {
     require_root();
     let w = Workload::new("Cpu", Runtime::Net8).arg(12).start().unwrap();
     // Let tiering settle (HotA/HotB reach Tier1 after ~30 calls and the 100 ms delay).
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!perf_map_exists(w.pid), "the test starts with perf maps off (W^X on, as by default)");
-    let r = record(w.pid, "net8", &["-d", "4", "-F", "999"]);
+    let r = record(w.pid, &format!("net8-{sampler}"), &["-d", "4", "-F", "999", "--sampler", sampler]);
     let s = &r.summary;
     eprintln!("{}", r.stderr);
     eprintln!("{s}");
@@ -88,7 +97,7 @@ fn net8_cpu_profile_has_the_constructed_split_and_named_managed_frames() {
     // clrprobe switched the perf map on, and off again with its files removed.
     assert_eq!(s["perf_maps"][0][1], "enabled-by-clrprobe", "{s}");
     assert!(!perf_map_exists(w.pid), "perf map file left behind");
-    assert_eq!(s["sampler"], "bpf");
+    assert_eq!(s["sampler"], if sampler == "bpf" { "bpf" } else { "perf-event" });
     assert_eq!(s["sampler_stats"]["lost_samples"], 0);
 
     // Every output was written, and the pprof reads back with the same total.
@@ -164,4 +173,45 @@ fn record_of_a_missing_process_names_the_cause() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("999999998") && err.contains("does not exist"), "{err}");
+}
+
+#[test]
+fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Net8).arg(15).start().unwrap();
+    let sockets_before = socket_fds(w.pid);
+    let prefix = out_dir("sigint").join("profile");
+    let child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["record", "--json", "--quiet", "-p", &w.pid.to_string(), "-o"])
+        .arg(&prefix)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(perf_map_exists(w.pid), "perf map switched on while recording");
+    assert!(socket_fds(w.pid) > sockets_before, "the EventPipe session holds a connection while recording");
+    // SAFETY: kill(2) on our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s["samples"].as_u64().unwrap() > 0, "{s}");
+    assert!(Path::new(&format!("{}.pb.gz", prefix.display())).exists());
+    assert!(!perf_map_exists(w.pid), "perf map left switched on after Ctrl-C");
+    // The EventPipe session is gone: the runtime closed its connection, and still answers.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(socket_fds(w.pid), sockets_before, "a diagnostics connection is left open in the target");
+    let client = clrprobe_eventpipe::ipc::Client::for_pid(w.pid).unwrap();
+    let info = client.process_info().unwrap();
+    assert_eq!(info.pid as u32, w.pid);
+}
+
+/// Sockets open in a process (its diagnostics listener plus accepted connections).
+fn socket_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+        .count()
 }
