@@ -216,13 +216,13 @@ impl ProfileBuilder {
             let labels = label_map[s.labels.index()];
             match s.timestamp_ns {
                 None => self.add_sample(stack, &row, labels)?,
-                Some(t) => self.add_timed_sample(stack, &row, labels, t + other_offset)?,
+                Some(t) => self.add_timed_sample(stack, &row, labels, t.saturating_add(other_offset))?,
             }
         }
         for m in &other.markers {
             let mut m = m.clone();
-            m.start_ns += other_offset;
-            m.end_ns += other_offset;
+            m.start_ns = m.start_ns.saturating_add(other_offset);
+            m.end_ns = m.end_ns.saturating_add(other_offset);
             self.p.markers.push(m);
         }
         for c in &other.comments {
@@ -254,12 +254,12 @@ impl ProfileBuilder {
     fn shift_own_times(&mut self, by: u64) {
         for s in &mut self.p.samples {
             if let Some(t) = &mut s.timestamp_ns {
-                *t += by;
+                *t = t.saturating_add(by);
             }
         }
         for m in &mut self.p.markers {
-            m.start_ns += by;
-            m.end_ns += by;
+            m.start_ns = m.start_ns.saturating_add(by);
+            m.end_ns = m.end_ns.saturating_add(by);
         }
     }
 

@@ -262,3 +262,79 @@ fn dangling_references_are_errors() {
     let msg = corrupt_message(pprof::decode(&patch(&raw, 1, 2, 1 << 40)).unwrap_err());
     assert!(msg.contains("sample unit"), "{msg}");
 }
+
+/// Hand-encoded protobuf for a profile another tool could have written: inlined lines, a
+/// location without lines, a location without mapping, sparse ids.
+mod foreign {
+    use prost::encoding::{WireType, encode_key, encode_varint};
+
+    pub enum F<'a> {
+        V(u32, u64),
+        M(u32, Vec<u8>),
+        S(u32, &'a str),
+    }
+
+    pub fn msg(fields: &[F<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in fields {
+            match f {
+                F::V(n, v) => {
+                    encode_key(*n, WireType::Varint, &mut out);
+                    encode_varint(*v, &mut out);
+                }
+                F::M(n, b) => {
+                    encode_key(*n, WireType::LengthDelimited, &mut out);
+                    encode_varint(b.len() as u64, &mut out);
+                    out.extend_from_slice(b);
+                }
+                F::S(n, s) => {
+                    encode_key(*n, WireType::LengthDelimited, &mut out);
+                    encode_varint(s.len() as u64, &mut out);
+                    out.extend_from_slice(s.as_bytes());
+                }
+            }
+        }
+        out
+    }
+}
+
+#[test]
+fn reads_foreign_pprof_with_inlining() {
+    use foreign::{F::*, msg};
+    let strings = ["", "cpu", "nanoseconds", "main", "inlined_helper", "leaf_fn", "/bin/app", "thread"];
+    let mut fields: Vec<foreign::F<'_>> = strings.iter().map(|s| S(6, s)).collect();
+    fields.push(M(1, msg(&[V(1, 1), V(2, 2)])));
+    fields.push(M(3, msg(&[V(1, 7), V(5, 6)])));
+    fields.push(M(5, msg(&[V(1, 1), V(2, 3)])));
+    fields.push(M(5, msg(&[V(1, 2), V(2, 4)])));
+    fields.push(M(5, msg(&[V(1, 3), V(2, 5)])));
+    // Location 10: inlined_helper (innermost, listed first) inlined into main.
+    fields.push(M(4, msg(&[V(1, 10), V(2, 7), V(3, 0x1000), M(4, msg(&[V(1, 2)])), M(4, msg(&[V(1, 1)]))])));
+    fields.push(M(4, msg(&[V(1, 11), V(2, 7), V(3, 0x2000)])));
+    fields.push(M(4, msg(&[V(1, 12), M(4, msg(&[V(1, 3)]))])));
+    // Leaf first; a numeric label that is not one of ours.
+    fields.push(M(2, msg(&[V(1, 12), V(1, 11), V(1, 10), V(2, 5), M(3, msg(&[V(1, 7), V(3, 3)]))])));
+    fields.push(V(9, 42));
+    let p = pprof::decode(&msg(&fields)).unwrap();
+
+    assert_eq!(p.sample_types()[0].kind, "cpu");
+    assert_eq!(p.start_time_ns(), 42);
+    let s = p.samples().next().unwrap();
+    assert_eq!(s.values, &[5]);
+    let frames: Vec<(&str, &str, u64)> = p
+        .stack(s.stack)
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let f = p.frame(*f).unwrap();
+            (f.name.as_str(), f.module.as_str(), f.address)
+        })
+        .collect();
+    assert_eq!(
+        frames,
+        [("main", "/bin/app", 0x1000), ("inlined_helper", "/bin/app", 0x1000), ("0x2000", "/bin/app", 0x2000), ("leaf_fn", "", 0)]
+    );
+    assert!(p.frames().iter().all(|f| f.kind == FrameKind::Unknown));
+    // "thread" with a number is a free numeric label, not our thread name.
+    assert_eq!(p.labels(s.labels).unwrap().numbers, [("thread".to_owned(), 3)]);
+}

@@ -9,7 +9,8 @@
 //! * sample stacks are written leaf first, as pprof wants;
 //! * labels: numeric `pid` and `tid`, string `process` and `thread`, then the free string and
 //!   numeric labels; a timed sample has the numeric label `clrprobe.timestamp_ns`. These keys
-//!   are reserved;
+//!   are reserved. pprof cannot tell a string label whose value is "" from a numeric label
+//!   of 0 (both encode as zeros); the reader takes it as the number;
 //! * what pprof has no field for travels in two profile comments that other tools just show
 //!   as text: `clrprobe:frames <json>` (frame kinds and attributes, by location id) and
 //!   `clrprobe:markers <json>` (markers).
