@@ -359,3 +359,31 @@ fn session_of_a_runtime_that_exits_ends_and_drops_promptly() {
     let err = c.process_info().expect_err("runtime is gone");
     assert!(matches!(err, IpcError::Connect { .. }), "{err:?}");
 }
+
+#[test]
+fn jitdump_perf_map_type_on_net8() {
+    let w = start(Workload::new("IpcJitStream", Runtime::Net8).arg(60).arg(50)).expect("start IpcJitStream");
+    let c = client(&w);
+    let dump = std::path::PathBuf::from(format!("/tmp/jit-{}.dump", w.pid));
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{}.map", w.pid));
+    c.enable_perf_map(PerfMapType::JitDump).expect("EnablePerfMap(JitDump)");
+    let size = || std::fs::metadata(&dump).map(|m| m.len()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while size() < 4096 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(100));
+    }
+    let bytes = std::fs::read(&dump).unwrap_or_default();
+    assert!(bytes.len() >= 40, "{} not written ({} bytes)", dump.display(), bytes.len());
+    assert_eq!(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]), 0x4A69_5444, "jitdump magic 'JiTD'");
+    assert!(!map.exists(), "JitDump mode also wrote {}", map.display());
+    let s1 = size();
+    thread::sleep(Duration::from_millis(600));
+    assert!(size() > s1, "jitdump does not grow while enabled ({s1} bytes)");
+    c.disable_perf_map().expect("DisablePerfMap");
+    thread::sleep(Duration::from_millis(200));
+    let at_disable = size();
+    thread::sleep(Duration::from_millis(1500));
+    eprintln!("jitdump: {} bytes at disable, {} bytes 1.5 s later", at_disable, size());
+    assert_eq!(size(), at_disable, "jitdump still grows after DisablePerfMap");
+    let _ = std::fs::remove_file(&dump);
+}

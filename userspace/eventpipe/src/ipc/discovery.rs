@@ -9,14 +9,25 @@
 use super::{error::IpcError, transport::Endpoint};
 
 /// Finds the diagnostics endpoint of `pid`.
+///
+/// Lists `\\.\pipe\` rather than opening the pipe (opening would consume a server instance).
+/// If the pipe namespace cannot be listed, the endpoint is returned unchecked and a missing pipe
+/// surfaces as [`IpcError::Connect`] on first use.
 #[cfg(windows)]
 pub fn find_socket(pid: u32) -> Result<Endpoint, IpcError> {
-    let path = std::path::PathBuf::from(format!(r"\\.\pipe\dotnet-diagnostic-{pid}"));
-    if std::fs::metadata(&path).is_err() && std::fs::File::open(&path).is_err() {
-        // The pipe namespace cannot always be stat'ed; only fail when both probes fail.
-        return Err(IpcError::NoSocket { pid, searched: vec![path] });
+    let name = format!("dotnet-diagnostic-{pid}");
+    let dir = std::path::PathBuf::from(r"\\.\pipe\");
+    let path = dir.join(&name);
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            if entries.flatten().any(|e| e.file_name().to_string_lossy().eq_ignore_ascii_case(&name)) {
+                Ok(Endpoint::NamedPipe(path))
+            } else {
+                Err(IpcError::NoSocket { pid, searched: vec![dir] })
+            }
+        }
+        Err(_) => Ok(Endpoint::NamedPipe(path)),
     }
-    Ok(Endpoint::NamedPipe(path))
 }
 
 /// Finds the diagnostics endpoint of `pid`.
