@@ -62,7 +62,12 @@ impl StopHandle {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.client.stop_tracing(self.id).map(|_| ())
+        let result = self.client.stop_tracing(self.id).map(|_| ());
+        if result.is_err() {
+            // Let the guard's Drop try again (best effort).
+            self.stopped.store(false, Ordering::SeqCst);
+        }
+        result
     }
 }
 
