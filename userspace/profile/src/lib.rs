@@ -16,6 +16,7 @@ pub mod firefox;
 pub mod folded;
 pub mod pprof;
 pub mod speedscope;
+pub mod summary;
 pub mod svg;
 
 pub use builder::ProfileBuilder;
