@@ -2,9 +2,34 @@
 //!
 //! One [`Profile`] holds every kind clrprobe records (CPU samples, off-CPU time, GC CPU,
 //! allocations, exceptions, contention) as value columns described by [`SampleType`]s.
-//! Build it with [`ProfileBuilder`]; write it with the functions in [`pprof`], [`folded`],
-//! [`svg`], [`speedscope`] and [`firefox`]. See [`model`] for the conventions (stack order,
-//! clocks).
+//! Build it with [`ProfileBuilder`] (interning frames, stacks and label sets; identical
+//! (stack, labels) samples aggregate; profiles merge), then write it:
+//!
+//! | format | module | notes |
+//! |---|---|---|
+//! | pprof `.pb.gz` | [`pprof`] | all sample types in one file; also read back |
+//! | folded stacks | [`folded`] | one file per sample type |
+//! | flame graph SVG | [`svg`] | via `inferno` |
+//! | speedscope JSON | [`speedscope`] | per kind or per (kind, thread) |
+//! | Firefox Profiler JSON | [`firefox`] | via `fxprof-processed-profile` |
+//!
+//! See [`model`] for the conventions (stacks root → leaf, clocks).
+//!
+//! ```
+//! use clrprobe_profile::{folded, Frame, FrameKind, LabelSet, ProfileBuilder, SampleType};
+//!
+//! let mut b = ProfileBuilder::new(vec![SampleType::new("cpu", "samples")]);
+//! let main = b.intern_frame(Frame::new("Program.Main", "app.dll", FrameKind::Jit))?;
+//! let read = b.intern_frame(Frame::new("ksys_read", "[kernel]", FrameKind::Kernel))?;
+//! let stack = b.intern_stack(&[main, read])?; // root first
+//! let thread = b.intern_labels(LabelSet::thread(42, 43))?;
+//! b.add_sample(stack, &[1], thread)?;
+//! b.add_sample(stack, &[2], thread)?; // aggregates
+//! let p = b.build();
+//! let lines = folded::lines(&p, 0, &folded::FoldedOptions::default())?;
+//! assert_eq!(lines, ["Program.Main_[j];ksys_read_[k] 3"]);
+//! # Ok::<(), clrprobe_profile::ProfileError>(())
+//! ```
 
 mod builder;
 mod error;
