@@ -131,6 +131,18 @@ fn build<'a>(p: &'a Profile, name: &'a str, grouping: Grouping) -> File<'a> {
             });
         }
     }
+    if profiles.is_empty() {
+        // speedscope will not open a file without profiles.
+        profiles.push(SampledProfile {
+            kind: "sampled",
+            name: "no samples".to_owned(),
+            unit: "none",
+            start_value: 0,
+            end_value: 0,
+            samples: Vec::new(),
+            weights: Vec::new(),
+        });
+    }
     File {
         schema: SCHEMA,
         shared: Shared { frames },

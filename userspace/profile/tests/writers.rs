@@ -189,3 +189,24 @@ fn firefox_threads_samples_categories_markers() {
     assert_eq!(t["samples"]["timeDeltas"][0], 250.0);
     assert_eq!(t["samples"]["threadCPUDelta"], serde_json::json!([0]), "off-CPU time is no CPU time");
 }
+
+#[test]
+fn empty_profile_in_every_format() {
+    let p = clrprobe_profile::ProfileBuilder::new(vec![clrprobe_profile::SampleType::new("cpu", "samples")]).build();
+    assert!(folded::lines(&p, 0, &FoldedOptions::default()).unwrap().is_empty());
+    let mut out = Vec::new();
+    svg::to_writer(&p, 0, "empty", &mut out).unwrap();
+    assert!(String::from_utf8(out).unwrap().contains("[no samples]"));
+    let mut out = Vec::new();
+    speedscope::to_writer(&p, "empty", Grouping::PerThread, &mut out).unwrap();
+    assert_eq!(parse(&out)["profiles"].as_array().unwrap().len(), 1);
+    let mut out = Vec::new();
+    firefox::to_writer(&p, 0, "empty", &mut out).unwrap();
+    assert_eq!(parse(&out)["threads"].as_array().unwrap().len(), 0);
+    let back = clrprobe_profile::pprof::decode(&clrprobe_profile::pprof::encode(&p).unwrap()).unwrap();
+    assert_eq!(back, p);
+    // No sample types at all: writers that need one say so.
+    let none = clrprobe_profile::ProfileBuilder::new(vec![]).build();
+    assert!(matches!(svg::to_writer(&none, 0, "x", Vec::new()), Err(ProfileError::NoSuchSampleType { .. })));
+    assert!(matches!(firefox::to_writer(&none, 0, "x", Vec::new()), Err(ProfileError::NoSuchSampleType { .. })));
+}
