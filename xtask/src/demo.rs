@@ -16,10 +16,20 @@ pub fn run(seconds: u32) -> Result<()> {
         .start()
         .context("starting the sample app (tests/workloads/Cpu.cs) on .NET 8")?;
     eprintln!("xtask demo: sample app running as pid {} on .NET {}", app.pid, Runtime::Net8.version());
-    let args: Vec<String> = ["probe", "-p", &app.pid.to_string(), "--duration", &seconds.to_string()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let out_dir = util::root().join("out");
+    std::fs::create_dir_all(&out_dir)?;
+    let prefix = out_dir.join("demo");
+    let args: Vec<String> = vec![
+        "record".into(),
+        "-p".into(),
+        app.pid.to_string(),
+        "--duration".into(),
+        seconds.to_string(),
+        "-o".into(),
+        prefix.display().to_string(),
+        "--format".into(),
+        "pprof,folded,svg,firefox,speedscope".into(),
+    ];
     let status = if util::is_root() {
         std::process::Command::new(&bin).args(&args).status()?
     } else {
@@ -28,5 +38,6 @@ pub fn run(seconds: u32) -> Result<()> {
     drop(app);
     std::thread::sleep(Duration::from_millis(10));
     anyhow::ensure!(status.success(), "clrprobe exited with {status}");
+    eprintln!("xtask demo: outputs are in {} (open demo.cpu.svg in a browser, demo.cpu.firefox.json in https://profiler.firefox.com, demo.pb.gz with `go tool pprof`)", out_dir.display());
     Ok(())
 }

@@ -53,7 +53,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     let result = record::run(&args, stop, |s| {
         if !quiet {
             eprint!(
-                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.0}% of frames named   ",
+                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
                 s.elapsed.as_secs_f64(),
                 s.samples,
                 s.lost,

@@ -23,9 +23,11 @@ pub struct FrameResolver {
     cache: Arc<ImageCache>,
     processes: HashMap<u32, Process>,
     named: HashMap<(u32, u64), Frame>,
-    /// Distinct user addresses seen, and how many of them have a name.
-    seen: u64,
-    seen_named: u64,
+    /// Kinds of addresses not named (yet), to tell managed code from native.
+    unnamed: HashMap<(u32, u64), FrameKind>,
+    /// Sample-weighted managed frames seen, and how many of them had a name.
+    managed_frames: u64,
+    managed_named: u64,
 }
 
 impl Default for FrameResolver {
@@ -36,7 +38,14 @@ impl Default for FrameResolver {
 
 impl FrameResolver {
     pub fn new() -> Self {
-        Self { cache: Arc::new(ImageCache::new()), processes: HashMap::new(), named: HashMap::new(), seen: 0, seen_named: 0 }
+        Self {
+            cache: Arc::new(ImageCache::new()),
+            processes: HashMap::new(),
+            named: HashMap::new(),
+            unnamed: HashMap::new(),
+            managed_frames: 0,
+            managed_named: 0,
+        }
     }
 
     pub fn add_process(&mut self, pid: u32) {
@@ -60,25 +69,37 @@ impl FrameResolver {
     }
 
     /// Resolves the new addresses of a user stack now, while the process is alive (module
-    /// images are opened through /proc/PID/root), for the live status and the cache.
-    pub fn note_addresses(&mut self, pid: u32, user: &[u64]) {
-        let todo: Vec<u64> = lookup_addrs(user).filter(|a| !self.named.contains_key(&(pid, *a))).collect();
-        if todo.is_empty() {
-            return;
+    /// images are opened through /proc/PID/root), and counts how many managed frames of
+    /// `count` samples are named.
+    pub fn note_addresses(&mut self, pid: u32, user: &[u64], count: u64) {
+        let addrs: Vec<u64> = lookup_addrs(user).collect();
+        let todo: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+        if !todo.is_empty() {
+            let frames = self.resolve(pid, &todo);
+            for (a, f) in todo.into_iter().zip(frames) {
+                if f.attr(UNNAMED_ATTR).is_none() {
+                    self.unnamed.remove(&(pid, a));
+                    self.named.insert((pid, a), f);
+                } else {
+                    self.unnamed.insert((pid, a), f.kind);
+                }
+            }
         }
-        let frames = self.resolve(pid, &todo);
-        for (a, f) in todo.into_iter().zip(frames) {
-            self.seen += 1;
-            if f.attr(UNNAMED_ATTR).is_none() {
-                self.seen_named += 1;
-                self.named.insert((pid, a), f);
+        for a in addrs {
+            if let Some(f) = self.named.get(&(pid, a)) {
+                if f.kind.is_managed() {
+                    self.managed_frames += count;
+                    self.managed_named += count;
+                }
+            } else if self.unnamed.get(&(pid, a)).is_some_and(|k| k.is_managed()) {
+                self.managed_frames += count;
             }
         }
     }
 
-    /// Share of distinct user addresses named so far.
+    /// Share of sampled managed frames that have a name (1.0 before any is seen).
     pub fn named_share(&self) -> f64 {
-        if self.seen == 0 { 1.0 } else { self.seen_named as f64 / self.seen as f64 }
+        if self.managed_frames == 0 { 1.0 } else { self.managed_named as f64 / self.managed_frames as f64 }
     }
 
     /// The root→leaf frames of a sample: user frames (outermost first), then kernel frames.

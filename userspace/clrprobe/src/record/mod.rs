@@ -116,7 +116,7 @@ pub fn run(
     let mut agg: HashMap<AggKey, u64> = HashMap::new();
     let absorb = |agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver| {
         for s in batch {
-            resolver.note_addresses(s.pid, &s.user);
+            resolver.note_addresses(s.pid, &s.user, s.count);
             *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
         }
     };
@@ -158,6 +158,10 @@ pub fn run(
         let outcome = s.finish();
         if let Some(e) = &outcome.error {
             summary.warnings.push(e.to_string());
+        } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete
+            && std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
         }
         summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, outcome.collector.jit_methods.len()));
         resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
