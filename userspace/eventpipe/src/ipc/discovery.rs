@@ -193,6 +193,34 @@ pub(crate) mod linux {
             assert_eq!(start_time("garbage"), None);
         }
 
+        /// A fake /proc entry whose TMPDIR holds several candidate sockets (plain files).
+        #[test]
+        fn picks_start_time_match_else_newest() {
+            let base = std::env::temp_dir().join(format!("clrprobe-ipc-discovery-{}", std::process::id()));
+            let (proc_root, tmp) = (base.join("proc"), base.join("tmp"));
+            let pid = 4_000_001u32; // beyond pid_max: never collides with a real socket in /tmp
+            let pdir = proc_root.join(pid.to_string());
+            std::fs::create_dir_all(&pdir).unwrap();
+            std::fs::create_dir_all(&tmp).unwrap();
+            std::fs::write(pdir.join("status"), format!("Name:\tdotnet\nNSpid:\t{pid}\n")).unwrap();
+            let stat = format!("{pid} (dotnet) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5000 0 0");
+            std::fs::write(pdir.join("stat"), stat).unwrap();
+            std::fs::write(pdir.join("environ"), format!("A=b\0TMPDIR={}\0", tmp.display())).unwrap();
+            let touch = |key: u64, age_s: u64| {
+                let p = tmp.join(format!("dotnet-diagnostic-{pid}-{key}-socket"));
+                let f = std::fs::File::create(&p).unwrap();
+                f.set_modified(SystemTime::now() - std::time::Duration::from_secs(age_s)).unwrap();
+                p
+            };
+            touch(100, 50);
+            let newest = touch(200, 10);
+            std::fs::File::create(tmp.join("dotnet-diagnostic-999-1-socket")).unwrap(); // other pid
+            assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(newest));
+            let exact = touch(5000, 100); // key == start time: wins although oldest
+            assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(exact));
+            std::fs::remove_dir_all(&base).unwrap();
+        }
+
         #[test]
         fn no_such_process_is_typed() {
             // pid 0 never has a /proc entry
