@@ -1,1 +1,102 @@
-fn main(){}
+//! Perf-map parse + index speed on a 100k-record map built from real method names (the .NET 8
+//! CoreLib's R2R methods), against a naive `str::lines` + `split` + `from_str_radix` parser
+//! and against merely reading the file. Prints the ratios.
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use clrprobe_symbolizer::{PerfMap, R2rImage};
+use clrprobe_tests::Runtime;
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const RECORDS: usize = 100_000;
+
+fn build_map() -> Vec<u8> {
+    let dir = Runtime::Net8.framework_dir().unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(dir.join("System.Private.CoreLib.dll")).expect("CoreLib");
+    let img = R2rImage::parse(&bytes).expect("R2R");
+    let tiers = ["[OptimizedTier1]", "[Tier0]", "[QuickJitted]", "[PreJIT]", "[OSR]", "[InstrumentedTier]"];
+    let mut out = Vec::new();
+    let mut addr = 0x7f1d_d200_0000u64;
+    for i in 0..RECORDS {
+        let m = &img.methods[i % img.methods.len()];
+        let size = 0x20 + (i as u64 * 37) % 0x400;
+        let ty = m.name.split("::").next().unwrap_or("");
+        let method = m.name.rsplit("::").next().unwrap_or("");
+        out.extend_from_slice(
+            format!("0x{addr:x} 0x{size:x} instance void [System.Private.CoreLib] {ty}::{method}(int32,class System.String){}\n", tiers[i % tiers.len()])
+                .as_bytes(),
+        );
+        addr += size + 0x10;
+    }
+    out
+}
+
+/// The peer: what a first attempt looks like.
+fn naive(text: &[u8]) -> Vec<(u64, u64, String)> {
+    let text = std::str::from_utf8(text).expect("utf8");
+    let mut v: Vec<(u64, u64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.splitn(3, ' ');
+            let start = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            let size = u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()?;
+            Some((start, size, it.next()?.to_string()))
+        })
+        .collect();
+    v.sort_by_key(|e| e.0);
+    v
+}
+
+fn time<T>(iters: u32, mut f: impl FnMut() -> T) -> Duration {
+    let t = Instant::now();
+    for _ in 0..iters {
+        black_box(f());
+    }
+    t.elapsed() / iters
+}
+
+fn bench(c: &mut Criterion) {
+    let map = build_map();
+    let path = std::env::temp_dir().join(format!("clrprobe-bench-perf-{}.map", std::process::id()));
+    std::fs::write(&path, &map).expect("write temp map");
+    let parsed = {
+        let mut m = PerfMap::parse(&map);
+        m.index();
+        m
+    };
+    assert_eq!(parsed.len(), RECORDS);
+    assert_eq!(naive(&map).len(), RECORDS);
+
+    let mut g = c.benchmark_group("perf_map_100k");
+    g.sample_size(20);
+    g.bench_function("clrprobe parse+index", |b| {
+        b.iter(|| {
+            let mut m = PerfMap::parse(black_box(&map));
+            m.index();
+            m
+        })
+    });
+    g.bench_function("naive lines+split+from_str_radix+sort", |b| b.iter(|| naive(black_box(&map))));
+    g.bench_function("std::fs::read of the file", |b| b.iter(|| std::fs::read(&path).expect("read")));
+    let probes: Vec<u64> = (0..1000u64).map(|i| 0x7f1d_d200_0000 + i * 0x9_1234).collect();
+    g.bench_function("1000 lookups", |b| b.iter(|| probes.iter().filter(|&&a| parsed.lookup_sorted(a).is_some()).count()));
+    g.finish();
+
+    let ours = time(30, || {
+        let mut m = PerfMap::parse(&map);
+        m.index();
+        m
+    });
+    let peer = time(30, || naive(&map));
+    let read = time(30, || std::fs::read(&path).expect("read"));
+    println!(
+        "perf map, {RECORDS} records / {} KiB: clrprobe {ours:?}, naive {peer:?} (naive/clrprobe = {:.2}x), fs::read {read:?} (clrprobe/read = {:.2}x)",
+        map.len() / 1024,
+        peer.as_secs_f64() / ours.as_secs_f64(),
+        ours.as_secs_f64() / read.as_secs_f64()
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

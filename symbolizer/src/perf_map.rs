@@ -39,21 +39,23 @@ pub struct PerfMapSymbol<'a> {
 struct Entry {
     start: u64,
     size: u64,
-    name_off: u32,
+    /// Name bytes in `data`.
+    name_off: usize,
     name_len: u32,
     /// Index into TIERS + 1; 0 = none.
     tier: u8,
 }
 
 /// A parsed, indexed perf map that grows as the file grows.
+///
+/// The fed bytes are kept (made valid UTF-8 in place, bad bytes become `?`) and records point
+/// into them, so parsing copies nothing per record.
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
     entries: Vec<Entry>,
-    names: String,
-    /// Bytes of an unterminated last record.
-    pending: Vec<u8>,
-    /// Bytes consumed from the file so far (terminated records + pending).
-    consumed: u64,
+    data: Vec<u8>,
+    /// Start of the unparsed tail of `data` (an unterminated record).
+    scan: usize,
     /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
     sorted_len: usize,
     skipped: usize,
@@ -88,69 +90,48 @@ impl PerfMap {
 
     /// Byte offset in the file up to which data has been fed (where the next read starts).
     pub fn consumed(&self) -> u64 {
-        self.consumed
+        self.data.len() as u64
     }
 
     /// Feeds bytes appended to the file since the last call. Returns records added.
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
-        let before = self.entries.len();
-        self.consumed += bytes.len() as u64;
-        let mut rest = bytes;
-        if !self.pending.is_empty() {
-            match memchr::memchr2(b'\n', 0, rest) {
-                Some(i) => {
-                    let mut line = std::mem::take(&mut self.pending);
-                    line.extend_from_slice(&rest[..i]);
-                    self.parse_record(&line);
-                    rest = &rest[i + 1..];
-                }
-                None => {
-                    self.pending.extend_from_slice(rest);
-                    return 0;
-                }
-            }
-        }
-        let mut start = 0;
-        for i in memchr::memchr2_iter(b'\n', 0, rest) {
-            self.parse_record(&rest[start..i]);
-            start = i + 1;
-        }
-        self.pending.extend_from_slice(&rest[start..]);
-        self.entries.len() - before
+        let new_from = self.data.len();
+        self.data.extend_from_slice(bytes);
+        let Some(last) = memchr::memrchr2(b'\n', 0, &self.data[new_from..]) else { return 0 };
+        let end = new_from + last + 1;
+        self.parse_region(end)
     }
 
     /// Parses an unterminated last record (call when the writer is known to be done).
     pub fn finish(&mut self) -> usize {
-        if self.pending.is_empty() {
+        let end = self.data.len();
+        if self.scan == end {
             return 0;
         }
-        let line = std::mem::take(&mut self.pending);
-        let before = self.entries.len();
-        self.parse_record(&line);
-        self.entries.len() - before
+        self.parse_region(end)
     }
 
-    fn parse_record(&mut self, line: &[u8]) {
-        let line = trim_ascii(line);
-        if line.is_empty() {
-            return;
+    /// Parses the records in `data[scan..end]` (`end` is after a separator or the end of data).
+    fn parse_region(&mut self, end: usize) -> usize {
+        let before = self.entries.len();
+        let region = &mut self.data[self.scan..end];
+        make_utf8(region);
+        let region = &self.data[self.scan..end];
+        self.entries.reserve(region.len() / 64);
+        let mut rec_start = 0;
+        let mut parse = |rec: &[u8], at: usize| match parse_record(rec, at) {
+            Some(e) => self.entries.push(e),
+            None => self.skipped += usize::from(!trim_ascii(rec).is_empty()),
+        };
+        for i in memchr::memchr2_iter(b'\n', 0, region) {
+            parse(&region[rec_start..i], self.scan + rec_start);
+            rec_start = i + 1;
         }
-        let Some((start, rest)) = hex_field(line) else {
-            self.skipped += 1;
-            return;
-        };
-        let Some((size, rest)) = hex_field(rest) else {
-            self.skipped += 1;
-            return;
-        };
-        let (name, tier) = split_tier(rest);
-        let name = String::from_utf8_lossy(name);
-        let (Ok(name_off), Ok(name_len)) = (u32::try_from(self.names.len()), u32::try_from(name.len())) else {
-            self.skipped += 1;
-            return;
-        };
-        self.names.push_str(&name);
-        self.entries.push(Entry { start, size, name_off, name_len, tier });
+        if rec_start < region.len() {
+            parse(&region[rec_start..], self.scan + rec_start);
+        }
+        self.scan = end;
+        self.entries.len() - before
     }
 
     fn ensure_sorted(&mut self) {
@@ -198,9 +179,37 @@ impl PerfMap {
     }
 
     fn symbol(&self, e: &Entry) -> PerfMapSymbol<'_> {
-        let name = self.names.get(e.name_off as usize..(e.name_off as usize + e.name_len as usize)).unwrap_or("");
+        let bytes = self.data.get(e.name_off..e.name_off + e.name_len as usize).unwrap_or(&[]);
+        // make_utf8 ran over every parsed record, and records split at ASCII bytes.
+        let name = std::str::from_utf8(bytes).unwrap_or("");
         let tier = e.tier.checked_sub(1).and_then(|i| TIERS.get(i as usize)).copied();
         PerfMapSymbol { start: e.start, size: e.size, name, tier }
+    }
+}
+
+/// One record at byte `at` of the data; None if malformed.
+fn parse_record(line: &[u8], at: usize) -> Option<Entry> {
+    let trimmed = trim_ascii(line);
+    let at = at + (trimmed.as_ptr() as usize - line.as_ptr() as usize);
+    let (start, rest) = hex_field(trimmed)?;
+    let (size, rest) = hex_field(rest)?;
+    let (name, tier) = split_tier(rest);
+    let name_off = at + (name.as_ptr() as usize - trimmed.as_ptr() as usize);
+    Some(Entry { start, size, name_off, name_len: u32::try_from(name.len()).ok()?, tier })
+}
+
+/// Replaces bytes that are not valid UTF-8 with `?`, in place (lengths stay the same).
+fn make_utf8(mut b: &mut [u8]) {
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(_) => return,
+            Err(e) => {
+                let bad = e.valid_up_to();
+                let len = e.error_len().unwrap_or(b.len() - bad);
+                b[bad..bad + len].fill(b'?');
+                b = &mut b[bad + len..];
+            }
+        }
     }
 }
 
@@ -215,38 +224,47 @@ fn trim_ascii(mut b: &[u8]) -> &[u8] {
 }
 
 /// Parses a hex number (optional `0x`/`0X`) followed by whitespace; returns it and the rest
-/// with leading spaces removed. `None` if no digits, a non-hex byte, or overflow.
+/// with leading spaces removed. `None` if no digits, a non-hex byte, or more than 16 digits.
 fn hex_field(b: &[u8]) -> Option<(u64, &[u8])> {
     let b = match b {
         [b'0', b'x' | b'X', rest @ ..] => rest,
         _ => b,
     };
+    let end = b.iter().position(|&c| c == b' ' || c == b'\t').unwrap_or(b.len());
+    if end == 0 || end > 16 {
+        return None;
+    }
     let mut v: u64 = 0;
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            b'A'..=b'F' => c - b'A' + 10,
-            b' ' | b'\t' => break,
-            _ => return None,
-        };
-        if v >> 60 != 0 {
+    for &c in &b[..end] {
+        let d = HEX[c as usize];
+        if d == 0xFF {
             return None;
         }
         v = (v << 4) | d as u64;
-        i += 1;
     }
-    if i == 0 {
-        return None;
-    }
-    let mut rest = &b[i..];
+    let mut rest = &b[end..];
     while let [b' ' | b'\t', r @ ..] = rest {
         rest = r;
     }
     Some((v, rest))
 }
+
+/// Hex digit values; 0xFF = not a digit.
+const HEX: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
 
 /// Splits a trailing `[Tier]` off a name when Tier is a known tier word.
 fn split_tier(name: &[u8]) -> (&[u8], u8) {
