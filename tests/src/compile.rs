@@ -60,12 +60,15 @@ pub fn compile(name: &str, runtime: Runtime) -> Result<PathBuf, TestbedError> {
         fs::rename(&tmp, &dll)?;
     }
     let config = out_dir.join(format!("{name}.runtimeconfig.json"));
-    fs::write(
-        &config,
-        format!(
-            "{{\"runtimeOptions\":{{\"tfm\":\"net{v}\",\"framework\":{{\"name\":\"Microsoft.NETCore.App\",\"version\":\"{v}\"}}}}}}\n",
-            v = runtime.framework_version()
-        ),
-    )?;
+    let text = format!(
+        "{{\"runtimeOptions\":{{\"tfm\":\"net{v}\",\"framework\":{{\"name\":\"Microsoft.NETCore.App\",\"version\":\"{v}\"}}}}}}\n",
+        v = runtime.framework_version()
+    );
+    // Written once, atomically: a host starting meanwhile must never read it half-written.
+    if fs::read_to_string(&config).ok().as_deref() != Some(text.as_str()) {
+        let tmp = out_dir.join(format!("{name}.runtimeconfig.json.{}.tmp", std::process::id()));
+        fs::write(&tmp, &text)?;
+        fs::rename(&tmp, &config)?;
+    }
     Ok(dll)
 }
