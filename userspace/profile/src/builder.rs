@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::error::ProfileError;
 use crate::hash::FastMap;
+use crate::strings::StringTable;
 use crate::model::{
     Frame, FrameId, LabelSet, LabelSetId, Marker, Period, Profile, SampleRec, SampleType, StackId,
 };
@@ -20,6 +21,7 @@ pub struct ProfileBuilder {
     stack_ids: FastMap<Arc<[FrameId]>, StackId>,
     label_ids: FastMap<LabelSet, LabelSetId>,
     aggregated: FastMap<(StackId, LabelSetId), u32>,
+    strings: StringTable,
 }
 
 fn next_id(len: usize, what: &'static str) -> Result<u32, ProfileError> {
@@ -32,11 +34,19 @@ impl ProfileBuilder {
     }
 
     /// Continue building on an existing profile (e.g. to merge more into it).
-    pub fn from_profile(p: Profile) -> Self {
+    pub fn from_profile(mut p: Profile) -> Self {
+        let mut strings = StringTable::default();
+        for f in &mut p.frames {
+            strings.share_frame(f);
+        }
+        for l in &mut p.label_sets {
+            strings.share_labels(l);
+        }
         let mut b = ProfileBuilder {
             frame_ids: p.frames.iter().enumerate().map(|(i, f)| (f.clone(), FrameId(i as u32))).collect(),
             stack_ids: p.stacks.iter().enumerate().map(|(i, s)| (s.clone(), StackId(i as u32))).collect(),
             label_ids: p.label_sets.iter().enumerate().map(|(i, l)| (l.clone(), LabelSetId(i as u32))).collect(),
+            strings,
             ..ProfileBuilder::default()
         };
         for (i, s) in p.samples.iter().enumerate() {
@@ -46,6 +56,11 @@ impl ProfileBuilder {
         }
         b.p = p;
         b
+    }
+
+    /// Distinct strings interned so far (frame names, modules, attributes, labels).
+    pub fn string_count(&self) -> usize {
+        self.strings.len()
     }
 
     pub fn sample_types(&self) -> &[SampleType] {
@@ -78,6 +93,8 @@ impl ProfileBuilder {
             return Ok(id);
         }
         let id = FrameId(next_id(self.p.frames.len(), "frames")?);
+        let mut frame = frame;
+        self.strings.share_frame(&mut frame);
         self.p.frames.push(frame.clone());
         self.frame_ids.insert(frame, id);
         Ok(id)
@@ -103,6 +120,8 @@ impl ProfileBuilder {
             return Ok(id);
         }
         let id = LabelSetId(next_id(self.p.label_sets.len(), "label sets")?);
+        let mut labels = labels;
+        self.strings.share_labels(&mut labels);
         self.p.label_sets.push(labels.clone());
         self.label_ids.insert(labels, id);
         Ok(id)

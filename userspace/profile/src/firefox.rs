@@ -157,7 +157,7 @@ impl<'a> Builder<'a> {
         for id in p.stack(stack).unwrap_or(&[]) {
             if let Some(f) = p.frame(*id) {
                 let category: CategoryPairHandle = self.cats.for_frame(f).into();
-                let label = if f.module.is_empty() { f.name.clone() } else { format!("{}!{}", f.module, f.name) };
+                let label = if f.module.is_empty() { f.name.to_string() } else { format!("{}!{}", f.module, f.name) };
                 let label = self.fp.intern_string(&label);
                 infos.push(FrameInfo { frame: fx::Frame::Label(label), category_pair: category, flags: FrameFlags::empty() });
             }

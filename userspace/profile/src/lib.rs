@@ -34,6 +34,7 @@
 mod builder;
 mod error;
 mod hash;
+mod strings;
 pub mod model;
 pub(crate) mod output;
 
@@ -47,6 +48,6 @@ pub mod svg;
 pub use builder::ProfileBuilder;
 pub use error::ProfileError;
 pub use model::{
-    Frame, FrameId, FrameKind, LabelSet, LabelSetId, Marker, Period, Profile, Sample, SampleType, StackId,
+    Frame, FrameId, FrameKind, LabelSet, LabelSetId, Marker, Period, Profile, Sample, SampleType, StackId, Str,
     kinds, units,
 };

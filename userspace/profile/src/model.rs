@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+pub use crate::strings::Str;
+
 /// Well-known sample kinds recorded by clrprobe.
 pub mod kinds {
     pub const CPU: &str = "cpu";
@@ -105,18 +107,18 @@ impl FrameKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     /// Function name, e.g. `System.String.Concat(string,string)` or `__x64_sys_read`.
-    pub name: String,
+    pub name: Str,
     /// Module (DLL, shared object, `[kernel]`), empty if unknown.
-    pub module: String,
+    pub module: Str,
     pub kind: FrameKind,
     /// Instruction address, or 0 when the frame has none (synthetic / aggregated by name).
     pub address: u64,
     /// Extra attributes, e.g. `("tier", "Tier1")`, `("il_offset", "0x12")`.
-    pub attrs: Vec<(String, String)>,
+    pub attrs: Vec<(Str, Str)>,
 }
 
 impl Frame {
-    pub fn new(name: impl Into<String>, module: impl Into<String>, kind: FrameKind) -> Self {
+    pub fn new(name: impl Into<Str>, module: impl Into<Str>, kind: FrameKind) -> Self {
         Frame { name: name.into(), module: module.into(), kind, address: 0, attrs: Vec::new() }
     }
 
@@ -125,14 +127,14 @@ impl Frame {
         self
     }
 
-    pub fn with_attr(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_attr(mut self, key: impl Into<Str>, value: impl Into<Str>) -> Self {
         self.attrs.push((key.into(), value.into()));
         self
     }
 
     /// Value of attribute `key`, if present.
     pub fn attr(&self, key: &str) -> Option<&str> {
-        self.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.attrs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
     }
 }
 
@@ -168,12 +170,12 @@ id_type!(
 pub struct LabelSet {
     pub pid: Option<u32>,
     pub tid: Option<u32>,
-    pub process_name: Option<String>,
-    pub thread_name: Option<String>,
+    pub process_name: Option<Str>,
+    pub thread_name: Option<Str>,
     /// Free string labels: exception type/message, heap kind, lock owner, ...
-    pub strings: Vec<(String, String)>,
+    pub strings: Vec<(Str, Str)>,
     /// Free numeric labels.
-    pub numbers: Vec<(String, i64)>,
+    pub numbers: Vec<(Str, i64)>,
 }
 
 impl LabelSet {
@@ -181,19 +183,19 @@ impl LabelSet {
         LabelSet { pid: Some(pid), tid: Some(tid), ..LabelSet::default() }
     }
 
-    pub fn with_string(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+    pub fn with_string(mut self, key: impl Into<Str>, value: impl Into<Str>) -> Self {
         self.strings.push((key.into(), value.into()));
         self
     }
 
-    pub fn with_number(mut self, key: impl Into<String>, value: i64) -> Self {
+    pub fn with_number(mut self, key: impl Into<Str>, value: i64) -> Self {
         self.numbers.push((key.into(), value));
         self
     }
 
     /// Value of the string label `key`, if present.
     pub fn string(&self, key: &str) -> Option<&str> {
-        self.strings.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.strings.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
     }
 }
 

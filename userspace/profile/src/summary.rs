@@ -2,14 +2,14 @@
 
 use crate::error::ProfileError;
 use crate::hash::FastMap;
-use crate::model::{FrameKind, Profile};
+use crate::model::{FrameKind, Profile, Str};
 
 /// One function's share of a sample type. Frames that differ only in address or attributes
 /// count as the same function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FunctionTotal {
-    pub name: String,
-    pub module: String,
+    pub name: Str,
+    pub module: Str,
     pub kind: FrameKind,
     /// Value of samples whose leaf is this function.
     pub self_value: i64,

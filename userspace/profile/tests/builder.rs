@@ -105,3 +105,20 @@ fn merge_rejects_unit_mismatch() {
     let err = m.merge(&b).unwrap_err();
     assert!(matches!(err, ProfileError::UnitMismatch { .. }), "{err}");
 }
+
+#[test]
+fn equal_strings_share_one_allocation() {
+    let mut b = ProfileBuilder::new(vec![SampleType::new(kinds::CPU, units::SAMPLES)]);
+    let a = b.intern_frame(Frame::new("A", String::from("System.Private.CoreLib.dll"), FrameKind::Jit)).unwrap();
+    let c = b.intern_frame(Frame::new("B", String::from("System.Private.CoreLib.dll"), FrameKind::Jit)).unwrap();
+    let l = b.intern_labels(LabelSet::default().with_string("System.Private.CoreLib.dll", "A")).unwrap();
+    assert_eq!(b.string_count(), 3, "A, B and the module");
+    let (fa, fc) = (b.frame(a).unwrap().module.clone(), b.frame(c).unwrap().module.clone());
+    assert!(clrprobe_profile::Str::ptr_eq(&fa, &fc));
+    let p = b.build();
+    let key = &p.labels(l).unwrap().strings[0].0;
+    assert!(clrprobe_profile::Str::ptr_eq(key, &fa));
+    // A profile read back (or merged) shares again.
+    let back = ProfileBuilder::from_profile(clrprobe_profile::pprof::decode(&clrprobe_profile::pprof::encode(&p).unwrap()).unwrap());
+    assert_eq!(back.string_count(), 3);
+}

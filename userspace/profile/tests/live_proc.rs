@@ -73,8 +73,8 @@ fn sample_process(pid: u32) -> Observed {
             }
             let labels = b
                 .intern_labels(LabelSet {
-                    process_name: Some(process_name.clone()),
-                    thread_name: Some(name),
+                    process_name: Some(process_name.as_str().into()),
+                    thread_name: Some(name.into()),
                     ..LabelSet::thread(pid, tid)
                 }.with_string("state", state.to_string()))
                 .unwrap();

@@ -336,5 +336,5 @@ fn reads_foreign_pprof_with_inlining() {
     );
     assert!(p.frames().iter().all(|f| f.kind == FrameKind::Unknown));
     // "thread" with a number is a free numeric label, not our thread name.
-    assert_eq!(p.labels(s.labels).unwrap().numbers, [("thread".to_owned(), 3)]);
+    assert_eq!(p.labels(s.labels).unwrap().numbers, [("thread".into(), 3)]);
 }

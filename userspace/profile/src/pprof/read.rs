@@ -11,7 +11,7 @@ use super::{COMMENT_FRAMES, COMMENT_MARKERS, FrameExtra, KEY_PID, KEY_PROCESS, K
 use crate::builder::ProfileBuilder;
 use crate::error::ProfileError;
 use crate::hash::FastMap;
-use crate::model::{Frame, FrameId, FrameKind, LabelSet, Marker, Period, Profile, SampleType};
+use crate::model::{Frame, FrameId, FrameKind, LabelSet, Marker, Period, Profile, SampleType, Str};
 
 /// Refuse to inflate past this: a real profile is far smaller, a gzip bomb is not.
 const MAX_INFLATED: u64 = 1 << 30;
@@ -79,7 +79,7 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
     b.set_start_time_ns(u64::try_from(msg.time_nanos).unwrap_or(0));
     b.set_duration_ns(u64::try_from(msg.duration_nanos).unwrap_or(0));
 
-    let mut extras: FastMap<u64, (FrameKind, Vec<(String, String)>)> = FastMap::default();
+    let mut extras: FastMap<u64, (FrameKind, Vec<(Str, Str)>)> = FastMap::default();
     for &c in &msg.comment {
         let text = s.get(c, "comment")?;
         if let Some(json) = text.strip_prefix(COMMENT_FRAMES) {
@@ -88,7 +88,7 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
             for e in list {
                 let kind = FrameKind::parse(&e.kind)
                     .ok_or_else(|| ProfileError::corrupt(format!("unknown frame kind {:?}", e.kind)))?;
-                extras.insert(e.loc, (kind, e.attrs));
+                extras.insert(e.loc, (kind, e.attrs.into_iter().map(|(k, v)| (k.into(), v.into())).collect()));
             }
         } else if let Some(json) = text.strip_prefix(COMMENT_MARKERS) {
             let list: Vec<MarkerJson> = serde_json::from_str(json)
@@ -135,8 +135,8 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
         let (kind, attrs) = extras.remove(&loc.id).unwrap_or((FrameKind::Unknown, Vec::new()));
         let mut frames = Vec::with_capacity(loc.line.len().max(1));
         let make = |name: &str, file: &str| Frame {
-            name: name.to_owned(),
-            module: module.unwrap_or(file).to_owned(),
+            name: name.into(),
+            module: module.unwrap_or(file).into(),
             kind,
             address: loc.address,
             attrs: attrs.clone(),
@@ -179,11 +179,11 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
         for l in &sample.label {
             let key = s.get(l.key, "label key")?;
             if l.str != 0 {
-                let val = s.get(l.str, "label value")?.to_owned();
+                let val = Str::from(s.get(l.str, "label value")?);
                 match key {
                     KEY_PROCESS => labels.process_name = Some(val),
                     KEY_THREAD => labels.thread_name = Some(val),
-                    _ => labels.strings.push((key.to_owned(), val)),
+                    _ => labels.strings.push((key.into(), val)),
                 }
             } else {
                 match key {
@@ -194,7 +194,7 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
                             ProfileError::corrupt(format!("sample {n} has negative timestamp {}", l.num))
                         })?)
                     }
-                    _ => labels.numbers.push((key.to_owned(), l.num)),
+                    _ => labels.numbers.push((key.into(), l.num)),
                 }
             }
         }

@@ -109,7 +109,8 @@ fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
             is_folded: false,
         });
         if f.kind != FrameKind::Unknown || !f.attrs.is_empty() {
-            extras.push(FrameExtra { loc: loc_id, kind: f.kind.as_str().to_owned(), attrs: f.attrs.clone() });
+            let attrs = f.attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            extras.push(FrameExtra { loc: loc_id, kind: f.kind.as_str().to_owned(), attrs });
         }
     }
 
