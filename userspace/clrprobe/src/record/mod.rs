@@ -86,6 +86,13 @@ pub fn run(
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let mut summary = RecordSummary::default();
+    // Samples first: the time to the first sample is what a user waits for.
+    let (mut sampler, fallback) = sampler::start(args.sampler, &args.pids, args.freq)?;
+    summary.sampler = Some(sampler.kind());
+    if let Some(why) = fallback {
+        summary.warnings.push(why);
+    }
+    summary.time_to_attach = started.elapsed();
     let mut guards = Vec::new();
     let mut sessions = Vec::new();
     let mut resolver = FrameResolver::new();
@@ -106,12 +113,6 @@ pub fn run(
             }
         }
     }
-    let (mut sampler, fallback) = sampler::start(args.sampler, &args.pids, args.freq)?;
-    summary.sampler = Some(sampler.kind());
-    if let Some(why) = fallback {
-        summary.warnings.push(why);
-    }
-    summary.time_to_attach = started.elapsed();
 
     let mut agg: HashMap<AggKey, u64> = HashMap::new();
     let absorb = |agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver| {
