@@ -200,8 +200,8 @@ fn build_profile(
         let stack = b.intern_stack(&ids)?;
         let pname = process_names.entry(*pid).or_insert_with(|| process_name(*pid)).clone();
         let mut labels = LabelSet::thread(*pid, *tid);
-        labels.thread_name = Some(comm.clone());
-        labels.process_name = Some(pname);
+        labels.thread_name = Some(comm.as_str().into());
+        labels.process_name = Some(pname.as_str().into());
         let labels = b.intern_labels(labels)?;
         b.add_sample(stack, &[count as i64], labels)?;
     }

@@ -77,7 +77,7 @@ impl RecordSummary {
             .filter_map(|(i, n)| {
                 let f = p.frames().get(i)?;
                 Some(TopFrame {
-                    name: f.name.clone(),
+                    name: f.name.to_string(),
                     kind: f.kind.as_str().to_string(),
                     self_samples: n,
                     total_samples: total_counts.get(&i).copied().unwrap_or(n),
