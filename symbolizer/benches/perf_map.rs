@@ -98,5 +98,75 @@ fn bench(c: &mut Criterion) {
     let _ = std::fs::remove_file(&path);
 }
 
-criterion_group!(benches, bench);
+/// Symbolizing 10k addresses of a live .NET 8 process (JIT, R2R CoreLib, libcoreclr, libc)
+/// with a warm cache, against blazesym's own process source on the same addresses.
+fn bench_live(c: &mut Criterion) {
+    use blazesym::symbolize::source::{Process, Source};
+    use blazesym::symbolize::{Input, Symbolizer};
+    use clrprobe_symbolizer::{FrameKind, ProcessSymbolizer};
+    use clrprobe_tests::Workload;
+
+    let w = Workload::new("Cpu", Runtime::Net8).arg(60).env("DOTNET_PerfMapEnabled", "1").start().unwrap_or_else(|e| panic!("{e}"));
+    let _ = w.wait_for_line("tick 3", Duration::from_secs(20));
+    let mut s = ProcessSymbolizer::new(w.pid).unwrap_or_else(|e| panic!("{e}"));
+    let exec: Vec<(u64, u64)> =
+        s.maps().mappings.iter().filter(|m| m.executable && m.path().is_some()).map(|m| (m.start, m.end)).collect();
+    let jit: Vec<u64> = {
+        let mut m = s.perf_map().clone();
+        m.iter().map(|r| r.start + r.size / 2).collect()
+    };
+    let mut addrs = Vec::with_capacity(10_000);
+    for i in 0..10_000usize {
+        if i % 3 == 0 && !jit.is_empty() {
+            addrs.push(jit[i % jit.len()]);
+        } else {
+            let (a, b) = exec[i % exec.len()];
+            addrs.push(a + (i as u64 * 4099) % (b - a));
+        }
+    }
+    // blazesym's process source fails a whole batch on a non-ELF executable mapping (CoreLib,
+    // the memfd JIT heap), so it gets only the addresses inside ELF files.
+    let elf_ranges: Vec<(u64, u64)> = s
+        .maps()
+        .mappings
+        .iter()
+        .filter(|m| m.executable && m.path().is_some_and(|p| p.contains(".so") || !p.ends_with(".dll")))
+        .map(|m| (m.start, m.end))
+        .collect();
+    let native: Vec<u64> = addrs.iter().copied().filter(|&a| elf_ranges.iter().any(|&(x, y)| a >= x && a < y)).collect();
+    let frames = s.symbolize(&addrs);
+    let count = |k: FrameKind| frames.iter().filter(|f| f.kind == k).count();
+    let blaze = Symbolizer::new();
+    let mut src = Process::new(w.pid.into());
+    src.perf_map = false;
+    src.debug_syms = false;
+    let src = Source::Process(src);
+    let peer_named = match blaze.symbolize(&src, Input::AbsAddr(&native)) {
+        Ok(v) => v.iter().filter(|s| s.as_sym().is_some()).count(),
+        Err(e) => panic!("blazesym process source: {e:?}"),
+    };
+
+    let mut g = c.benchmark_group("symbolize_live_10k");
+    g.sample_size(10);
+    g.bench_function("clrprobe ProcessSymbolizer, all (warm)", |b| b.iter(|| s.symbolize(black_box(&addrs))));
+    g.bench_function("clrprobe ProcessSymbolizer, ELF only (warm)", |b| b.iter(|| s.symbolize(black_box(&native))));
+    g.bench_function("blazesym Process source, ELF only (warm)", |b| b.iter(|| blaze.symbolize(&src, Input::AbsAddr(black_box(&native))).map(|v| v.len())));
+    g.finish();
+    let all = time(5, || s.symbolize(&addrs));
+    let ours = time(5, || s.symbolize(&native));
+    let ours_named = s.symbolize(&native).iter().filter(|f| f.kind == FrameKind::Native).count();
+    let peer = time(5, || blaze.symbolize(&src, Input::AbsAddr(&native)).map(|v| v.len()));
+    println!(
+        "symbolize {} live addresses: clrprobe {all:?} ({} JIT, {} R2R, {} native, {} unknown); the {} in ELF files: clrprobe {ours:?} ({ours_named} named), blazesym process source {peer:?} ({peer_named} named); blazesym/clrprobe = {:.2}x",
+        addrs.len(),
+        count(FrameKind::Jit),
+        count(FrameKind::ReadyToRun),
+        count(FrameKind::Native),
+        count(FrameKind::Unknown),
+        native.len(),
+        peer.as_secs_f64() / ours.as_secs_f64()
+    );
+}
+
+criterion_group!(benches, bench, bench_live);
 criterion_main!(benches);

@@ -156,22 +156,28 @@ impl ProcessSymbolizer {
         // ELF work, grouped per file: path -> (frame index, file offset).
         let mut elf: HashMap<String, Vec<(usize, u64)>> = HashMap::new();
         let mut refreshed = false;
+        // Taken out for the loop so frames can borrow mappings while `self` is mutated.
+        let mut maps = std::mem::take(&mut self.maps);
         for (i, &addr) in addrs.iter().enumerate() {
             if is_kernel_address(addr) {
                 frames[i] = Some(self.kernel_frame(addr));
                 continue;
             }
-            let mut mapping = self.maps.find(addr).cloned();
-            if mapping.is_none() && !refreshed && self.perf_map.lookup_sorted(addr).is_none() {
+            if maps.find(addr).is_none() && !refreshed && self.perf_map.lookup_sorted(addr).is_none() {
+                // New mappings since the last read (a freshly loaded library)?
                 refreshed = true;
-                let _ = self.refresh_maps();
-                mapping = self.maps.find(addr).cloned();
+                if let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))
+                    && let Ok(fresh) = Maps::parse(&text)
+                {
+                    maps = fresh;
+                }
             }
-            frames[i] = match mapping {
-                Some(m) => self.mapped_frame(addr, &m, i, &mut elf),
+            frames[i] = match maps.find(addr) {
+                Some(m) => self.mapped_frame(addr, m, i, &mut elf),
                 None => Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(None, 0, addr))),
             };
         }
+        self.maps = maps;
         for (path, items) in elf {
             let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
             let module = module_name(&path);
