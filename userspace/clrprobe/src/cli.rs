@@ -18,6 +18,37 @@ pub enum Command {
     Probe(ProbeCmd),
     /// Records a profile of running .NET processes (CPU samples with named frames).
     Record(RecordCmd),
+    /// Records an EventPipe session to a .nettrace file, or dumps a file's events decoded.
+    Trace(TraceCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct TraceCmd {
+    /// Process to trace.
+    #[arg(short = 'p', long = "pid", required_unless_present = "dump")]
+    pub pid: Option<u32>,
+    /// Providers: runtime keyword sets like `gc+exception+contention:verbose`, or
+    /// `Name[:keywords[:level[:key=value;...]]]` (comma separated).
+    #[arg(long, default_value = "gc+exception+contention+loader+jit:verbose")]
+    pub providers: String,
+    /// Seconds to trace (default: until Ctrl-C or the target exits).
+    #[arg(short, long)]
+    pub duration: Option<f64>,
+    /// Output file.
+    #[arg(short, long, default_value = "trace.nettrace")]
+    pub output: PathBuf,
+    /// No rundown (method/module names) at the end.
+    #[arg(long)]
+    pub no_rundown: bool,
+    /// Session buffer size in MB.
+    #[arg(long, default_value_t = 256)]
+    pub buffer_mb: u32,
+    /// Print the events of a .nettrace file instead of recording.
+    #[arg(long, value_name = "FILE", conflicts_with = "pid")]
+    pub dump: Option<PathBuf>,
+    /// With --dump: JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

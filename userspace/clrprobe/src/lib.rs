@@ -7,6 +7,7 @@ pub mod formats;
 pub mod bpf;
 #[cfg(target_os = "linux")]
 pub mod probe;
+pub mod trace;
 #[cfg(target_os = "linux")]
 pub mod sampler;
 #[cfg(target_os = "linux")]

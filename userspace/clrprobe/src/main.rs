@@ -31,7 +31,52 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Probe(cmd) => probe(cmd),
         Command::Record(cmd) => record(cmd),
+        Command::Trace(cmd) => trace(cmd),
     }
+}
+
+fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    use clrprobe::trace;
+    if let Some(file) = &cmd.dump {
+        let stdout = std::io::stdout();
+        let stats = trace::dump(file, cmd.json, std::io::BufWriter::new(stdout.lock()))?;
+        eprintln!(
+            "clrprobe: {} events, {} dropped, {} not decoded, stream {}",
+            stats.events, stats.dropped_events, stats.decode_errors, stats.status
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let pid = cmd.pid.context("--pid is required")?;
+    let providers = clrprobe_eventpipe::ipc::parse_providers(&cmd.providers).context("--providers")?;
+    let args = trace::TraceArgs {
+        pid,
+        providers,
+        duration: cmd.duration.map(std::time::Duration::from_secs_f64),
+        output: cmd.output.clone(),
+        rundown: !cmd.no_rundown,
+        buffer_mb: cmd.buffer_mb,
+    };
+    let s = trace::record_to_file(&args, trace_stop_flag())?;
+    eprintln!(
+        "clrprobe: wrote {} ({} bytes, {:.1} s, ended by {})",
+        cmd.output.display(),
+        s.bytes,
+        s.seconds,
+        s.ended_by
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(target_os = "linux")]
+fn trace_stop_flag() -> &'static std::sync::atomic::AtomicBool {
+    clrprobe::signals::stop_flag()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn trace_stop_flag() -> &'static std::sync::atomic::AtomicBool {
+    static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    &NEVER
 }
 
 #[cfg(target_os = "linux")]

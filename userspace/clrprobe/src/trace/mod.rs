@@ -1,0 +1,8 @@
+//! `clrprobe trace`: records an EventPipe session of a process to a `.nettrace` file (the
+//! runtime's own bytes, readable by PerfView and TraceEvent), and `--dump` prints a file's
+//! events decoded, as text or JSON lines.
+mod dump;
+mod record;
+
+pub use dump::{DumpStats, dump};
+pub use record::{TraceArgs, TraceError, TraceSummary, record_to_file};

@@ -1,0 +1,85 @@
+//! Recording a session's stream to a file.
+use std::{
+    fs::File,
+    io::{BufWriter, Write},
+    path::PathBuf,
+    sync::atomic::{AtomicBool, Ordering},
+    time::{Duration, Instant},
+};
+
+use clrprobe_eventpipe::ipc::{Client, IpcError, ProviderConfig, SessionConfig};
+use serde::Serialize;
+
+#[derive(Debug, Clone)]
+pub struct TraceArgs {
+    pub pid: u32,
+    pub providers: Vec<ProviderConfig>,
+    pub duration: Option<Duration>,
+    pub output: PathBuf,
+    pub rundown: bool,
+    pub buffer_mb: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("EventPipe session on pid {pid}: {source}")]
+    Ipc { pid: u32, #[source] source: IpcError },
+    #[error("writing {path}: {source} (free space or choose another -o; the bytes before the error are in the file)")]
+    Write { path: PathBuf, #[source] source: std::io::Error },
+    #[error("creating {path}: {source}")]
+    Create { path: PathBuf, #[source] source: std::io::Error },
+}
+
+#[derive(Debug, Serialize)]
+pub struct TraceSummary {
+    pub session_id: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Why the recording ended.
+    pub ended_by: &'static str,
+}
+
+/// Copies the session stream into `args.output` until `stop`, the duration, or the target's
+/// exit; then stops the session (the rundown follows) and copies the rest.
+pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummary, TraceError> {
+    let pid = args.pid;
+    let config = SessionConfig {
+        circular_buffer_mb: args.buffer_mb,
+        request_rundown: args.rundown,
+        request_stackwalk: true,
+        providers: args.providers.clone(),
+    };
+    let file = File::create(&args.output).map_err(|source| TraceError::Create { path: args.output.clone(), source })?;
+    let client = Client::for_pid(pid).map_err(|source| TraceError::Ipc { pid, source })?;
+    let mut session = client.start_session(&config).map_err(|source| TraceError::Ipc { pid, source })?;
+    let session_id = session.id();
+    let stop_handle = session.stop_handle();
+    let started = Instant::now();
+    let path = args.output.clone();
+    // The copy runs on its own thread; the runtime closes the stream after StopTracing.
+    let copier = std::thread::spawn(move || -> Result<u64, std::io::Error> {
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        let n = std::io::copy(&mut session, &mut w)?;
+        w.flush()?;
+        Ok(n)
+    });
+    let ended_by = loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if stop.load(Ordering::SeqCst) {
+            break "signal";
+        }
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            break "duration";
+        }
+        if copier.is_finished() {
+            break "target exit";
+        }
+    };
+    let _ = stop_handle.stop();
+    let bytes = match copier.join() {
+        Ok(Ok(n)) => n,
+        Ok(Err(source)) => return Err(TraceError::Write { path, source }),
+        Err(_) => 0,
+    };
+    Ok(TraceSummary { session_id, bytes, seconds: started.elapsed().as_secs_f64(), ended_by })
+}
