@@ -16,7 +16,8 @@ use crate::{Error, Frame, FrameKind, Maps, PerfMap};
 pub struct ProcessSymbolizer {
     pid: u32,
     root: PathBuf,
-    /// The process sees the same root as we do: mapped paths work as they are.
+    /// The process shares our mount namespace and root: mapped paths work as they are (and
+    /// the ELF cache, keyed by path, is shared with other such processes).
     same_root: bool,
     maps: Maps,
     perf_map: PerfMap,
@@ -35,10 +36,16 @@ impl ProcessSymbolizer {
     pub fn with_cache(pid: u32, cache: Arc<ImageCache>) -> Result<Self, Error> {
         let proc = PathBuf::from(format!("/proc/{pid}"));
         let root = proc.join("root");
-        let same_root = match (std::fs::metadata(&root), std::fs::metadata("/")) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        // Same mount namespace and same root directory: mapped paths work as they are here.
+        let same_ns = match (std::fs::read_link(proc.join("ns/mnt")), std::fs::read_link("/proc/self/ns/mnt")) {
+            (Ok(a), Ok(b)) => a == b,
             _ => false,
         };
+        let same_root = same_ns
+            && match (std::fs::metadata(&root), std::fs::metadata("/")) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            };
         // The runtime names the file after its pid inside its own pid namespace.
         let ns_pid = std::fs::read_to_string(proc.join("status"))
             .ok()
