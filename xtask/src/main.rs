@@ -1,4 +1,5 @@
 //! `cargo xtask`: builds the BPF programs, sets up the .NET test bed, and runs every test.
+mod bench;
 mod cache;
 mod demo;
 mod dotnet;
@@ -37,6 +38,13 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         seconds: u32,
     },
+    /// Overhead of `clrprobe record` vs `perf record -g` on a CPU-bound .NET app, and time to attach.
+    Bench {
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = 6)]
+        seconds: u32,
+    },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
     /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
@@ -64,6 +72,7 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
+        Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())

@@ -1,0 +1,115 @@
+//! `cargo xtask bench`: overhead of `clrprobe record` on a CPU-bound .NET workload, next to
+//! `perf record -g` measured in the same run, and clrprobe's time to first sample.
+use std::{
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use clrprobe_tests::{Runtime, Workload};
+
+use crate::{dotnet, ebpf, util};
+
+#[derive(Clone, Copy, Debug)]
+enum Config {
+    Alone,
+    Clrprobe(u64),
+    Perf(u64),
+}
+
+impl Config {
+    fn name(self) -> String {
+        match self {
+            Config::Alone => "alone".into(),
+            Config::Clrprobe(f) => format!("clrprobe record -F {f}"),
+            Config::Perf(f) => format!("perf record -g -F {f}"),
+        }
+    }
+}
+
+const CONFIGS: [Config; 5] = [Config::Alone, Config::Clrprobe(99), Config::Clrprobe(999), Config::Perf(99), Config::Perf(999)];
+
+pub fn run(runs: usize, seconds: u32) -> Result<()> {
+    dotnet::setup()?;
+    util::ensure_apt("perf", "linux-perf", "the peer profiler the benchmark compares with")?;
+    let bin = ebpf::build_userspace()?;
+    if !util::is_root() {
+        bail!("the benchmark loads BPF programs: run it as root");
+    }
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len()];
+    let mut attach_ms = Vec::new();
+    for run in 0..runs {
+        for (i, &c) in CONFIGS.iter().enumerate() {
+            let (rate, attach) = one(&bin, c, seconds, &tmp)?;
+            eprintln!("run {}/{runs}: {:<24} {rate:>8.1} rounds/s", run + 1, c.name());
+            results[i].push(rate);
+            attach_ms.extend(attach);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let base = median(&mut results[0].clone());
+    println!("\nCPU-bound .NET 8 workload (tests/workloads/Cpu.cs), {seconds} s per run, median of {runs} runs, 2 cores:");
+    println!("{:<26} {:>12} {:>12}", "configuration", "rounds/s", "slowdown");
+    for (i, &c) in CONFIGS.iter().enumerate() {
+        let m = median(&mut results[i].clone());
+        println!("{:<26} {:>12.1} {:>11.2}%", c.name(), m, (1.0 - m / base) * 100.0);
+    }
+    attach_ms.sort_by(|a, b| a.total_cmp(b));
+    if !attach_ms.is_empty() {
+        println!(
+            "clrprobe time from start to sampling: median {:.0} ms, max {:.0} ms over {} runs",
+            attach_ms[attach_ms.len() / 2],
+            attach_ms[attach_ms.len() - 1],
+            attach_ms.len()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// Runs the workload once under `c`; returns its rounds per second and clrprobe's attach time.
+fn one(bin: &std::path::Path, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
+    let mut w = Workload::new("Cpu", Runtime::Net8).arg(seconds).start().context("starting the workload")?;
+    let pid = w.pid.to_string();
+    let mut attach = None;
+    let profiler = match c {
+        Config::Alone => None,
+        Config::Clrprobe(f) => Some(
+            Command::new(bin)
+                .args(["record", "--quiet", "--json", "-p", &pid, "-F", &f.to_string(), "--format", "pprof", "-o"])
+                .arg(tmp.join("clrprobe"))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::Perf(f) => Some(
+            Command::new("perf")
+                .args(["record", "-g", "-F", &f.to_string(), "-p", &pid, "-o"])
+                .arg(tmp.join("perf.data"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+    };
+    w.wait(Duration::from_secs(seconds as u64 + 30));
+    if let Some(p) = profiler {
+        let out = p.wait_with_output()?;
+        if let Config::Clrprobe(_) = c {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("clrprobe summary")?;
+            attach = v["time_to_attach"].as_f64().map(|s| s * 1e3);
+        }
+    }
+    let rounds: f64 = w
+        .output()
+        .iter()
+        .find_map(|l| l.strip_prefix("rounds=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()))
+        .context("the workload did not print rounds=")?;
+    Ok((rounds / seconds as f64, attach))
+}
