@@ -1,0 +1,212 @@
+//! The event → sample state machine.
+use std::{collections::HashMap, sync::Arc};
+
+use clr_events::ClrEvent;
+use clrprobe_profile::{Frame, FrameKind, LabelSet, ProfileBuilder, ProfileError, SampleType, kinds, units};
+
+use crate::{
+    EventInput, FrameSource,
+    alloc::{estimate_sampled, estimate_tick},
+    contention::Waits,
+    exceptions::Exceptions,
+    report::EventReport,
+    threads::ThreadTable,
+};
+
+/// Which event kinds to turn into samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kinds {
+    pub alloc: bool,
+    pub exceptions: bool,
+    pub contention: bool,
+}
+
+impl Kinds {
+    pub const ALL: Kinds = Kinds { alloc: true, exceptions: true, contention: true };
+
+    /// The sample types these kinds fill, in a fixed order.
+    pub fn sample_types(&self) -> Vec<SampleType> {
+        let mut v = Vec::new();
+        if self.alloc {
+            v.push(SampleType::new(kinds::ALLOC_BYTES, units::BYTES));
+            v.push(SampleType::new(kinds::ALLOC_COUNT, units::COUNT));
+        }
+        if self.exceptions {
+            v.push(SampleType::new(kinds::EXCEPTIONS, units::COUNT));
+        }
+        if self.contention {
+            v.push(SampleType::new(kinds::CONTENTION_NS, units::NANOSECONDS));
+            v.push(SampleType::new(kinds::CONTENTION_COUNT, units::COUNT));
+        }
+        v
+    }
+}
+
+/// A sample waiting for symbolization: raw stack, a synthetic leaf (type name), values by kind.
+#[derive(Debug, Clone)]
+pub struct PendingSample {
+    pub pid: u32,
+    pub tid: u64,
+    pub stack: Arc<[u64]>,
+    /// Appended below the stack's leaf: the allocated or thrown type.
+    pub leaf: Option<Frame>,
+    /// (kind, value) pairs.
+    pub values: Vec<(&'static str, i64)>,
+    pub labels: Vec<(String, String)>,
+}
+
+/// Collects event samples of one or more processes.
+#[derive(Debug)]
+pub struct EventProfiles {
+    kinds: Kinds,
+    samples: Vec<PendingSample>,
+    /// Aggregation: identical (pid, tid, stack, leaf, labels) add up.
+    index: HashMap<(u32, u64, Arc<[u64]>, Option<String>, Vec<(String, String)>), usize>,
+    pub threads: ThreadTable,
+    exceptions: Exceptions,
+    waits: Waits,
+    alloc_by_type: HashMap<String, (f64, f64)>,
+    pub events: u64,
+}
+
+impl EventProfiles {
+    pub fn new(kinds: Kinds) -> Self {
+        Self {
+            kinds,
+            samples: Vec::new(),
+            index: HashMap::new(),
+            threads: ThreadTable::default(),
+            exceptions: Exceptions::default(),
+            waits: Waits::default(),
+            alloc_by_type: HashMap::new(),
+            events: 0,
+        }
+    }
+
+    pub fn kinds(&self) -> Kinds {
+        self.kinds
+    }
+
+    /// Feeds one event.
+    pub fn on_event(&mut self, ev: EventInput<'_, '_>) {
+        self.events += 1;
+        match ev.event {
+            ClrEvent::ThreadCreated(t) | ClrEvent::ThreadDcEnd(t) => {
+                self.threads.add_clr_thread(ev.pid, t.managed_thread_id, t.os_thread_id as u64)
+            }
+            ClrEvent::AllocationTick(t) if self.kinds.alloc => {
+                let amount = t.allocation_amount64.unwrap_or(t.allocation_amount as u64);
+                let ty = t.type_name.map(|n| n.to_string_lossy()).unwrap_or_else(|| "<unknown type>".into());
+                self.alloc(ev, ty, heap(t.kind), estimate_tick(amount, t.object_size));
+            }
+            ClrEvent::AllocationSampled(s) if self.kinds.alloc => {
+                self.alloc(ev, s.type_name.to_string_lossy(), heap(s.kind), estimate_sampled(s.object_size));
+            }
+            ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => {
+                let ty = e.exception_type.to_string_lossy();
+                let msg = self.exceptions.message_label(&ty, e.message.to_string_lossy());
+                self.exceptions.count(&ty, &msg, ev.stack.first().copied());
+                let leaf = Frame::new(ty.clone(), "", FrameKind::Synthetic);
+                self.add(ev, Some(leaf), vec![(kinds::EXCEPTIONS, 1)], vec![("exception.type".into(), ty), ("exception.message".into(), msg)]);
+            }
+            ClrEvent::ContentionStart(s) if self.kinds.contention => {
+                let owner = s.lock_owner_thread_id.filter(|&o| o != 0).map(|o| self.threads.owner_os_tid(ev.pid, o));
+                self.waits.start(ev.pid, ev.tid, ev.time_ns, ev.stack, owner);
+            }
+            ClrEvent::ContentionStop(s) if self.kinds.contention => {
+                if let Some(w) = self.waits.stop(ev.pid, ev.tid, ev.time_ns, s.duration_ns) {
+                    let mut labels = Vec::new();
+                    if let Some(o) = w.owner {
+                        let name = self.threads.name(ev.pid, o).map(|n| format!(" ({n})")).unwrap_or_default();
+                        labels.push(("lock.owner".into(), format!("{o}{name}")));
+                    }
+                    let input = EventInput { stack: &w.stack, ..ev };
+                    self.add(input, None, vec![(kinds::CONTENTION_NS, w.duration_ns as i64), (kinds::CONTENTION_COUNT, 1)], labels);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn alloc(&mut self, ev: EventInput<'_, '_>, ty: String, heap: &'static str, e: crate::AllocEstimate) {
+        let t = self.alloc_by_type.entry(ty.clone()).or_insert((0.0, 0.0));
+        t.0 += e.bytes;
+        t.1 += e.objects;
+        let leaf = Frame::new(ty, "", FrameKind::Synthetic);
+        self.add(
+            ev,
+            Some(leaf),
+            vec![(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)],
+            vec![("heap".into(), heap.into())],
+        );
+    }
+
+    fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<Frame>, values: Vec<(&'static str, i64)>, labels: Vec<(String, String)>) {
+        let stack: Arc<[u64]> = Arc::from(ev.stack);
+        let key = (ev.pid, ev.tid, stack.clone(), leaf.as_ref().map(|f| f.name.to_string()), labels.clone());
+        if let Some(&i) = self.index.get(&key) {
+            let s = &mut self.samples[i];
+            for (k, v) in values {
+                match s.values.iter_mut().find(|(kk, _)| *kk == k) {
+                    Some((_, vv)) => *vv += v,
+                    None => s.values.push((k, v)),
+                }
+            }
+            return;
+        }
+        self.index.insert(key, self.samples.len());
+        self.samples.push(PendingSample { pid: ev.pid, tid: ev.tid, stack, leaf, values, labels });
+    }
+
+    /// Samples so far (their stacks can be pre-resolved while the process lives).
+    pub fn pending(&self) -> &[PendingSample] {
+        &self.samples
+    }
+
+    /// Adds every sample to `b` (whose sample types must include [`Kinds::sample_types`]).
+    pub fn write_into(&self, b: &mut ProfileBuilder, frames: &mut dyn FrameSource) -> Result<(), ProfileError> {
+        let columns: Vec<String> = b.sample_types().iter().map(|t| t.kind.clone()).collect();
+        for s in &self.samples {
+            let mut fs = frames.frames(s.pid, &s.stack);
+            if let Some(leaf) = &s.leaf {
+                fs.push(leaf.clone());
+            }
+            let mut ids = Vec::with_capacity(fs.len());
+            for f in fs {
+                ids.push(b.intern_frame(f)?);
+            }
+            let stack = b.intern_stack(&ids)?;
+            let mut values = vec![0i64; columns.len()];
+            for (k, v) in &s.values {
+                if let Some(i) = columns.iter().position(|c| c == k) {
+                    values[i] += v;
+                }
+            }
+            let mut labels = LabelSet::thread(s.pid, s.tid as u32);
+            if let Some(n) = self.threads.name(s.pid, s.tid) {
+                labels.thread_name = Some(n.into());
+            }
+            for (k, v) in &s.labels {
+                labels = labels.with_string(k.as_str(), v.as_str());
+            }
+            let labels = b.intern_labels(labels)?;
+            b.add_sample(stack, &values, labels)?;
+        }
+        Ok(())
+    }
+
+    /// Counts, histograms and totals for the text report.
+    pub fn report(&self) -> EventReport {
+        EventReport::build(&self.exceptions, &self.waits, &self.alloc_by_type)
+    }
+}
+
+fn heap(k: clr_events::alloc::HeapKind) -> &'static str {
+    use clr_events::alloc::HeapKind::*;
+    match k {
+        Soh => "SOH",
+        Loh => "LOH",
+        Poh => "POH",
+        Other(_) => "other",
+    }
+}
