@@ -1,7 +1,7 @@
 //! The byte source under the reader: any `io::Read`, buffered, with the absolute stream offset
 //! tracked (V4 blocks are aligned on it) and end-of-stream told apart from I/O errors.
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 
 /// Result of a read that may hit the end of the stream.
 pub(crate) enum Fill {
@@ -55,27 +55,14 @@ impl<R: Read> Input<R> {
         }
     }
 
-    /// Replaces `buf` with the next `len` bytes. Grows the buffer only as data actually arrives,
-    /// so a corrupt huge length cannot allocate more than the stream holds.
+    /// Replaces `buf` with the next `len` bytes. The buffer grows only as data actually
+    /// arrives, so a corrupt huge length cannot allocate more than the stream holds; large
+    /// reads bypass the internal buffer.
     pub(crate) fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> io::Result<Fill> {
         buf.clear();
-        let mut remaining = len;
-        while remaining > 0 {
-            let chunk = match self.inner.fill_buf() {
-                Ok(c) => c,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if chunk.is_empty() {
-                return Ok(Fill::Eof);
-            }
-            let k = chunk.len().min(remaining);
-            buf.extend_from_slice(&chunk[..k]);
-            self.inner.consume(k);
-            self.offset += k as u64;
-            remaining -= k;
-        }
-        Ok(Fill::Full)
+        let n = (&mut self.inner).take(len as u64).read_to_end(buf)?;
+        self.offset += n as u64;
+        Ok(if n == len { Fill::Full } else { Fill::Eof })
     }
 
     /// Skips `len` bytes; false if the stream ended first.

@@ -200,7 +200,7 @@ impl<R: Read> NetTraceReader<R> {
     }
 
     fn event_at(&self, i: usize) -> EventRef<'_> {
-        let rec = &self.region.out[i];
+        let rec = &self.region.events[i];
         let payload = &self.region.payloads
             [rec.payload_start as usize..(rec.payload_start as usize + rec.payload_len as usize)];
         let stack = &self.stacks.ips
@@ -409,7 +409,7 @@ impl<R: Read> NetTraceReader<R> {
         };
         payloads.extend_from_slice(payload);
         let timestamp = h.timestamp as i64;
-        self.region.push(Pending {
+        let pushed = self.region.push(Pending {
             timestamp,
             metadata_id: h.metadata_id,
             sequence_number: h.sequence_number,
@@ -423,6 +423,9 @@ impl<R: Read> NetTraceReader<R> {
             activity_id,
             related_activity_id,
         });
+        if !pushed {
+            return Err(c.err("more than 4 G events in one sequence-point region"));
+        }
         if h.is_sorted {
             self.region.flush_upto(timestamp);
         }
