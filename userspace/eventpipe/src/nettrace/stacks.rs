@@ -45,7 +45,7 @@ impl StackTable {
         for _ in 0..count {
             let size = c.u32("stack size")? as usize;
             let bytes = c.bytes(size, "stack bytes")?;
-            if size % psize != 0 {
+            if !size.is_multiple_of(psize) {
                 return Err(c.err("stack size not a multiple of the pointer size"));
             }
             let start = self.ips.len();

@@ -183,7 +183,7 @@ impl Writer {
         self.out.push(5);
         self.type_header(name, 2, 2);
         self.out.extend_from_slice(&(body.len() as i32).to_le_bytes());
-        while self.out.len() % 4 != 0 {
+        while !self.out.len().is_multiple_of(4) {
             self.out.push(0);
         }
         self.out.extend_from_slice(body);
@@ -312,7 +312,7 @@ impl Writer {
                 b.extend_from_slice(&r.related_activity_id);
                 b.extend_from_slice(&(r.payload.len() as u32).to_le_bytes());
                 b.extend_from_slice(&r.payload);
-                while b.len() % 4 != 0 {
+                while !b.len().is_multiple_of(4) {
                     b.push(0);
                 }
             }
