@@ -74,7 +74,7 @@ impl PeImage {
     pub fn rva_to_offset(&self, rva: u32) -> Option<u32> {
         self.sections.iter().find_map(|s| {
             let d = rva.checked_sub(s.virtual_address)?;
-            (d < s.raw_size.min(s.virtual_size.max(s.raw_size))).then(|| s.raw_offset.checked_add(d)).flatten()
+            (d < s.raw_size).then(|| s.raw_offset.checked_add(d)).flatten()
         })
     }
 
