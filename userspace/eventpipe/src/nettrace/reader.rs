@@ -234,7 +234,7 @@ impl<R: Read> NetTraceReader<R> {
             tag::BEGIN_PRIVATE_OBJECT => {}
             _ => return Err(NetTraceError::corrupt("object tag", start, format!("expected BeginPrivateObject (5) or NullReference (1), found {t}"))),
         }
-        let Some(name) = read_type_header(&mut self.input)? else {
+        let Some((name, _version)) = read_type_header(&mut self.input)? else {
             self.status = StreamStatus::Truncated;
             return Ok(());
         };
@@ -539,8 +539,8 @@ fn metadata_rows_v6(body: &[u8], table: &mut MetadataTable) -> Result<(), BufErr
 }
 
 /// Reads a FastSerialization type header (after the object's BeginPrivateObject tag) and
-/// returns the type name; `None` at end of stream.
-fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<String>, NetTraceError> {
+/// returns the type name and version; `None` at end of stream.
+fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<(String, i32)>, NetTraceError> {
     let at = input.offset();
     let Some(h) = input.array::<14>()? else {
         return Ok(None);
@@ -548,6 +548,7 @@ fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<String>, Net
     if h[0] != tag::BEGIN_PRIVATE_OBJECT || h[1] != tag::NULL_REFERENCE {
         return Err(NetTraceError::corrupt("type header", at, "expected BeginPrivateObject, NullReference"));
     }
+    let version = i32::from_le_bytes([h[2], h[3], h[4], h[5]]);
     let name_len = i32::from_le_bytes([h[10], h[11], h[12], h[13]]);
     if name_len < 0 || name_len as usize > MAX_TYPE_NAME {
         return Err(NetTraceError::corrupt("type header", at + 10, format!("type name length {name_len} out of range")));
@@ -561,7 +562,7 @@ fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<String>, Net
     }
     name.truncate(name_len as usize);
     String::from_utf8(name)
-        .map(Some)
+        .map(|n| Some((n, version)))
         .map_err(|_| NetTraceError::corrupt("type header", at + 14, "type name is not UTF-8"))
 }
 
@@ -580,19 +581,17 @@ fn read_v4_trace<R: Read>(input: &mut Input<R>) -> Result<TraceInfo, NetTraceErr
     if t != tag::BEGIN_PRIVATE_OBJECT {
         return Err(NetTraceError::corrupt("trace object", at, "expected BeginPrivateObject"));
     }
-    let version_at = input.offset() + 2;
-    let Some(name) = read_type_header(input)? else {
+    let Some((name, version)) = read_type_header(input)? else {
         return Err(header_eof("trace object type", input.offset()));
     };
     if name != "Trace" {
         return Err(NetTraceError::corrupt("trace object", at, format!("first object is {name:?}, expected \"Trace\"")));
     }
-    let _ = version_at;
     let Some(b) = input.array::<49>()? else {
         return Err(header_eof("trace object fields", input.offset()));
     };
     let mut c = Cursor::new(&b);
-    let info = trace_fields(&mut c, FormatVersion::V4, 4)
+    let info = trace_fields(&mut c, FormatVersion::V4, version)
         .map_err(|e| e.into_error("trace object", at))?;
     let mut info = info;
     let pid = c.i32("process id").map_err(|e| e.into_error("trace object", at))?;
