@@ -24,6 +24,8 @@ pub struct ProcessSymbolizer {
     perf_map_paths: Vec<PathBuf>,
     cache: Arc<ImageCache>,
     modules: HashMap<String, Arc<Module>>,
+    /// The perf map was re-read during the current `symbolize` call.
+    perf_map_fresh: bool,
 }
 
 impl ProcessSymbolizer {
@@ -66,6 +68,7 @@ impl ProcessSymbolizer {
             perf_map_paths,
             cache,
             modules: HashMap::new(),
+            perf_map_fresh: false,
         };
         s.refresh_maps()?;
         s.refresh_perf_map()?;
@@ -157,12 +160,15 @@ impl ProcessSymbolizer {
         }
     }
 
-    /// Names each address (same order, same length).
+    /// Names each address (same order, same length). A JIT-heap address the perf map does not
+    /// name re-reads the perf map once per call; an address outside every mapping re-reads
+    /// `/proc/PID/maps` once per call.
     pub fn symbolize(&mut self, addrs: &[u64]) -> Vec<Frame> {
         let mut frames: Vec<Option<Frame>> = vec![None; addrs.len()];
         // ELF work, grouped per file: path -> (frame index, file offset).
         let mut elf: HashMap<String, Vec<(usize, u64)>> = HashMap::new();
         let mut refreshed = false;
+        self.perf_map_fresh = false;
         // Taken out for the loop so frames can borrow mappings while `self` is mutated.
         let mut maps = std::mem::take(&mut self.maps);
         for (i, &addr) in addrs.iter().enumerate() {
@@ -181,7 +187,7 @@ impl ProcessSymbolizer {
             }
             frames[i] = match maps.find(addr) {
                 Some(m) => self.mapped_frame(addr, m, i, &mut elf),
-                None => Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(None, 0, addr))),
+                None => Some(self.jit_frame_refreshing(addr).unwrap_or_else(|| Frame::unknown(None, 0, addr))),
             };
         }
         self.maps = maps;
@@ -206,7 +212,7 @@ impl ProcessSymbolizer {
         let off = m.file_offset(addr);
         let Backing::File { path, .. } = &m.backing else {
             // JIT code lives in anonymous or memfd (double-mapped) memory.
-            return Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(m.module_name(), addr - m.start + m.offset, addr)));
+            return Some(self.jit_frame_refreshing(addr).unwrap_or_else(|| Frame::unknown(m.module_name(), addr - m.start + m.offset, addr)));
         };
         let module = module_name(path);
         match self.module(path).as_deref() {
@@ -225,6 +231,26 @@ impl ProcessSymbolizer {
                 None
             }
             _ => Some(self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(Some(module), off, addr))),
+        }
+    }
+
+    /// Like `jit_frame`, but a miss re-reads the perf map once per `symbolize` call (the method
+    /// may have been compiled since the last refresh).
+    fn jit_frame_refreshing(&mut self, addr: u64) -> Option<Frame> {
+        if let Some(f) = self.jit_frame(addr) {
+            return Some(f);
+        }
+        if self.perf_map_fresh {
+            return None;
+        }
+        self.perf_map_fresh = true;
+        match self.refresh_perf_map() {
+            Ok(0) => None,
+            Ok(_) => self.jit_frame(addr),
+            Err(e) => {
+                log::debug!("pid {}: {e}", self.pid);
+                None
+            }
         }
     }
 

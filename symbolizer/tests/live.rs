@@ -216,3 +216,27 @@ fn libc_write_and_kernel_in_this_process() {
     assert!(line.ends_with(&k.name), "{k:?} vs {line}");
     assert_eq!(k.offset, 4);
 }
+
+#[test]
+fn methods_jitted_after_open_are_found_without_explicit_refresh() {
+    let w = Workload::new("Cpu", Runtime::Net8).arg(20).env("DOTNET_PerfMapEnabled", "1").start().unwrap_or_else(|e| panic!("{e}"));
+    // Opened right at `ready`: HotA's optimized tier does not exist yet.
+    let mut s = ProcessSymbolizer::new(w.pid).unwrap_or_else(|e| panic!("{e}"));
+    let early = s.perf_map().len();
+    assert!(w.wait_for_line("tick 5", Duration::from_secs(20)).is_some(), "no ticks");
+    // Oracle: a fresh parse of the whole file, independent of the incremental reader.
+    let bytes = std::fs::read(format!("/proc/{}/root/tmp/perf-{}.map", w.pid, w.pid)).expect("perf map");
+    let mut whole = clrprobe_symbolizer::PerfMap::parse(&bytes);
+    let (start, tier) = whole
+        .iter()
+        .filter(|r| r.name.contains("Cpu::HotA"))
+        .last()
+        .map(|r| (r.start, r.tier))
+        .expect("HotA recorded");
+    eprintln!("perf map at open: {early} records; later: {}; HotA latest tier {tier:?}", whole.len());
+    assert!(whole.len() > early, "nothing was added after open");
+    assert!(s.perf_map().lookup_sorted(start).is_none(), "HotA's latest code was already known at open: the test proves nothing");
+    let f = &s.symbolize(&[start])[0];
+    assert_eq!((f.name.as_str(), f.kind, f.tier.as_deref()), ("Cpu::HotA", FrameKind::Jit, tier), "{f:?}");
+    assert!(s.perf_map().len() >= whole.len(), "incremental table has fewer records than the whole-file parse");
+}
