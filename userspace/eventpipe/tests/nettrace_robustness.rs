@@ -137,15 +137,36 @@ fn truncated_recordings_give_a_subset_of_events() {
     check_cuts(OBJVER4, (0..n).step_by(n / 23).chain([n - 1, n]));
 }
 
-/// The last complete event block before a cut is read whole even when the cut falls inside
-/// the next block: the number of events grows inside a block, not only at block ends.
+/// A cut inside an event block keeps the block's whole events: cutting in the middle of a
+/// block gives more events than cutting just before it.
 #[test]
 fn events_of_a_cut_block_are_kept() {
     let bytes = load(OBJVER4);
     let full = read_all(&bytes).expect("full").events.len();
-    let half = read_all(&bytes[..bytes.len() / 2]).expect("half");
-    let more = read_all(&bytes[..bytes.len() / 2 + 2000]).expect("half + 2000");
-    assert!(half.events.len() < more.events.len(), "{} vs {}", half.events.len(), more.events.len());
-    assert!(more.events.len() < full);
-    assert_eq!(half.status, StreamStatus::Truncated);
+    // The EventBlock objects: "EventBlock" type name, EndObject, int32 size, padding, body.
+    let name = b"EventBlock";
+    let blocks: Vec<(usize, usize, usize)> = bytes
+        .windows(name.len())
+        .enumerate()
+        .filter(|(_, w)| *w == name)
+        .map(|(at, _)| {
+            let size_at = at + name.len() + 1;
+            let size = i32::from_le_bytes(bytes[size_at..size_at + 4].try_into().unwrap()) as usize;
+            let body = (size_at + 4).next_multiple_of(4);
+            // The object starts with BeginPrivateObject + 14-byte type header before the name.
+            (at - 15, body, size)
+        })
+        .collect();
+    assert!(blocks.len() > 10, "found {} event blocks", blocks.len());
+    let (object_start, body, size) = blocks[blocks.len() / 2];
+    let before = read_all(&bytes[..object_start]).expect("cut before the block");
+    let inside = read_all(&bytes[..body + size / 2]).expect("cut inside the block");
+    assert_eq!(before.status, StreamStatus::Truncated);
+    assert_eq!(inside.status, StreamStatus::Truncated);
+    assert!(
+        before.events.len() < inside.events.len() && inside.events.len() < full,
+        "before {} inside {} full {full}",
+        before.events.len(),
+        inside.events.len()
+    );
 }
