@@ -4,7 +4,8 @@
 //! Sans-IO: [`PerfMap::feed`] takes appended bytes and keeps an unterminated last record until
 //! the rest arrives (or [`PerfMap::finish`]). Records may end with `\n` or with a NUL byte.
 
-/// Tier suffixes CoreCLR appends to perf-map names (`...::Method()[OptimizedTier1]`).
+/// Tier suffixes CoreCLR appends to perf-map names (`...::Method()[OptimizedTier1]`); other
+/// alphanumeric words after a method's `)` are taken as tiers too.
 const TIERS: &[&str] = &[
     "OptimizedTier1",
     "OptimizedTier1OSR",
@@ -21,6 +22,8 @@ const TIERS: &[&str] = &[
     "Instrumented",
     "InstrumentedTier",
     "InstrumentedTier1",
+    "InstrumentedTierOptimized",
+    "ReadyToRun",
     "Interpreted",
     "ReJIT",
     "Unknown",
@@ -32,7 +35,7 @@ pub struct PerfMapSymbol<'a> {
     pub start: u64,
     pub size: u64,
     pub name: &'a str,
-    pub tier: Option<&'static str>,
+    pub tier: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -42,8 +45,9 @@ struct Entry {
     /// Name bytes in `data`.
     name_off: usize,
     name_len: u32,
-    /// Index into TIERS + 1; 0 = none.
-    tier: u8,
+    /// Tier text: starts `tier_gap` bytes after the name's end, `tier_len` long (0 = none).
+    tier_gap: u8,
+    tier_len: u8,
 }
 
 /// A parsed, indexed perf map that grows as the file grows.
@@ -182,7 +186,11 @@ impl PerfMap {
         let bytes = self.data.get(e.name_off..e.name_off + e.name_len as usize).unwrap_or(&[]);
         // make_utf8 ran over every parsed record, and records split at ASCII bytes.
         let name = std::str::from_utf8(bytes).unwrap_or("");
-        let tier = e.tier.checked_sub(1).and_then(|i| TIERS.get(i as usize)).copied();
+        let tier_at = e.name_off + e.name_len as usize + e.tier_gap as usize;
+        let tier = (e.tier_len > 0)
+            .then(|| self.data.get(tier_at..tier_at + e.tier_len as usize))
+            .flatten()
+            .and_then(|t| std::str::from_utf8(t).ok());
         PerfMapSymbol { start: e.start, size: e.size, name, tier }
     }
 }
@@ -195,7 +203,14 @@ fn parse_record(line: &[u8], at: usize) -> Option<Entry> {
     let (size, rest) = hex_field(rest)?;
     let (name, tier) = split_tier(rest);
     let name_off = at + (name.as_ptr() as usize - trimmed.as_ptr() as usize);
-    Some(Entry { start, size, name_off, name_len: u32::try_from(name.len()).ok()?, tier })
+    let (tier_gap, tier_len) = match tier {
+        Some(t) => {
+            let gap = t.as_ptr() as usize - (name.as_ptr() as usize + name.len());
+            (u8::try_from(gap).ok()?, u8::try_from(t.len()).ok()?)
+        }
+        None => (0, 0),
+    };
+    Some(Entry { start, size, name_off, name_len: u32::try_from(name.len()).ok()?, tier_gap, tier_len })
 }
 
 /// Replaces bytes that are not valid UTF-8 with `?`, in place (lengths stay the same).
@@ -266,17 +281,22 @@ const HEX: [u8; 256] = {
     t
 };
 
-/// Splits a trailing `[Tier]` off a name when Tier is a known tier word.
-fn split_tier(name: &[u8]) -> (&[u8], u8) {
+/// Splits a trailing `[Tier]` off a name: a known tier word, or any short alphanumeric word
+/// right after a method's closing `)` (tiers newer runtimes add). Generic arguments such as
+/// `List`1[System.__Canon]` never match: they hold dots and follow no `)`.
+fn split_tier(name: &[u8]) -> (&[u8], Option<&[u8]>) {
     if let [head @ .., b']'] = name
         && let Some(open) = head.iter().rposition(|&c| c == b'[')
     {
         let word = &head[open + 1..];
-        if let Some(i) = TIERS.iter().position(|t| t.as_bytes() == word) {
-            return (trim_ascii(&head[..open]), (i + 1) as u8);
+        let before = trim_ascii(&head[..open]);
+        let known = TIERS.iter().any(|t| t.as_bytes() == word);
+        let tier_like = !word.is_empty() && word.len() <= 32 && word.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-');
+        if known || (tier_like && before.last() == Some(&b')')) {
+            return (before, Some(word));
         }
     }
-    (name, 0)
+    (name, None)
 }
 
 #[cfg(test)]

@@ -257,7 +257,7 @@ impl ProcessSymbolizer {
     fn jit_frame(&self, addr: u64) -> Option<Frame> {
         let s = self.perf_map.lookup_sorted(addr)?;
         let (module, name) = crate::frame::split_managed_name(s.name);
-        let kind = if s.tier == Some("PreJIT") { FrameKind::ReadyToRun } else { FrameKind::Jit };
+        let kind = if matches!(s.tier, Some("PreJIT" | "ReadyToRun")) { FrameKind::ReadyToRun } else { FrameKind::Jit };
         Some(Frame { name, module, kind, tier: s.tier.map(str::to_string), offset: addr - s.start })
     }
 

@@ -1,7 +1,7 @@
 use super::*;
 
-fn names(m: &mut PerfMap) -> Vec<(u64, u64, String, Option<&'static str>)> {
-    m.iter().map(|s| (s.start, s.size, s.name.to_string(), s.tier)).collect()
+fn names(m: &mut PerfMap) -> Vec<(u64, u64, String, Option<String>)> {
+    m.iter().map(|s| (s.start, s.size, s.name.to_string(), s.tier.map(str::to_string))).collect()
 }
 
 #[test]
@@ -28,19 +28,26 @@ fn names_with_spaces_and_tiers() {
                 0x7f1dd2050000 10 int32 [x] X::M()[OSR]\n\
                 0x7f1dd2060000 10 void [x] X::P()[PreJIT]\n\
                 0x7f1dd2070000 10 stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>\n\
-                0x7f1dd2080000 10 void [x] X::Q()[NotATier]\n";
+                0x7f1dd2080000 10 void [x] X::Q()[SomeFutureTier]\n\
+                0x7f1dd2090000 10 void [x] X::R()[InstrumentedTierOptimized]\n\
+                0x7f1dd20a0000 10 stub<2> Stub[T]\n\
+                0x7f1dd20b0000 10 void [x] X::S() [Tier0]\n";
     let mut m = PerfMap::parse(text.as_bytes());
     let got = names(&mut m);
     assert_eq!(got[0].2, "void [Cpu] Cpu::HotA()");
-    assert_eq!(got[0].3, Some("QuickJitted"));
-    assert_eq!(got[1].3, Some("OptimizedTier1"));
+    let tier = |i: usize| got[i].3.as_deref();
+    assert_eq!(tier(0), Some("QuickJitted"));
+    assert_eq!(tier(1), Some("OptimizedTier1"));
     assert_eq!(got[2].2, "instance void [System.Private.CoreLib] System.Collections.Generic.List`1[System.__Canon]::Add(!0)");
-    assert_eq!(got[2].3, Some("Tier0"));
-    assert_eq!(got[3].3, Some("OSR"));
-    assert_eq!(got[4].3, Some("PreJIT"));
+    assert_eq!(tier(2), Some("Tier0"));
+    assert_eq!(tier(3), Some("OSR"));
+    assert_eq!(tier(4), Some("PreJIT"));
     assert_eq!(got[5].2, "stub<1> AllocateTemporaryEntryPoints<PRECODE_STUB>");
-    assert_eq!(got[5].3, None);
-    assert_eq!(got[6].2, "void [x] X::Q()[NotATier]", "unknown bracket words stay in the name");
+    assert_eq!(tier(5), None);
+    assert_eq!((got[6].2.as_str(), tier(6)), ("void [x] X::Q()", Some("SomeFutureTier")), "unknown tier words after `)`");
+    assert_eq!((got[7].2.as_str(), tier(7)), ("void [x] X::R()", Some("InstrumentedTierOptimized")));
+    assert_eq!((got[8].2.as_str(), tier(8)), ("stub<2> Stub[T]", None), "brackets not after `)` stay in the name");
+    assert_eq!((got[9].2.as_str(), tier(9)), ("void [x] X::S()", Some("Tier0")));
 }
 
 #[test]
