@@ -117,10 +117,7 @@ fn bench_live(c: &mut Criterion) {
     let mut s = ProcessSymbolizer::new(w.pid).unwrap_or_else(|e| panic!("{e}"));
     let exec: Vec<(u64, u64)> =
         s.maps().mappings.iter().filter(|m| m.executable && m.path().is_some()).map(|m| (m.start, m.end)).collect();
-    let jit: Vec<u64> = {
-        let mut m = s.perf_map().clone();
-        m.iter().map(|r| r.start + r.size / 2).collect()
-    };
+    let jit: Vec<u64> = s.perf_map().iter().map(|r| r.start + r.size / 2).collect();
     let mut addrs = Vec::with_capacity(10_000);
     for i in 0..10_000usize {
         if i % 3 == 0 && !jit.is_empty() {

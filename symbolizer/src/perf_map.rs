@@ -176,9 +176,9 @@ impl PerfMap {
         None
     }
 
-    /// All records, in index order.
-    pub fn iter(&mut self) -> impl Iterator<Item = PerfMapSymbol<'_>> {
-        self.ensure_sorted();
+    /// All records: in address order after [`PerfMap::index`] (or a lookup), records fed since
+    /// then follow in file order.
+    pub fn iter(&self) -> impl Iterator<Item = PerfMapSymbol<'_>> {
         self.entries.iter().map(|e| self.symbol(e))
     }
 

@@ -88,17 +88,15 @@ fn net8_cpu_workload() {
     assert!(s.perf_map().len() > 100, "perf map has {} records", s.perf_map().len());
 
     // JIT: Cpu::HotA from the perf map, every tier recorded.
-    let hot: Vec<(u64, u64, Option<&str>)> = {
-        let mut m = s.perf_map().clone();
-        m.iter().filter(|r| r.name.contains("Cpu::HotA")).map(|r| (r.start, r.size, r.tier)).collect()
-    };
+    let hot: Vec<(u64, u64, Option<String>)> =
+        s.perf_map().iter().filter(|r| r.name.contains("Cpu::HotA")).map(|r| (r.start, r.size, r.tier.map(str::to_string))).collect();
     assert!(!hot.is_empty(), "HotA not in the perf map");
     eprintln!("HotA records: {hot:x?}");
     let addrs: Vec<u64> = hot.iter().map(|&(start, size, _)| start + size / 2).collect();
-    for (f, &(_, size, tier)) in s.symbolize(&addrs).iter().zip(&hot) {
+    for (f, (_, size, tier)) in s.symbolize(&addrs).iter().zip(&hot) {
         assert_eq!((f.name.as_str(), f.kind), ("Cpu::HotA", FrameKind::Jit), "{f:?}");
         assert!(matches!(f.module.as_deref(), Some("Cpu" | "Cpu.dll")), "{f:?}");
-        assert_eq!(f.tier.as_deref(), tier);
+        assert_eq!(&f.tier, tier);
         assert_eq!(f.offset, size / 2);
     }
 
@@ -182,10 +180,7 @@ fn core31_perf_map_and_corelib() {
     let mut w = Workload::new("Cpu", Runtime::Core31).arg(20).env("DOTNET_PerfMapEnabled", "1").env("COMPlus_PerfMapEnabled", "1").start().unwrap_or_else(|e| panic!("{e}"));
     assert!(w.wait_for_line("tick 3", Duration::from_secs(20)).is_some(), "no ticks: {:?}", w.output());
     let mut s = ProcessSymbolizer::new(w.pid).unwrap_or_else(|e| panic!("{e}"));
-    let hot = {
-        let mut m = s.perf_map().clone();
-        m.iter().find(|r| r.name.contains("Cpu::HotA")).map(|r| (r.start, r.name.to_string(), r.tier))
-    };
+    let hot = s.perf_map().iter().find(|r| r.name.contains("Cpu::HotA")).map(|r| (r.start, r.name.to_string(), r.tier.map(str::to_string)));
     let (start, raw, tier) = hot.unwrap_or_else(|| panic!("HotA not in the 3.1 perf map ({} records)", s.perf_map().len()));
     eprintln!("3.1 perf map: {raw:?} tier {tier:?}");
     let f = &s.symbolize(&[start])[0];
@@ -226,17 +221,17 @@ fn methods_jitted_after_open_are_found_without_explicit_refresh() {
     assert!(w.wait_for_line("tick 5", Duration::from_secs(20)).is_some(), "no ticks");
     // Oracle: a fresh parse of the whole file, independent of the incremental reader.
     let bytes = std::fs::read(format!("/proc/{}/root/tmp/perf-{}.map", w.pid, w.pid)).expect("perf map");
-    let mut whole = clrprobe_symbolizer::PerfMap::parse(&bytes);
+    let whole = clrprobe_symbolizer::PerfMap::parse(&bytes);
     let (start, tier) = whole
         .iter()
         .filter(|r| r.name.contains("Cpu::HotA"))
         .last()
-        .map(|r| (r.start, r.tier))
+        .map(|r| (r.start, r.tier.map(str::to_string)))
         .expect("HotA recorded");
     eprintln!("perf map at open: {early} records; later: {}; HotA latest tier {tier:?}", whole.len());
     assert!(whole.len() > early, "nothing was added after open");
     assert!(s.perf_map().lookup_sorted(start).is_none(), "HotA's latest code was already known at open: the test proves nothing");
     let f = &s.symbolize(&[start])[0];
-    assert_eq!((f.name.as_str(), f.kind, f.tier.as_deref()), ("Cpu::HotA", FrameKind::Jit, tier), "{f:?}");
+    assert_eq!((f.name.as_str(), f.kind, &f.tier), ("Cpu::HotA", FrameKind::Jit, &tier), "{f:?}");
     assert!(s.perf_map().len() >= whole.len(), "incremental table has fewer records than the whole-file parse");
 }

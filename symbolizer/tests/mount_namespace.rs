@@ -53,10 +53,7 @@ fn perf_map_behind_a_private_tmp() {
         assert!(!host_view.exists(), "the perf map leaked to the host /tmp: the test sets up nothing");
         let mut s = ProcessSymbolizer::new(pid).unwrap_or_else(|e| panic!("{e}"));
         assert!(s.perf_map().len() > 100, "perf map not read through /proc/{pid}/root: {} records", s.perf_map().len());
-        let hot = {
-            let mut m = s.perf_map().clone();
-            m.iter().find(|r| r.name.contains("Cpu::HotA")).map(|r| r.start).expect("HotA in the map")
-        };
+        let hot = s.perf_map().iter().find(|r| r.name.contains("Cpu::HotA")).map(|r| r.start).expect("HotA in the map");
         let f = &s.symbolize(&[hot])[0];
         assert_eq!((f.name.as_str(), f.kind), ("Cpu::HotA", FrameKind::Jit), "{f:?}");
     });

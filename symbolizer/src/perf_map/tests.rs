@@ -1,6 +1,7 @@
 use super::*;
 
 fn names(m: &mut PerfMap) -> Vec<(u64, u64, String, Option<String>)> {
+    m.index();
     m.iter().map(|s| (s.start, s.size, s.name.to_string(), s.tier.map(str::to_string))).collect()
 }
 
