@@ -104,6 +104,17 @@ impl<'a> Cursor<'a> {
     /// LEB128 unsigned integer of at most 64 bits.
     #[inline]
     pub(crate) fn varu64(&mut self, what: &'static str) -> BufResult<u64> {
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varu64_multi(what),
+        }
+    }
+
+    #[inline(never)]
+    fn varu64_multi(&mut self, what: &'static str) -> BufResult<u64> {
         let mut result = 0u64;
         let mut shift = 0u32;
         loop {
