@@ -13,6 +13,49 @@ pub mod names {
     pub const STATS: &str = "STATS";
     pub const PROG_CPU_SAMPLE: &str = "cpu_sample";
     pub const PROG_UPROBE_COUNT: &str = "uprobe_count";
+    pub const PROG_SCHED_SWITCH: &str = "sched_switch";
+    pub const PROG_CXA_THROW: &str = "cxa_throw";
+    pub const OFFCPU_START: &str = "OFFCPU_START";
+    pub const OFFCPU_NS: &str = "OFFCPU_NS";
+    pub const ONCPU_START: &str = "ONCPU_START";
+    pub const ONCPU_NS: &str = "ONCPU_NS";
+    pub const SWITCH_CONFIG: &str = "SWITCH_CONFIG";
+    pub const CXA_THROWS: &str = "CXA_THROWS";
+}
+
+/// Slots of the SWITCH_CONFIG array (u64 each), filled by userspace before attaching.
+pub mod switch_config {
+    /// Offset of `next_pid` in the sched_switch tracepoint record (from its format file).
+    pub const NEXT_PID_OFFSET: u32 = 0;
+    /// Off-CPU intervals shorter than this many ns are not recorded.
+    pub const MIN_OFFCPU_NS: u32 = 1;
+    /// Bit 0: record off-CPU stacks; bit 1: account on-CPU time per thread.
+    pub const FLAGS: u32 = 2;
+    pub const LEN: u32 = 4;
+    pub const FLAG_OFFCPU: u64 = 1;
+    pub const FLAG_ONCPU: u64 = 2;
+}
+
+/// A thread switched out, waiting to be switched back in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OffCpuStart {
+    pub start_ns: u64,
+    pub pid: u32,
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+}
+
+/// On-CPU time accounted to a thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ThreadCpu {
+    pub pid: u32,
+    pub _pad: u32,
+    pub on_cpu_ns: u64,
+    pub comm: [u8; 16],
 }
 
 /// Maximum entries of the sample aggregation map.
@@ -60,6 +103,10 @@ pub struct Stats {
     pub kernel_stack_errors: u64,
     /// Uprobe hits for a target.
     pub uprobe_hits: u64,
+    /// Off-CPU intervals recorded.
+    pub offcpu_intervals: u64,
+    /// Off-CPU intervals lost because a map was full.
+    pub offcpu_dropped: u64,
 }
 
 /// Index of the single STATS per-CPU array slot.
@@ -71,6 +118,8 @@ mod pod {
     unsafe impl aya::Pod for super::SampleKey {}
     unsafe impl aya::Pod for super::SampleValue {}
     unsafe impl aya::Pod for super::Stats {}
+    unsafe impl aya::Pod for super::OffCpuStart {}
+    unsafe impl aya::Pod for super::ThreadCpu {}
 }
 
 impl SampleKey {
@@ -87,7 +136,9 @@ mod tests {
     #[test]
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 32);
-        assert_eq!(core::mem::size_of::<Stats>(), 40);
+        assert_eq!(core::mem::size_of::<Stats>(), 56);
+        assert_eq!(core::mem::size_of::<OffCpuStart>(), 40);
+        assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
     }
     #[test]
     fn comm_stops_at_nul() {

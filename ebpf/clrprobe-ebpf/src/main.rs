@@ -5,6 +5,7 @@
 
 mod maps;
 mod sampler;
+mod sched;
 mod uprobes;
 
 #[cfg(not(test))]

@@ -1,11 +1,39 @@
 //! Maps shared by the programs. Names must match `clrprobe_common::names`.
 use aya_ebpf::{
     macros::map,
-    maps::{HashMap, PerCpuArray, StackTrace},
+    maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use clrprobe_common::{
-    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, SampleKey, SampleValue, Stats, STATS_SLOT,
+    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, OffCpuStart, STATS_SLOT, SampleKey, SampleValue, Stats, ThreadCpu,
+    switch_config,
 };
+
+/// Threads followed by the sched_switch program at most.
+pub const MAX_THREADS: u32 = 16_384;
+
+/// sched_switch settings (see `clrprobe_common::switch_config`).
+#[map(name = "SWITCH_CONFIG")]
+pub static SWITCH_CONFIG: Array<u64> = Array::with_max_entries(switch_config::LEN, 0);
+
+/// tid → when and where it was switched out.
+#[map(name = "OFFCPU_START")]
+pub static OFFCPU_START: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+/// Off-CPU nanoseconds aggregated by (pid, tid, stacks, comm).
+#[map(name = "OFFCPU_NS")]
+pub static OFFCPU_NS: HashMap<SampleKey, SampleValue> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
+
+/// tid → when it was switched in.
+#[map(name = "ONCPU_START")]
+pub static ONCPU_START: HashMap<u32, u64> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+/// tid → on-CPU time accounted while recording.
+#[map(name = "ONCPU_NS")]
+pub static ONCPU_NS: HashMap<u32, ThreadCpu> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+/// `__cxa_throw` calls per tgid.
+#[map(name = "CXA_THROWS")]
+pub static CXA_THROWS: HashMap<u32, u64> = HashMap::with_max_entries(MAX_TARGETS, 0);
 
 /// Processes to record (tgid → 1). Key 0 present means "every process".
 #[map(name = "TARGET_PIDS")]

@@ -6,7 +6,7 @@ use aya_ebpf::{
 };
 use aya_log_ebpf::info;
 
-use crate::maps::{UPROBE_COUNTS, is_target, with_stats};
+use crate::maps::{CXA_THROWS, UPROBE_COUNTS, is_target, with_stats};
 
 const BPF_NOEXIST: u64 = 1;
 
@@ -25,6 +25,24 @@ pub fn uprobe_count(ctx: ProbeContext) -> u32 {
             if UPROBE_COUNTS.insert(&tgid, &1u64, BPF_NOEXIST).is_ok() {
                 info!(&ctx, "uprobe first hit pid={} tid={}", tgid, pid_tgid as u32);
             }
+        }
+    }
+    0
+}
+
+/// Counts C++ throws (`__cxa_throw` in libstdc++) per target process: on .NET ≤ 8 on Linux every
+/// managed throw passes through it.
+#[uprobe]
+pub fn cxa_throw(_ctx: ProbeContext) -> u32 {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if !is_target(tgid) {
+        return 0;
+    }
+    match CXA_THROWS.get_ptr_mut(&tgid) {
+        // SAFETY: value in the map.
+        Some(v) => unsafe { *v += 1 },
+        None => {
+            let _ = CXA_THROWS.insert(&tgid, &1u64, BPF_NOEXIST);
         }
     }
     0

@@ -71,6 +71,24 @@ pub struct RecordCmd {
     /// Which CPU sampler to use.
     #[arg(long, value_enum, default_value_t = SamplerChoice::Auto)]
     pub sampler: SamplerChoice,
+    /// Record CPU samples. Naming any kind records only the kinds named; none: all of them.
+    #[arg(long)]
+    pub cpu: bool,
+    /// Record allocations (AllocationTick).
+    #[arg(long)]
+    pub alloc: bool,
+    /// Record exceptions (ExceptionThrown, and `__cxa_throw` counted in the kernel).
+    #[arg(long)]
+    pub exceptions: bool,
+    /// Record lock contention (ContentionStart/Stop).
+    #[arg(long)]
+    pub contention: bool,
+    /// Record off-CPU time (sched_switch).
+    #[arg(long)]
+    pub offcpu: bool,
+    /// Shortest off-CPU interval recorded, in microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub offcpu_min_us: u64,
     /// Do not open an EventPipe session in the targets.
     #[arg(long)]
     pub no_eventpipe: bool,

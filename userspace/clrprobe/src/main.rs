@@ -84,8 +84,16 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     use std::time::Duration;
 
-    use clrprobe::record::{self, RecordArgs};
+    use clrprobe::record::{self, RecordArgs, RecordKinds};
+    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention || cmd.offcpu;
+    let kinds = if named {
+        RecordKinds { cpu: cmd.cpu, alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention, offcpu: cmd.offcpu }
+    } else {
+        RecordKinds::default()
+    };
     let args = RecordArgs {
+        kinds,
+        offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
         pids: cmd.pids.clone(),
         duration: cmd.duration.map(Duration::from_secs_f64),
         freq: cmd.freq,

@@ -1,6 +1,9 @@
 //! Loading clrprobe's BPF object and reading its maps back (Linux).
 mod logs;
 mod object;
+mod sched;
+
+pub use sched::{ThreadCpuTime, next_pid_offset};
 
 pub use logs::LogCollector;
 pub use object::embedded_object;
@@ -41,6 +44,8 @@ pub enum BpfError {
     Logger(#[from] aya_log::Error),
     #[error("listing online CPUs failed: {0}")]
     Cpus(String),
+    #[error("tracefs: {0}")]
+    Tracefs(String),
 }
 
 /// A loaded BPF object with its log reader kept alive (dropping the logger closes the log map).
@@ -158,6 +163,8 @@ impl Loaded {
             t.user_stack_errors += s.user_stack_errors;
             t.kernel_stack_errors += s.kernel_stack_errors;
             t.uprobe_hits += s.uprobe_hits;
+            t.offcpu_intervals += s.offcpu_intervals;
+            t.offcpu_dropped += s.offcpu_dropped;
         }
         Ok(t)
     }

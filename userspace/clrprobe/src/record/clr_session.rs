@@ -12,6 +12,8 @@ use clrprobe_eventpipe::{
     nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus},
 };
 
+use clrprobe_pipeline::Kinds;
+
 use super::clr_collect::ClrCollector;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +45,24 @@ pub struct RuntimeSession {
 /// Loader (0x8) give MethodLoadVerbose and module loads while recording.
 pub const NAMING_KEYWORDS: u64 = 0x10 | 0x8;
 
-/// A session config that names JIT code (runtime Jit+Loader keywords, rundown at the end).
+/// Runtime keywords for the event kinds: GC (AllocationTick at verbose), Exception, Contention,
+/// Threading (ThreadCreated), and Stack (a stack with each event).
+pub fn kind_keywords(kinds: Kinds) -> u64 {
+    let mut k = 0x10000 | 0x4000_0000;
+    if kinds.alloc {
+        k |= 0x1;
+    }
+    if kinds.exceptions {
+        k |= 0x8000;
+    }
+    if kinds.contention {
+        k |= 0x4000;
+    }
+    k
+}
+
+/// A session config that names JIT code (runtime Jit+Loader keywords, rundown at the end),
+/// plus `extra_runtime_keywords`.
 pub fn naming_config(extra_runtime_keywords: u64) -> SessionConfig {
     SessionConfig {
         circular_buffer_mb: 64,
@@ -59,21 +78,25 @@ pub fn naming_config(extra_runtime_keywords: u64) -> SessionConfig {
 
 impl RuntimeSession {
     /// Opens the session and starts reading it.
-    pub fn start(pid: u32, config: &SessionConfig) -> Result<Self, SessionError> {
+    pub fn start(pid: u32, config: &SessionConfig, kinds: Kinds) -> Result<Self, SessionError> {
         let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
-        let live = Arc::new(Mutex::new(ClrCollector::new(pid)));
+        let live = Arc::new(Mutex::new(ClrCollector::new(pid, kinds)));
         let shared = Arc::clone(&live);
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))
-            .spawn(move || read_all(pid, session, shared))
+            .spawn(move || read_all(pid, session, shared, kinds))
             .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
         Ok(Self { pid, stop, thread: Some(thread), live })
     }
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    fn kinds(&self) -> Kinds {
+        self.live.lock().map(|c| c.profiles.kinds()).unwrap_or(Kinds::ALL)
     }
 
     /// Stops the session and waits for the rundown and the end of the stream.
@@ -87,7 +110,7 @@ impl RuntimeSession {
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(o)) => o,
             _ => SessionOutcome {
-                collector: std::mem::replace(&mut *self.live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(self.pid)),
+                collector: take(&self.live, self.pid, self.kinds()),
                 stats: ReaderStats::default(),
                 status: StreamStatus::Truncated,
                 error: None,
@@ -104,12 +127,12 @@ impl Drop for RuntimeSession {
     }
 }
 
-fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>) -> SessionOutcome {
+fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: Kinds) -> SessionOutcome {
     let mut reader = match NetTraceReader::new(stream) {
         Ok(r) => r,
         Err(source) => {
             return SessionOutcome {
-                collector: take(&live, pid),
+                collector: take(&live, pid, kinds),
                 stats: ReaderStats::default(),
                 status: StreamStatus::Truncated,
                 error: Some(SessionError::Stream { pid, source }),
@@ -130,9 +153,9 @@ fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>) -> Sess
             }
         }
     }
-    SessionOutcome { collector: take(&live, pid), stats: reader.stats(), status: reader.status(), error }
+    SessionOutcome { collector: take(&live, pid, kinds), stats: reader.stats(), status: reader.status(), error }
 }
 
-fn take(live: &Mutex<ClrCollector>, pid: u32) -> ClrCollector {
-    std::mem::replace(&mut *live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(pid))
+fn take(live: &Mutex<ClrCollector>, pid: u32, kinds: Kinds) -> ClrCollector {
+    std::mem::replace(&mut *live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(pid, kinds))
 }

@@ -197,3 +197,10 @@ fn hex_frame(addr: u64) -> Frame {
     let kind = if is_kernel_address(addr) { FrameKind::Kernel } else { FrameKind::Unknown };
     Frame::new(format!("{addr:#x}"), String::new(), kind).with_address(addr).with_attr(UNNAMED_ATTR, "1")
 }
+
+/// Event stacks (EventPipe: managed IPs, leaf first) go through the same names as samples.
+impl clrprobe_pipeline::FrameSource for FrameResolver {
+    fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
+        self.stack(pid, &[], stack)
+    }
+}

@@ -1,7 +1,9 @@
-//! `clrprobe record`: CPU samples from the kernel, names from perf maps, ReadyToRun images,
-//! ELF and kallsyms, runtime events from EventPipe, all into one profile.
+//! `clrprobe record`: CPU samples and off-CPU time from the kernel, allocation / exception /
+//! contention samples from EventPipe, names from perf maps, ReadyToRun images, ELF and
+//! kallsyms — all into one profile with a sample type per kind.
 mod clr_collect;
 mod clr_session;
+mod cxa;
 mod frames;
 mod output;
 mod perfmap;
@@ -12,6 +14,7 @@ pub use frames::FrameResolver;
 pub use output::{Format, Written, write_all};
 pub use perfmap::{PerfMapGuard, PerfMapState, perf_map_path};
 pub use summary::{RecordSummary, TopFrame, summary_text};
+pub use clrprobe_pipeline::EventReport;
 
 use std::{
     collections::HashMap,
@@ -23,10 +26,37 @@ use std::{
     time::{Duration, Instant},
 };
 
+use clrprobe_pipeline::{EventProfiles, Kinds};
 use clrprobe_profile::{LabelSet, Period, Profile, ProfileBuilder, SampleType, kinds, units};
 
-use crate::sampler::{self, RawSample, SamplerChoice, SamplerError};
-use clr_session::{RuntimeSession, naming_config};
+use crate::sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError};
+use clr_session::{RuntimeSession, kind_keywords, naming_config};
+
+/// What to record. `Default` records every kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordKinds {
+    pub cpu: bool,
+    pub alloc: bool,
+    pub exceptions: bool,
+    pub contention: bool,
+    pub offcpu: bool,
+}
+
+impl Default for RecordKinds {
+    fn default() -> Self {
+        Self { cpu: true, alloc: true, exceptions: true, contention: true, offcpu: true }
+    }
+}
+
+impl RecordKinds {
+    fn events(&self) -> Kinds {
+        Kinds { alloc: self.alloc, exceptions: self.exceptions, contention: self.contention }
+    }
+
+    fn any_events(&self) -> bool {
+        self.alloc || self.exceptions || self.contention
+    }
+}
 
 /// Arguments of a recording, independent of the CLI parser.
 #[derive(Debug, Clone)]
@@ -36,7 +66,10 @@ pub struct RecordArgs {
     pub duration: Option<Duration>,
     pub freq: u64,
     pub sampler: SamplerChoice,
-    /// Open an EventPipe session per .NET target (method names, rundown).
+    pub kinds: RecordKinds,
+    /// Off-CPU intervals shorter than this are not recorded.
+    pub offcpu_min: Duration,
+    /// Open an EventPipe session per .NET target (method names, rundown, events).
     pub eventpipe: bool,
     /// Switch perf maps on over IPC where the target has none (.NET 8+).
     pub perf_map: bool,
@@ -58,7 +91,7 @@ pub struct Status {
     pub elapsed: Duration,
     pub samples: u64,
     pub lost: u64,
-    /// Share of user frames named so far (0..=1).
+    /// Share of sampled managed frames named so far (0..=1).
     pub symbolized: f64,
 }
 
@@ -69,6 +102,10 @@ pub fn is_dotnet(pid: u32) -> bool {
 
 type AggKey = (u32, u32, String, Arc<[u64]>, Arc<[u64]>);
 
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 /// Records until `stop` is set, the duration passes, or every target has exited.
 pub fn run(
     args: &RecordArgs,
@@ -76,7 +113,7 @@ pub fn run(
     mut on_status: impl FnMut(&Status),
 ) -> Result<(Profile, RecordSummary), RecordError> {
     for &pid in &args.pids {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !alive(pid) {
             return Err(RecordError::NoProcess(pid));
         }
     }
@@ -86,13 +123,31 @@ pub fn run(
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let mut summary = RecordSummary::default();
+    let kinds = args.kinds;
+
     // Samples first: the time to the first sample is what a user waits for.
-    let (mut sampler, fallback) = sampler::start(args.sampler, &args.pids, args.freq)?;
-    summary.sampler = Some(sampler.kind());
+    let (mut sampler, fallback) = if kinds.cpu || kinds.offcpu {
+        let (s, why) = sampler::start(args.sampler, &args.pids, args.freq)?;
+        (Some(s), why)
+    } else {
+        (None, None)
+    };
+    summary.sampler = sampler.as_ref().map(|s| s.kind());
     if let Some(why) = fallback {
         summary.warnings.push(why);
     }
     summary.time_to_attach = started.elapsed();
+    let mut bpf = sampler.as_mut().and_then(|s| s.as_bpf());
+    if kinds.offcpu {
+        match bpf.as_deref_mut() {
+            Some(b) => match b.loaded().attach_sched_switch(true, true, args.offcpu_min.as_nanos() as u64) {
+                Ok(()) => summary.offcpu = true,
+                Err(e) => summary.warnings.push(format!("no off-CPU profile: {e}")),
+            },
+            None => summary.warnings.push("no off-CPU profile: it needs the BPF sampler".into()),
+        }
+    }
+
     let mut guards = Vec::new();
     let mut sessions = Vec::new();
     let mut resolver = FrameResolver::new();
@@ -107,42 +162,53 @@ pub fn run(
             guards.push(g);
         }
         if args.eventpipe {
-            match RuntimeSession::start(pid, &naming_config(0)) {
+            let keywords = if kinds.any_events() { kind_keywords(kinds.events()) } else { 0 };
+            match RuntimeSession::start(pid, &naming_config(keywords), kinds.events()) {
                 Ok(s) => sessions.push(s),
                 Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
             }
         }
-    }
-
-    let mut agg: HashMap<AggKey, u64> = HashMap::new();
-    let absorb = |agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver| {
-        for s in batch {
-            resolver.note_addresses(s.pid, &s.user, s.count);
-            *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
+        if kinds.exceptions {
+            if let Some(b) = bpf.as_deref_mut() {
+                match cxa::attach(b.loaded(), pid) {
+                    Ok(()) => summary.cxa_throw_probed.push(pid),
+                    Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
+                }
+            }
         }
-    };
+    }
+    drop(bpf);
+
+    let mut cpu: HashMap<AggKey, u64> = HashMap::new();
+    let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
+    let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
-            || args.pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists());
+            || args.pids.iter().all(|&p| !alive(p));
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
-            // Read perf maps and /proc/PID/maps while the targets are alive.
+            // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &args.pids {
                 resolver.refresh(pid);
+                read_thread_names(pid, &mut thread_names);
             }
-            match sampler.drain() {
-                Ok(batch) => absorb(&mut agg, batch, &mut resolver),
-                Err(e) => summary.warnings.push(format!("reading samples: {e}")),
+            if let Some(s) = sampler.as_mut() {
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary);
             }
-            let st = sampler.stats();
+            for s in &sessions {
+                let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
+                for st in stacks {
+                    resolver.note_addresses(s.pid(), &st, 0);
+                }
+            }
             on_status(&Status {
                 elapsed,
-                samples: agg.values().sum(),
-                lost: st.lost_samples,
+                samples: cpu.values().sum(),
+                lost: sampler.as_ref().map(|s| s.stats().lost_samples).unwrap_or(0),
                 symbolized: resolver.named_share(),
             });
         }
@@ -151,24 +217,37 @@ pub fn run(
         }
     }
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
-    summary.sampler_stats = sampler.stats();
+    if let Some(s) = sampler.as_mut() {
+        summary.sampler_stats = s.stats();
+        if let Some(b) = s.as_bpf() {
+            summary.thread_cpu = b.loaded().thread_cpu().unwrap_or_default();
+            summary.cxa_throws = b.loaded().cxa_throws().unwrap_or_default().into_iter().collect();
+        }
+    }
     drop(sampler);
 
+    let mut event_profiles = Vec::new();
     for s in sessions {
         let pid = s.pid();
         let outcome = s.finish();
         if let Some(e) = &outcome.error {
             summary.warnings.push(e.to_string());
-        } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete
-            && std::path::Path::new(&format!("/proc/{pid}")).exists()
-        {
+        } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
             summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
         }
         summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, outcome.collector.jit_methods.len()));
         resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
+        let mut profiles = outcome.collector.profiles;
+        for ((p, tid), name) in &thread_names {
+            if *p == pid {
+                profiles.threads.set_name(pid, *tid, name.clone());
+            }
+        }
+        summary.events.push((pid, profiles.report()));
+        event_profiles.push(profiles);
     }
 
-    let profile = build_profile(&agg, &mut resolver, args.freq, start_unix_ns, summary.duration)?;
+    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration)?;
     for mut g in guards {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
@@ -178,32 +257,94 @@ pub fn run(
     Ok((profile, summary))
 }
 
-fn build_profile(
-    agg: &HashMap<AggKey, u64>,
+/// Moves the sampler's new samples into the aggregates.
+fn drain(
+    s: &mut dyn Sampler,
+    cpu: &mut HashMap<AggKey, u64>,
+    offcpu: &mut HashMap<AggKey, u64>,
     resolver: &mut FrameResolver,
-    freq: u64,
+    summary: &mut RecordSummary,
+) {
+    match s.drain() {
+        Ok(batch) => absorb(cpu, batch, resolver),
+        Err(e) => summary.warnings.push(format!("reading samples: {e}")),
+    }
+    if summary.offcpu {
+        if let Some(b) = s.as_bpf() {
+            match b.drain_offcpu() {
+                Ok(batch) => absorb(offcpu, batch, resolver),
+                Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
+            }
+        }
+    }
+}
+
+fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver) {
+    for s in batch {
+        resolver.note_addresses(s.pid, &s.user, s.count);
+        *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
+    }
+}
+
+fn read_thread_names(pid: u32, names: &mut HashMap<(u32, u64), String>) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) else { continue };
+        if let Ok(c) = std::fs::read_to_string(t.path().join("comm")) {
+            names.insert((pid, tid), c.trim_end().to_string());
+        }
+    }
+}
+
+fn build_profile(
+    args: &RecordArgs,
+    cpu: &HashMap<AggKey, u64>,
+    offcpu: &HashMap<AggKey, u64>,
+    events: &[EventProfiles],
+    resolver: &mut FrameResolver,
     start_unix_ns: u64,
     duration: Duration,
 ) -> Result<Profile, RecordError> {
-    let cpu = SampleType::new(kinds::CPU, units::SAMPLES);
-    let mut b = ProfileBuilder::new(vec![cpu]);
-    b.set_period(Period { sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS), value: (1_000_000_000 / freq.max(1)) as i64 });
+    let mut types = Vec::new();
+    if args.kinds.cpu {
+        types.push(SampleType::new(kinds::CPU, units::SAMPLES));
+    }
+    types.extend(args.kinds.events().sample_types());
+    if args.kinds.offcpu {
+        types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
+    }
+    let mut b = ProfileBuilder::new(types.clone());
+    if args.kinds.cpu {
+        b.set_period(Period {
+            sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS),
+            value: (1_000_000_000 / args.freq.max(1)) as i64,
+        });
+    }
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
+    let column = |k: &str| types.iter().position(|t| t.kind == k);
     let mut process_names: HashMap<u32, String> = HashMap::new();
-    for ((pid, tid, comm, kernel, user), &count) in agg {
-        let frames = resolver.stack(*pid, kernel, user);
-        let mut ids = Vec::with_capacity(frames.len());
-        for f in frames {
-            ids.push(b.intern_frame(f)?);
+    for (agg, col) in [(cpu, column(kinds::CPU)), (offcpu, column(kinds::OFF_CPU))] {
+        let Some(col) = col else { continue };
+        for ((pid, tid, comm, kernel, user), &count) in agg {
+            let frames = resolver.stack(*pid, kernel, user);
+            let mut ids = Vec::with_capacity(frames.len());
+            for f in frames {
+                ids.push(b.intern_frame(f)?);
+            }
+            let stack = b.intern_stack(&ids)?;
+            let pname = process_names.entry(*pid).or_insert_with(|| process_name(*pid)).clone();
+            let mut labels = LabelSet::thread(*pid, *tid);
+            labels.thread_name = Some(comm.as_str().into());
+            labels.process_name = Some(pname.as_str().into());
+            let labels = b.intern_labels(labels)?;
+            let mut values = vec![0i64; types.len()];
+            values[col] = count as i64;
+            b.add_sample(stack, &values, labels)?;
         }
-        let stack = b.intern_stack(&ids)?;
-        let pname = process_names.entry(*pid).or_insert_with(|| process_name(*pid)).clone();
-        let mut labels = LabelSet::thread(*pid, *tid);
-        labels.thread_name = Some(comm.as_str().into());
-        labels.process_name = Some(pname.as_str().into());
-        let labels = b.intern_labels(labels)?;
-        b.add_sample(stack, &[count as i64], labels)?;
+    }
+    for e in events {
+        e.write_into(&mut b, resolver)?;
     }
     Ok(b.build())
 }
@@ -212,8 +353,8 @@ fn process_name(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| pid.to_string())
 }
 
-/// Where outputs go by default: `clrprobe-PID-YYYYmmdd-HHMMSS` style, but without a clock
-/// dependency: `clrprobe-PID`.
+/// Where outputs go by default: `clrprobe-PID`.
 pub fn default_prefix(pids: &[u32]) -> PathBuf {
     PathBuf::from(format!("clrprobe-{}", pids.first().copied().unwrap_or(0)))
 }
+

@@ -35,6 +35,15 @@ pub struct RecordSummary {
     /// (pid, events, dropped events, JIT methods named) per EventPipe session.
     pub eventpipe: Vec<(u32, u64, u64, usize)>,
     pub top_self: Vec<TopFrame>,
+    /// Off-CPU time was recorded (BPF sched_switch).
+    pub offcpu: bool,
+    /// On-CPU time per thread of the targets (BPF sched_switch).
+    pub thread_cpu: Vec<crate::bpf::ThreadCpuTime>,
+    /// Processes whose `__cxa_throw` calls were counted, and the counts.
+    pub cxa_throw_probed: Vec<u32>,
+    pub cxa_throws: std::collections::BTreeMap<u32, u64>,
+    /// Per process: exceptions, contention and allocation report from the runtime's events.
+    pub events: Vec<(u32, clrprobe_pipeline::EventReport)>,
     pub warnings: Vec<String>,
 }
 
@@ -69,7 +78,7 @@ impl RecordSummary {
                 }
             }
         }
-        let mut top: Vec<(usize, u64)> = self_counts.into_iter().collect();
+        let mut top: Vec<(usize, u64)> = self_counts.into_iter().filter(|(_, n)| *n > 0).collect();
         top.sort_by(|a, b| b.1.cmp(&a.1));
         self.top_self = top
             .into_iter()
@@ -121,6 +130,39 @@ pub fn summary_text(s: &RecordSummary) -> String {
     }
     for (pid, events, dropped, methods) in &s.eventpipe {
         let _ = writeln!(o, "eventpipe of {pid}: {events} events, {dropped} dropped, {methods} JIT methods named");
+    }
+    for (pid, r) in &s.events {
+        if !r.exceptions_by_type.is_empty() {
+            let _ = writeln!(o, "exceptions in {pid}:");
+            for e in r.exceptions.iter().take(10) {
+                let _ = writeln!(o, "  {:>7}  {}: {}", e.count, e.exception_type, e.message);
+            }
+            if let Some(n) = s.cxa_throws.get(pid) {
+                let total: u64 = r.exceptions_by_type.iter().map(|(_, c)| c).sum();
+                let verdict = if *n == total { "agrees" } else { "DISAGREES" };
+                let _ = writeln!(o, "  __cxa_throw counted in the kernel: {n} ({verdict} with {total} ExceptionThrown events)");
+            }
+        }
+        let c = &r.contention;
+        if c.waits > 0 {
+            let _ = writeln!(
+                o,
+                "contention in {pid}: {} waits, {:.1} ms total; p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                c.waits, c.total_ms, c.p50_ms, c.p90_ms, c.p99_ms, c.max_ms
+            );
+        }
+        if !r.allocations.is_empty() {
+            let _ = writeln!(o, "allocations in {pid} (estimated from AllocationTick):");
+            for (t, bytes, n) in r.allocations.iter().take(8) {
+                let _ = writeln!(o, "  {:>12.0} bytes  {:>10.0} objects  {t}", bytes, n);
+            }
+        }
+    }
+    if s.offcpu {
+        let _ = writeln!(
+            o,
+            "off-CPU: stacks are walked with frame pointers, which stop in libc (built without them) — frames below a libc wait are missing"
+        );
     }
     let _ = writeln!(o, "top functions (self):");
     for t in &s.top_self {

@@ -51,6 +51,25 @@ impl BpfSampler {
     }
 }
 
+impl BpfSampler {
+    /// Off-CPU time recorded since the last call: `count` is nanoseconds.
+    pub fn drain_offcpu(&mut self) -> Result<Vec<RawSample>, SamplerError> {
+        let entries = self.bpf.drain_offcpu()?;
+        let mut out = Vec::with_capacity(entries.len());
+        for (k, ns) in entries {
+            out.push(RawSample {
+                pid: k.pid,
+                tid: k.tid,
+                comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
+                kernel: self.stack(k.kernel_stack_id)?,
+                user: self.stack(k.user_stack_id)?,
+                count: ns,
+            });
+        }
+        Ok(out)
+    }
+}
+
 impl Sampler for BpfSampler {
     fn kind(&self) -> SamplerKind {
         SamplerKind::Bpf
@@ -100,5 +119,9 @@ impl Sampler for BpfSampler {
 
     fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError> {
         Ok(self.bpf.add_targets(pids)?)
+    }
+
+    fn as_bpf(&mut self) -> Option<&mut BpfSampler> {
+        Some(self)
     }
 }

@@ -60,6 +60,10 @@ pub trait Sampler {
     fn stats(&self) -> SamplerStats;
     /// Adds processes to sample (new .NET processes found while recording).
     fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError>;
+    /// The BPF sampler, to attach more programs (sched_switch, uprobes) to its object.
+    fn as_bpf(&mut self) -> Option<&mut BpfSampler> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,112 @@
+//! sched_switch: off-CPU time with the stack at switch-out, and on-CPU time per thread, for
+//! target processes. The current task at the tracepoint is the one switching out (prev); the
+//! one switching in (next) is known only by its tid, read from the record at the offset
+//! userspace found in the tracepoint's format file.
+use aya_ebpf::{
+    EbpfContext,
+    bindings::BPF_F_USER_STACK,
+    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
+    macros::tracepoint,
+    programs::{TracePointContext, tracing::StackIdContext},
+};
+use clrprobe_common::{OffCpuStart, SampleKey, SampleValue, ThreadCpu, switch_config};
+
+use crate::maps::{
+    OFFCPU_NS, OFFCPU_START, ONCPU_NS, ONCPU_START, STACKS, SWITCH_CONFIG, is_target, with_stats,
+};
+
+const BPF_NOEXIST: u64 = 1;
+
+#[inline(always)]
+fn config(slot: u32) -> u64 {
+    SWITCH_CONFIG.get(slot).copied().unwrap_or(0)
+}
+
+#[tracepoint]
+pub fn sched_switch(ctx: TracePointContext) -> u32 {
+    // SAFETY: ktime has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let flags = config(switch_config::FLAGS);
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let prev_tgid = (pid_tgid >> 32) as u32;
+    let prev_tid = pid_tgid as u32;
+    if prev_tid != 0 && is_target(prev_tgid) {
+        let comm = ctx.command().unwrap_or([0; 16]);
+        if flags & switch_config::FLAG_ONCPU != 0 {
+            account_on_cpu(prev_tgid, prev_tid, now, comm);
+        }
+        if flags & switch_config::FLAG_OFFCPU != 0 {
+            let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
+            let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
+            let start = OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, _pad: 0, comm };
+            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
+                with_stats(|s| s.offcpu_dropped += 1);
+            }
+        } else if OFFCPU_START.insert(&prev_tid, &OffCpuStart { start_ns: now, pid: prev_tgid, comm, ..Default::default() }, 0).is_err() {
+            with_stats(|s| s.offcpu_dropped += 1);
+        }
+    }
+    // The verifier allows only constant offsets into the context: userspace checked the
+    // format file against the layouts known here.
+    // SAFETY: reads 4 bytes of the tracepoint record at the offset its format file gives.
+    let next_tid = match config(switch_config::NEXT_PID_OFFSET) {
+        56 => unsafe { ctx.read_at::<i32>(56) },
+        52 => unsafe { ctx.read_at::<i32>(52) },
+        _ => return 0,
+    };
+    let Ok(next_tid) = next_tid else { return 0 };
+    let next_tid = next_tid as u32;
+    if next_tid == 0 {
+        return 0;
+    }
+    // Only threads of targets were switched out with a start record.
+    let Some(start) = OFFCPU_START.get_ptr(&next_tid) else { return 0 };
+    // SAFETY: value in the map, copied before removal.
+    let start = unsafe { *start };
+    let _ = OFFCPU_START.remove(&next_tid);
+    if flags & switch_config::FLAG_ONCPU != 0 {
+        let _ = ONCPU_START.insert(&next_tid, &now, 0);
+    }
+    if flags & switch_config::FLAG_OFFCPU == 0 {
+        return 0;
+    }
+    let delta = now.saturating_sub(start.start_ns);
+    if delta < config(switch_config::MIN_OFFCPU_NS) {
+        return 0;
+    }
+    let key = SampleKey {
+        pid: start.pid,
+        tid: next_tid,
+        user_stack_id: start.user_stack_id,
+        kernel_stack_id: start.kernel_stack_id,
+        comm: start.comm,
+    };
+    with_stats(|s| s.offcpu_intervals += 1);
+    if let Some(v) = OFFCPU_NS.get_ptr_mut(&key) {
+        // SAFETY: value in the map.
+        unsafe { (*v).count += delta };
+    } else if OFFCPU_NS.insert(&key, &SampleValue { count: delta }, BPF_NOEXIST).is_err() {
+        match OFFCPU_NS.get_ptr_mut(&key) {
+            Some(v) => unsafe { (*v).count += delta },
+            None => with_stats(|s| s.offcpu_dropped += 1),
+        }
+    }
+    0
+}
+
+#[inline(always)]
+fn account_on_cpu(pid: u32, tid: u32, now: u64, comm: [u8; 16]) {
+    let Some(start) = ONCPU_START.get_ptr(&tid) else { return };
+    // SAFETY: value in the map.
+    let delta = now.saturating_sub(unsafe { *start });
+    let _ = ONCPU_START.remove(&tid);
+    match ONCPU_NS.get_ptr_mut(&tid) {
+        Some(v) => unsafe {
+            (*v).on_cpu_ns += delta;
+            (*v).comm = comm;
+        },
+        None => {
+            let _ = ONCPU_NS.insert(&tid, &ThreadCpu { pid, _pad: 0, on_cpu_ns: delta, comm }, BPF_NOEXIST);
+        }
+    }
+}
