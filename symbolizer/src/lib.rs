@@ -26,3 +26,4 @@ pub mod cache;
 pub use cache::{ImageCache, Module};
 pub mod process;
 pub use process::ProcessSymbolizer;
+pub mod jitdump;

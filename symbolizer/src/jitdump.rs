@@ -1,0 +1,102 @@
+//! The runtime's jitdump file (`/tmp/jit-PID.dump`, written when perf maps are enabled): a
+//! binary log of code loads. Besides JIT'd code it records ReadyToRun methods as they are first
+//! used (names end in `[PreJIT]`), which perf maps never do.
+//!
+//! Sans-IO: [`parse_jitdump`] takes the bytes; a record cut short by a writer still at work
+//! ends the list without an error.
+use crate::FormatError;
+use crate::reader::Bytes;
+
+const MAGIC: u32 = 0x4A69_5444; // "JiTD"
+const JIT_CODE_LOAD: u32 = 0;
+
+/// A JIT_CODE_LOAD record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodeLoad {
+    pub addr: u64,
+    pub size: u64,
+    pub tid: u32,
+    /// Name as the runtime writes it (`... [Assembly] Type::Method(args)[Tier]`).
+    pub name: String,
+}
+
+/// Parses a jitdump file; returns its code-load records and whether the bytes ended cleanly.
+pub fn parse_jitdump(data: &[u8]) -> Result<(Vec<CodeLoad>, bool), FormatError> {
+    let b = Bytes::new(data, "jitdump");
+    let magic = b.u32(0)?;
+    if magic != MAGIC {
+        return Err(FormatError::invalid("jitdump", format!("magic {magic:#x} is not JiTD (0x4a695444)")));
+    }
+    let header = b.u32(8)? as u64;
+    if header < 40 {
+        return Err(FormatError::invalid("jitdump", format!("header size {header} < 40")));
+    }
+    let mut out = Vec::new();
+    let mut pos = header;
+    let len = data.len() as u64;
+    while pos < len {
+        let (Ok(id), Ok(total)) = (b.u32(pos), b.u32(pos + 4)) else { return Ok((out, false)) };
+        let total = total as u64;
+        if total < 16 {
+            return Err(FormatError::invalid("jitdump", format!("record at {pos:#x} claims {total} bytes")));
+        }
+        if pos + total > len {
+            return Ok((out, false));
+        }
+        if id == JIT_CODE_LOAD {
+            let rec = b.sub(pos, total, "jitdump code-load record")?;
+            let name = rec.cstr(56)?;
+            out.push(CodeLoad {
+                tid: rec.u32(20)?,
+                addr: rec.u64(32)?,
+                size: rec.u64(40)?,
+                name: String::from_utf8_lossy(name).into_owned(),
+            });
+        }
+        pos += total;
+    }
+    Ok((out, true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(addr: u64, size: u64, name: &str) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.extend_from_slice(&7u32.to_le_bytes()); // pid
+        body.extend_from_slice(&8u32.to_le_bytes()); // tid
+        body.extend_from_slice(&addr.to_le_bytes()); // vma
+        body.extend_from_slice(&addr.to_le_bytes()); // code_addr
+        body.extend_from_slice(&size.to_le_bytes());
+        body.extend_from_slice(&1u64.to_le_bytes()); // code index
+        body.extend_from_slice(name.as_bytes());
+        body.push(0);
+        body.extend(std::iter::repeat_n(0xCC, size as usize));
+        let mut r = Vec::new();
+        r.extend_from_slice(&JIT_CODE_LOAD.to_le_bytes());
+        r.extend_from_slice(&(16 + body.len() as u32).to_le_bytes());
+        r.extend_from_slice(&0u64.to_le_bytes());
+        r.extend(body);
+        r
+    }
+
+    #[test]
+    fn parses_records_and_tolerates_a_cut_tail() {
+        let mut d = Vec::new();
+        for v in [MAGIC, 1, 40, 62, 0, 7] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&[0; 16]);
+        d.extend(record(0x1000, 4, "void [A] A::a()[PreJIT]"));
+        d.extend(record(0x2000, 2, "B::b()"));
+        let (recs, clean) = parse_jitdump(&d).expect("parses");
+        assert!(clean);
+        assert_eq!(recs.len(), 2);
+        assert_eq!((recs[0].addr, recs[0].size, recs[0].name.as_str()), (0x1000, 4, "void [A] A::a()[PreJIT]"));
+        let (recs, clean) = parse_jitdump(&d[..d.len() - 3]).expect("cut");
+        assert!(!clean);
+        assert_eq!(recs.len(), 1);
+        assert!(parse_jitdump(b"JUNKJUNKJUNK").is_err());
+    }
+}
