@@ -1,29 +1,54 @@
-//! Turns (pid, address) into frames for .NET processes.
+//! Turns (pid, address) into frames for .NET processes on Linux.
 //!
-//! Sans-IO parsers ([`perf_map`], [`maps`], [`pe`], [`metadata`], [`r2r`], [`kernel`]) take
-//! bytes; [`ProcessSymbolizer`] reads `/proc/PID/...` and routes each address to the right one.
+//! ```no_run
+//! use std::sync::Arc;
+//! use clrprobe_symbolizer::{ImageCache, ProcessSymbolizer};
+//!
+//! # fn main() -> Result<(), clrprobe_symbolizer::Error> {
+//! let cache = Arc::new(ImageCache::new()); // share across processes: CoreLib is parsed once
+//! let mut s = ProcessSymbolizer::with_cache(1234, Arc::clone(&cache))?;
+//! s.refresh_perf_map()?; // while recording; the table outlives the process
+//! for f in s.symbolize(&[0x7f00_1234_5678]) {
+//!     println!("{:?} {} {:?} {:?} +{:#x}", f.kind, f.name, f.module, f.tier, f.offset);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Where each address goes ([`ProcessSymbolizer::symbolize`]):
+//! - kernel half of the address space: [`KernelSymbolizer`] (`/proc/kallsyms`);
+//! - a file-backed mapping of a ReadyToRun PE image (System.Private.CoreLib.dll, ...):
+//!   file offset -> RVA -> RUNTIME_FUNCTION -> method ([`r2r`], named via [`metadata`]);
+//! - a file-backed ELF mapping: blazesym on the file offset ([`elf`]);
+//! - anonymous or `memfd:doublemapper` memory (the JIT heap): the runtime's perf map
+//!   ([`perf_map`]; `DOTNET_PerfMapEnabled=1`), re-read on a miss;
+//! - anything else: `module+0xoffset` (or the bare address), kind [`FrameKind::Unknown`].
+//!
+//! The parsers ([`perf_map`], [`maps`], [`pe`], [`metadata`], [`r2r`], [`kernel`],
+//! [`jitdump`]) are sans-IO: they take bytes and return typed errors ([`FormatError`]) for
+//! bad input. Files of the target are opened through `/proc/PID/root` unless the process shares
+//! our mount namespace.
+pub mod cache;
+pub mod elf;
 pub mod error;
 pub mod frame;
-pub mod perf_map;
-
-pub use error::{Error, FormatError};
-pub use frame::{Frame, FrameKind};
-pub use perf_map::{PerfMap, PerfMapSymbol};
+pub mod jitdump;
+pub mod kernel;
 pub mod maps;
-pub use maps::{Backing, Mapping, Maps};
-pub mod pe;
-mod reader;
 pub mod metadata;
 pub(crate) mod native_format;
+pub mod pe;
+pub mod perf_map;
+pub mod process;
 pub mod r2r;
 mod r2r_sig;
-pub use r2r::{R2rImage, R2rMethod, R2rSymbol};
-pub mod elf;
-pub mod kernel;
-pub use elf::{ElfSymbol, ElfSymbolizer};
-pub use kernel::KernelSymbolizer;
-pub mod cache;
+mod reader;
+
 pub use cache::{ImageCache, Module};
-pub mod process;
+pub use elf::{ElfSymbol, ElfSymbolizer};
+pub use error::{Error, FormatError};
+pub use frame::{Frame, FrameKind};
+pub use kernel::KernelSymbolizer;
+pub use maps::{Backing, Mapping, Maps};
+pub use perf_map::{PerfMap, PerfMapSymbol};
 pub use process::ProcessSymbolizer;
-pub mod jitdump;
+pub use r2r::{R2rImage, R2rMethod, R2rSymbol};
