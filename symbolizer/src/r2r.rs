@@ -101,12 +101,16 @@ impl R2rImage {
         if find(SECTION_COMPONENT_ASSEMBLIES)?.is_some() {
             return Err(FormatError::NotReadyToRun("composite R2R image (not supported yet)"));
         }
-        let (rf_rva, rf_size) = find(SECTION_RUNTIME_FUNCTIONS)?.ok_or(FormatError::NotReadyToRun("no RuntimeFunctions section"))?;
-        let rf = Bytes::new(pe.data_at(data, rf_rva, rf_size, "RuntimeFunctions")?, "RuntimeFunctions");
+        // An image with nothing compiled has no RuntimeFunctions section: zero methods.
+        let rf = match find(SECTION_RUNTIME_FUNCTIONS)? {
+            Some((rva, size)) => Bytes::new(pe.data_at(data, rva, size, "RuntimeFunctions")?, "RuntimeFunctions"),
+            None => Bytes::new(&[], "RuntimeFunctions"),
+        };
+        let rf_size = rf.data.len() as u64;
         // x64 RUNTIME_FUNCTION is begin, end, unwind; ARM/ARM64 drop `end`.
         let has_end = matches!(base_machine(pe.machine), object::pe::IMAGE_FILE_MACHINE_AMD64 | object::pe::IMAGE_FILE_MACHINE_I386);
         let entry = if has_end { 12 } else { 8 };
-        let count = rf_size as u64 / entry;
+        let count = rf_size / entry;
         let mut ranges = Vec::with_capacity(count as usize);
         for i in 0..count {
             let begin = rf.u32(i * entry)?;

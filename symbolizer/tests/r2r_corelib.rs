@@ -125,3 +125,33 @@ fn corrupt_corelib_fails_cleanly() {
     }
     eprintln!("{errors}/24 corrupted images rejected with an error, the rest parsed");
 }
+
+/// Every managed image shipped with both runtimes either parses as ReadyToRun with code for
+/// its methods, or is refused with a typed reason; none panics.
+#[test]
+fn every_framework_image_parses_or_is_refused() {
+    for rt in Runtime::ALL {
+        let dir = rt.framework_dir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut r2r, mut refused, mut methods) = (0, Vec::<&str>::new(), 0usize);
+        let mut entries: Vec<_> = std::fs::read_dir(&dir).expect("framework dir").flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries.iter().filter(|p| p.extension().is_some_and(|e| e == "dll")) {
+            let bytes = std::fs::read(path).expect("read");
+            match R2rImage::parse(&bytes) {
+                Ok(img) => {
+                    r2r += 1;
+                    methods += img.methods.len();
+                    assert_eq!(img.undecoded_instance_entries, 0, "{}", path.display());
+                    assert_eq!(img.unclaimed_runtime_functions(), 0, "{}", path.display());
+                }
+                Err(clrprobe_symbolizer::FormatError::NotReadyToRun(why)) => refused.push(why),
+                Err(e) => panic!("{}: {e}", path.display()),
+            }
+        }
+        refused.sort();
+        refused.dedup_by(|a, b| a == b);
+        eprintln!("{rt:?}: {r2r} R2R images, {methods} methods with code; the rest refused because: {refused:?}");
+        assert!(r2r > 50, "{rt:?}: only {r2r} R2R images");
+        assert!(methods > 80_000, "{rt:?}: only {methods} methods with code");
+    }
+}

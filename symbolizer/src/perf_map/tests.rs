@@ -105,3 +105,56 @@ fn garbage_is_skipped_not_fatal() {
     assert_eq!(m.skipped(), 3);
     assert_eq!(m.lookup(0x1000).map(|s| s.name.ends_with("ok")), Some(true));
 }
+
+struct XorShift(u64);
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn random_chunking_matches_whole_parse() {
+    let mut text = Vec::new();
+    for i in 0..500u64 {
+        let sep = if i % 7 == 0 { "\0" } else { "\n" };
+        let pre = if i % 3 == 0 { "" } else { "0x" };
+        text.extend_from_slice(format!("{pre}{:x} {pre}{:x} void [A] N.T{i}::M{i}(int32, string)[Tier0]{sep}", 0x10000 + i * 0x40, 0x30).as_bytes());
+    }
+    let mut whole = PerfMap::parse(&text);
+    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..20 {
+        let mut inc = PerfMap::new();
+        let mut at = 0;
+        while at < text.len() {
+            let n = (rng.next() % 200) as usize + 1;
+            let end = (at + n).min(text.len());
+            inc.feed(&text[at..end]);
+            at = end;
+        }
+        inc.finish();
+        assert_eq!(names(&mut inc), names(&mut whole));
+    }
+    assert_eq!(whole.len(), 500);
+    assert_eq!(whole.lookup(0x10000 + 499 * 0x40 + 0x2f).map(|s| s.name), Some("void [A] N.T499::M499(int32, string)"));
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = XorShift(0xDEAD_BEEF_CAFE_F00D);
+    for _ in 0..200 {
+        let len = (rng.next() % 400) as usize;
+        let alphabet = b"0x123abcfXZ [](): \n\0\t\xff\xc3";
+        let bytes: Vec<u8> = (0..len).map(|_| alphabet[(rng.next() % alphabet.len() as u64) as usize]).collect();
+        let mut m = PerfMap::parse(&bytes);
+        for _ in 0..20 {
+            let _ = m.lookup(rng.next() % 0x2000);
+        }
+        for s in m.iter() {
+            assert!(!s.name.contains('\n'));
+        }
+    }
+}
