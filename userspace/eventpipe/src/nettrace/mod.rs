@@ -21,6 +21,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Ordering and latency: events are buffered per sequence-point region and released in
+//! (timestamp, stream order) as soon as an IsSorted event proves nothing earlier can follow,
+//! so a live session with steady traffic (e.g. CPU samples) delivers within ~one runtime flush
+//! period; a quiet session's last burst waits for the next batch or the sequence point.
+//! Memory: one region's events and payloads are kept until released (the runtime bounds a
+//! region by its ~10 MB sequence-point budget).
+//!
 //! Layout: `input` (byte source), `bytes` (bounds-checked cursor), `trace_info` (header),
 //! `metadata`, `event_header`, `stacks`, `sequence` (dropped events), `v6_tables` (threads,
 //! label lists), `region` (buffering and sorting), `event` (the handed-out view), `reader`
