@@ -475,6 +475,6 @@ pub fn parse_table(table: &[u8], pid: Option<u32>) -> Result<ClrCounters, Counte
     if let (Some(expected), Some(found)) = (pid, other_pid) {
         return Err(CountersError::PidMismatch { expected, found });
     }
-    let reason = if reasons.is_empty() { "no block was ever written".to_string() } else { reasons.join("; ") };
+    let reason = if reasons.is_empty() { "every block is never written (Counter 0): the process has no .NET Framework CLR loaded".to_string() } else { reasons.join("; ") };
     Err(CountersError::NoRuntimeBlock { pid, blocks, reason })
 }
