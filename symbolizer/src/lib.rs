@@ -1,5 +1,8 @@
 //! Turns (pid, address) into frames for .NET processes on Linux.
 //!
+//! The `/proc` layer ([`ProcessSymbolizer`], [`ImageCache`], [`ElfSymbolizer`]) is Linux-only;
+//! the parsers build on every target.
+//!
 //! ```no_run
 //! use std::sync::Arc;
 //! use clrprobe_symbolizer::{ImageCache, ProcessSymbolizer};
@@ -27,7 +30,9 @@
 //! [`jitdump`]) are sans-IO: they take bytes and return typed errors ([`FormatError`]) for
 //! bad input. Files of the target are opened through `/proc/PID/root` unless the process shares
 //! our mount namespace.
+#[cfg(target_os = "linux")]
 pub mod cache;
+#[cfg(target_os = "linux")]
 pub mod elf;
 pub mod error;
 pub mod frame;
@@ -38,17 +43,21 @@ pub mod metadata;
 pub(crate) mod native_format;
 pub mod pe;
 pub mod perf_map;
+#[cfg(target_os = "linux")]
 pub mod process;
 pub mod r2r;
 mod r2r_sig;
 mod reader;
 
+#[cfg(target_os = "linux")]
 pub use cache::{ImageCache, Module};
+#[cfg(target_os = "linux")]
 pub use elf::{ElfSymbol, ElfSymbolizer};
 pub use error::{Error, FormatError};
 pub use frame::{Frame, FrameKind};
 pub use kernel::KernelSymbolizer;
 pub use maps::{Backing, Mapping, Maps};
 pub use perf_map::{PerfMap, PerfMapSymbol};
+#[cfg(target_os = "linux")]
 pub use process::ProcessSymbolizer;
 pub use r2r::{R2rImage, R2rMethod, R2rSymbol};

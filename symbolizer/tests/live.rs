@@ -1,5 +1,7 @@
 //! Live: a real .NET process (the Cpu workload) with perf maps on; JIT, ReadyToRun, libcoreclr,
 //! libc and kernel addresses symbolized through /proc.
+#![cfg(target_os = "linux")]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

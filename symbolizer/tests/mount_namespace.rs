@@ -1,5 +1,7 @@
 //! A .NET process in its own mount namespace with a private /tmp: its perf map exists only
 //! under /proc/PID/root, and must still be found and read.
+#![cfg(target_os = "linux")]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
