@@ -22,40 +22,108 @@ pub struct CodeLoad {
 
 /// Parses a jitdump file; returns its code-load records and whether the bytes ended cleanly.
 pub fn parse_jitdump(data: &[u8]) -> Result<(Vec<CodeLoad>, bool), FormatError> {
-    let b = Bytes::new(data, "jitdump");
-    let magic = b.u32(0)?;
-    if magic != MAGIC {
-        return Err(FormatError::invalid("jitdump", format!("magic {magic:#x} is not JiTD (0x4a695444)")));
+    let mut j = JitDump::new();
+    j.feed(data)?;
+    let clean = j.pending.is_empty();
+    Ok((j.records, clean))
+}
+
+/// A jitdump read incrementally (the runtime appends while it runs), indexed by address.
+#[derive(Debug, Default, Clone)]
+pub struct JitDump {
+    header_seen: bool,
+    /// Bytes of a record (or header) not complete yet.
+    pending: Vec<u8>,
+    consumed: u64,
+    records: Vec<CodeLoad>,
+}
+
+impl JitDump {
+    pub fn new() -> Self {
+        Self::default()
     }
-    let header = b.u32(8)? as u64;
-    if header < 40 {
-        return Err(FormatError::invalid("jitdump", format!("header size {header} < 40")));
+
+    /// Bytes fed so far (where the next read of the file starts).
+    pub fn consumed(&self) -> u64 {
+        self.consumed
     }
-    let mut out = Vec::new();
-    let mut pos = header;
-    let len = data.len() as u64;
-    while pos < len {
-        let (Ok(id), Ok(total)) = (b.u32(pos), b.u32(pos + 4)) else { return Ok((out, false)) };
-        let total = total as u64;
-        if total < 16 {
-            return Err(FormatError::invalid("jitdump", format!("record at {pos:#x} claims {total} bytes")));
-        }
-        if pos + total > len {
-            return Ok((out, false));
-        }
-        if id == JIT_CODE_LOAD {
-            let rec = b.sub(pos, total, "jitdump code-load record")?;
-            let name = rec.cstr(56)?;
-            out.push(CodeLoad {
-                tid: rec.u32(20)?,
-                addr: rec.u64(32)?,
-                size: rec.u64(40)?,
-                name: String::from_utf8_lossy(name).into_owned(),
-            });
-        }
-        pos += total;
+
+    pub fn len(&self) -> usize {
+        self.records.len()
     }
-    Ok((out, true))
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Code-load records, by address.
+    pub fn records(&self) -> &[CodeLoad] {
+        &self.records
+    }
+
+    /// Feeds appended bytes; returns the code-load records completed by them.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<usize, FormatError> {
+        self.consumed += bytes.len() as u64;
+        self.pending.extend_from_slice(bytes);
+        let before = self.records.len();
+        let data = std::mem::take(&mut self.pending);
+        let b = Bytes::new(&data, "jitdump");
+        let mut pos = 0u64;
+        let len = data.len() as u64;
+        if !self.header_seen {
+            if len < 12 {
+                self.pending = data;
+                return Ok(0);
+            }
+            let magic = b.u32(0)?;
+            if magic != MAGIC {
+                return Err(FormatError::invalid("jitdump", format!("magic {magic:#x} is not JiTD (0x4a695444)")));
+            }
+            let header = b.u32(8)? as u64;
+            if header < 40 {
+                return Err(FormatError::invalid("jitdump", format!("header size {header} < 40")));
+            }
+            if len < header {
+                self.pending = data;
+                return Ok(0);
+            }
+            self.header_seen = true;
+            pos = header;
+        }
+        while pos + 8 <= len {
+            let id = b.u32(pos)?;
+            let total = b.u32(pos + 4)? as u64;
+            if total < 16 {
+                return Err(FormatError::invalid("jitdump", format!("record claims {total} bytes")));
+            }
+            if pos + total > len {
+                break;
+            }
+            if id == JIT_CODE_LOAD {
+                let rec = b.sub(pos, total, "jitdump code-load record")?;
+                let name = rec.cstr(56)?;
+                self.records.push(CodeLoad {
+                    tid: rec.u32(20)?,
+                    addr: rec.u64(32)?,
+                    size: rec.u64(40)?,
+                    name: String::from_utf8_lossy(name).into_owned(),
+                });
+            }
+            pos += total;
+        }
+        self.pending = data[pos as usize..].to_vec();
+        if self.records.len() != before {
+            // Index by address; the sort is stable, so later records of an address stay last.
+            self.records.sort_by_key(|r| r.addr);
+        }
+        Ok(self.records.len() - before)
+    }
+
+    /// The latest record whose code holds `addr`.
+    pub fn lookup(&self, addr: u64) -> Option<&CodeLoad> {
+        let end = self.records.partition_point(|r| r.addr <= addr);
+        self.records[..end].iter().rev().take(8).find(|r| addr - r.addr < r.size.max(1))
+    }
 }
 
 #[cfg(test)]
@@ -98,5 +166,18 @@ mod tests {
         assert!(!clean);
         assert_eq!(recs.len(), 1);
         assert!(parse_jitdump(b"JUNKJUNKJUNK").is_err());
+        // Byte by byte gives the same records.
+        let mut j = JitDump::new();
+        for b in &d {
+            j.feed(std::slice::from_ref(b)).expect("feeds");
+        }
+        assert_eq!(j.records(), &recs_full(&d)[..]);
+        assert_eq!(j.lookup(0x1003).map(|r| r.name.as_str()), Some("void [A] A::a()[PreJIT]"));
+        assert_eq!(j.lookup(0x1004), None);
+        assert_eq!(j.lookup(0x2001).map(|r| r.name.as_str()), Some("B::b()"));
+    }
+
+    fn recs_full(d: &[u8]) -> Vec<CodeLoad> {
+        parse_jitdump(d).expect("parses").0
     }
 }

@@ -299,5 +299,14 @@ fn split_tier(name: &[u8]) -> (&[u8], Option<&[u8]>) {
     (name, None)
 }
 
+/// Splits a trailing `[Tier]` off a name (same rules as perf-map records), for names from
+/// other sources such as the jitdump.
+pub fn split_tier_str(name: &str) -> (&str, Option<&str>) {
+    let (n, t) = split_tier(name.trim().as_bytes());
+    // Both are sub-slices of `name` cut at ASCII bytes, so they are valid UTF-8.
+    let n = std::str::from_utf8(n).unwrap_or(name);
+    (n, t.and_then(|t| std::str::from_utf8(t).ok()))
+}
+
 #[cfg(test)]
 mod tests;

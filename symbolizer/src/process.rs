@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::cache::{ImageCache, Module};
 use crate::kernel::is_kernel_address;
 use crate::maps::{Backing, Mapping};
+use crate::jitdump::JitDump;
 use crate::{Error, Frame, FrameKind, Maps, PerfMap};
 
 /// Symbolizes addresses of one process; the perf-map table survives the process's exit.
@@ -22,6 +23,10 @@ pub struct ProcessSymbolizer {
     maps: Maps,
     perf_map: PerfMap,
     perf_map_paths: Vec<PathBuf>,
+    /// The runtime's jitdump (`/tmp/jit-PID.dump`): JIT'd code, and R2R code as first used.
+    jitdump: JitDump,
+    jitdump_paths: Vec<PathBuf>,
+    jitdump_broken: bool,
     cache: Arc<ImageCache>,
     modules: HashMap<String, Arc<Module>>,
     /// The perf map was re-read during the current `symbolize` call.
@@ -53,12 +58,16 @@ impl ProcessSymbolizer {
             .ok()
             .and_then(|s| s.lines().find(|l| l.starts_with("NSpid:")).and_then(|l| l.split_whitespace().last()?.parse::<u32>().ok()))
             .unwrap_or(pid);
-        let name = format!("tmp/perf-{ns_pid}.map");
-        let mut perf_map_paths = vec![root.join(&name)];
-        if same_root {
-            // Still readable after the process is gone.
-            perf_map_paths.push(Path::new("/").join(&name));
-        }
+        let paths = |name: String| {
+            let mut v = vec![root.join(&name)];
+            if same_root {
+                // Still readable after the process is gone.
+                v.push(Path::new("/").join(&name));
+            }
+            v
+        };
+        let perf_map_paths = paths(format!("tmp/perf-{ns_pid}.map"));
+        let jitdump_paths = paths(format!("tmp/jit-{ns_pid}.dump"));
         let mut s = ProcessSymbolizer {
             pid,
             root,
@@ -66,6 +75,9 @@ impl ProcessSymbolizer {
             maps: Maps::default(),
             perf_map: PerfMap::new(),
             perf_map_paths,
+            jitdump: JitDump::new(),
+            jitdump_paths,
+            jitdump_broken: false,
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
@@ -104,9 +116,42 @@ impl ProcessSymbolizer {
         }
     }
 
-    /// Reads what was appended to the perf map since the last call; returns records added.
-    /// A missing file (perf maps disabled, or not written yet) adds nothing.
+    /// The jitdump records read so far.
+    pub fn jitdump(&self) -> &JitDump {
+        &self.jitdump
+    }
+
+    /// Reads what was appended to the perf map (and the jitdump) since the last call; returns
+    /// records added. Missing files (perf maps disabled, or not written yet) add nothing.
     pub fn refresh_perf_map(&mut self) -> Result<usize, Error> {
+        let from_jitdump = self.refresh_jitdump();
+        Ok(self.refresh_perf_map_file()? + from_jitdump)
+    }
+
+    /// Jitdump errors are logged, not returned: it is a fallback source.
+    fn refresh_jitdump(&mut self) -> usize {
+        if self.jitdump_broken {
+            return 0;
+        }
+        for path in &self.jitdump_paths {
+            let Ok(mut f) = std::fs::File::open(path) else { continue };
+            let mut buf = Vec::new();
+            if f.seek(SeekFrom::Start(self.jitdump.consumed())).and_then(|_| f.read_to_end(&mut buf)).is_err() {
+                return 0;
+            }
+            return match self.jitdump.feed(&buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    log::warn!("{}: {e}; jitdump ignored from here on", path.display());
+                    self.jitdump_broken = true;
+                    0
+                }
+            };
+        }
+        0
+    }
+
+    fn refresh_perf_map_file(&mut self) -> Result<usize, Error> {
         for path in &self.perf_map_paths {
             let mut f = match std::fs::File::open(path) {
                 Ok(f) => f,
@@ -224,7 +269,7 @@ impl ProcessSymbolizer {
                     tier: None,
                     offset: hit.offset as u64,
                 },
-                None => Frame::unknown(Some(module), off, addr),
+                None => self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(Some(module), off, addr)),
             }),
             Some(Module::Elf) => {
                 elf.entry(path.clone()).or_default().push((i, off));
@@ -254,11 +299,19 @@ impl ProcessSymbolizer {
         }
     }
 
+    /// Names runtime-generated code: the perf map first, then the jitdump.
     fn jit_frame(&self, addr: u64) -> Option<Frame> {
-        let s = self.perf_map.lookup_sorted(addr)?;
-        let (module, name) = crate::frame::split_managed_name(s.name);
-        let kind = if matches!(s.tier, Some("PreJIT" | "ReadyToRun")) { FrameKind::ReadyToRun } else { FrameKind::Jit };
-        Some(Frame { name, module, kind, tier: s.tier.map(str::to_string), offset: addr - s.start })
+        let (start, name, tier) = match self.perf_map.lookup_sorted(addr) {
+            Some(s) => (s.start, s.name, s.tier),
+            None => {
+                let r = self.jitdump.lookup(addr)?;
+                let (name, tier) = crate::perf_map::split_tier_str(&r.name);
+                (r.addr, name, tier)
+            }
+        };
+        let (module, name) = crate::frame::split_managed_name(name);
+        let kind = if matches!(tier, Some("PreJIT" | "ReadyToRun")) { FrameKind::ReadyToRun } else { FrameKind::Jit };
+        Some(Frame { name, module, kind, tier: tier.map(str::to_string), offset: addr - start })
     }
 
     fn kernel_frame(&self, addr: u64) -> Frame {

@@ -318,3 +318,20 @@ fn agrees_with_the_runtimes_jitdump(rt: Runtime) {
     assert!(bad.is_empty(), "{} JIT disagreements", bad.len());
     eprintln!("{truncated} addresses matched a jitdump name missing its last character");
 }
+
+/// `DOTNET_PerfMapEnabled=2` writes only the jitdump: JIT frames must come from it.
+#[test]
+fn jitdump_only_runtime_still_names_jit_frames() {
+    let w = Workload::new("Cpu", Runtime::Net8).arg(20).env("DOTNET_PerfMapEnabled", "2").start().unwrap_or_else(|e| panic!("{e}"));
+    assert!(w.wait_for_line("tick 3", Duration::from_secs(20)).is_some(), "no ticks");
+    let mut s = ProcessSymbolizer::new(w.pid).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.perf_map().len(), 0, "a perf map was written: the test proves nothing");
+    let hot: Vec<(u64, u64, String)> =
+        s.jitdump().records().iter().filter(|r| r.name.contains("Cpu::HotA")).map(|r| (r.addr, r.size, r.name.clone())).collect();
+    assert!(!hot.is_empty(), "HotA not in the jitdump ({} records)", s.jitdump().len());
+    let addrs: Vec<u64> = hot.iter().map(|&(a, size, _)| a + size - 1).collect();
+    for (f, (_, size, raw)) in s.symbolize(&addrs).iter().zip(&hot) {
+        assert_eq!((f.name.as_str(), f.kind, f.offset), ("Cpu::HotA", FrameKind::Jit, size - 1), "{f:?} for {raw:?}");
+        assert!(f.tier.is_some(), "tier not split off {raw:?}");
+    }
+}
