@@ -23,7 +23,10 @@
 //!   file offset -> RVA -> RUNTIME_FUNCTION -> method ([`r2r`], named via [`metadata`]);
 //! - a file-backed ELF mapping: blazesym on the file offset ([`elf`]);
 //! - anonymous or `memfd:doublemapper` memory (the JIT heap): the runtime's perf map
-//!   ([`perf_map`]; `DOTNET_PerfMapEnabled=1`), re-read on a miss;
+//!   ([`perf_map`]; `DOTNET_PerfMapEnabled=1`), then its jitdump ([`jitdump`]; also written
+//!   with `=2`), both re-read on a miss;
+//! - code in a PE image the R2R parser cannot place (e.g. composite images, not parsed yet):
+//!   the jitdump's `[PreJIT]` records, which the runtime writes as it starts using a method;
 //! - anything else: `module+0xoffset` (or the bare address), kind [`FrameKind::Unknown`].
 //!
 //! The parsers ([`perf_map`], [`maps`], [`pe`], [`metadata`], [`r2r`], [`kernel`],
