@@ -28,7 +28,8 @@ pub struct ProcessSymbolizer {
     jitdump_paths: Vec<PathBuf>,
     jitdump_broken: bool,
     cache: Arc<ImageCache>,
-    modules: HashMap<String, Arc<Module>>,
+    /// Per mapped path: what it is (None: could not be opened; not retried per address).
+    modules: HashMap<String, Option<Arc<Module>>>,
     /// The perf map was re-read during the current `symbolize` call.
     perf_map_fresh: bool,
 }
@@ -109,6 +110,9 @@ impl ProcessSymbolizer {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 self.maps = Maps::parse(&text)?;
+                // Libraries may have been (un)loaded: classify paths afresh (the shared cache
+                // still holds the parsed images).
+                self.modules.clear();
                 Ok(())
             }
             Err(e) if !self.maps.mappings.is_empty() && e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -191,18 +195,17 @@ impl ProcessSymbolizer {
 
     fn module(&mut self, path: &str) -> Option<Arc<Module>> {
         if let Some(m) = self.modules.get(path) {
-            return Some(Arc::clone(m));
+            return m.clone();
         }
-        match self.cache.module(&self.fs_path(path)) {
-            Ok(m) => {
-                self.modules.insert(path.to_string(), Arc::clone(&m));
-                Some(m)
-            }
+        let m = match self.cache.module(&self.fs_path(path)) {
+            Ok(m) => Some(m),
             Err(e) => {
                 log::debug!("pid {}: {e}", self.pid);
                 None
             }
-        }
+        };
+        self.modules.insert(path.to_string(), m.clone());
+        m
     }
 
     /// Names each address (same order, same length). A JIT-heap address the perf map does not
