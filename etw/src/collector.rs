@@ -14,6 +14,17 @@ use crate::providers;
 use crate::record::EtwRecord;
 use crate::stackwalk::{Correlated, CorrelatorConfig, CorrelatorStats, StackCorrelator};
 
+/// Which correlator a record goes to: 0 runtime (and private), 1 rundown, 2 kernel.
+fn stream(rec: &EtwRecord) -> usize {
+    if rec.provider == providers::RUNDOWN {
+        1
+    } else if rec.is_clr() {
+        0
+    } else {
+        2
+    }
+}
+
 /// What to record: kernel CPU samples and/or the CLR event kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordKinds {
@@ -51,7 +62,9 @@ pub struct CollectorStats {
 pub struct Collector {
     kinds: RecordKinds,
     pid: Option<u32>,
-    correlator: StackCorrelator,
+    /// One correlator per ETW session stream (runtime, rundown, kernel): each session's events
+    /// arrive in their own order, so one stream's time must not release another's events.
+    correlators: [StackCorrelator; 3],
     /// Public so a caller can name frames of its own stacks too.
     pub methods: MethodTable,
     events: EventProfiles,
@@ -67,7 +80,7 @@ impl Collector {
         Collector {
             kinds,
             pid,
-            correlator: StackCorrelator::new(config),
+            correlators: [StackCorrelator::new(config), StackCorrelator::new(config), StackCorrelator::new(config)],
             methods: MethodTable::new(),
             events: EventProfiles::new(kinds.events),
             cpu: HashMap::new(),
@@ -78,7 +91,8 @@ impl Collector {
 
     pub fn push(&mut self, rec: EtwRecord) {
         self.stats.records += 1;
-        for c in self.correlator.push(rec) {
+        let stream = stream(&rec);
+        for c in self.correlators[stream].push(rec) {
             self.handle(c);
         }
     }
@@ -141,13 +155,20 @@ impl Collector {
 
     /// Releases every held event; call before [`Collector::finish`] when reusing stats.
     pub fn flush(&mut self) {
-        for c in self.correlator.finish() {
-            self.handle(c);
+        for i in 0..self.correlators.len() {
+            for c in self.correlators[i].finish() {
+                self.handle(c);
+            }
         }
     }
 
     pub fn stats(&self) -> CollectorStats {
-        CollectorStats { stacks: self.correlator.stats, ..self.stats }
+        let mut stacks = CorrelatorStats::default();
+        for c in &self.correlators {
+            stacks.orphan_stacks += c.stats.orphan_stacks;
+            stacks.bad_stacks += c.stats.bad_stacks;
+        }
+        CollectorStats { stacks, ..self.stats }
     }
 
     /// The profile (CPU samples first, then the event kinds) and the event report.

@@ -18,6 +18,7 @@ pub mod error;
 pub mod ipcblock;
 pub mod kernel;
 pub mod methods;
+pub mod plan;
 pub mod providers;
 pub mod record;
 pub mod stackwalk;

@@ -187,10 +187,11 @@ impl StackCorrelator {
 
 /// Kernel events carry the sampled thread in the payload; the header may say -1.
 fn subject_thread(rec: &EtwRecord) -> u32 {
-    if rec.provider == providers::KERNEL_PERF_INFO && rec.opcode == kernel::OPCODE_SAMPLED_PROFILE {
-        if let Ok(s) = SampledProfile::decode(&rec.payload, rec.pointer_size) {
-            return s.thread_id;
-        }
+    if rec.provider == providers::KERNEL_PERF_INFO
+        && rec.opcode == kernel::OPCODE_SAMPLED_PROFILE
+        && let Ok(s) = SampledProfile::decode(&rec.payload, rec.pointer_size)
+    {
+        return s.thread_id;
     }
     rec.tid
 }
