@@ -14,6 +14,18 @@ use crate::providers;
 use crate::record::EtwRecord;
 use crate::stackwalk::{Correlated, CorrelatorConfig, CorrelatorStats, StackCorrelator};
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filetime_converts_to_unix_nanoseconds() {
+        // 2020-01-01T00:00:00Z is FILETIME 132_223_104_000_000_000.
+        assert_eq!(filetime_to_unix_ns(132_223_104_000_000_000), 1_577_836_800_000_000_000);
+        assert_eq!(filetime_to_unix_ns(0), 0);
+    }
+}
+
 /// Which correlator a record goes to: 0 runtime (and private), 1 rundown, 2 kernel.
 fn stream(rec: &EtwRecord) -> usize {
     if rec.provider == providers::RUNDOWN {
@@ -72,6 +84,16 @@ pub struct Collector {
     /// Sampling interval, for the profile's period.
     pub sample_interval_ns: u64,
     stats: CollectorStats,
+    /// First and last header timestamps (FILETIME) of the wanted events.
+    span: Option<(i64, i64)>,
+}
+
+/// FILETIME (100 ns since 1601) of the Unix epoch.
+const UNIX_EPOCH_FILETIME: i64 = 116_444_736_000_000_000;
+
+/// Nanoseconds since the Unix epoch for a FILETIME (0 before 1970).
+pub fn filetime_to_unix_ns(ft: i64) -> u64 {
+    u64::try_from(ft.saturating_sub(UNIX_EPOCH_FILETIME)).unwrap_or(0).saturating_mul(100)
 }
 
 impl Collector {
@@ -86,6 +108,7 @@ impl Collector {
             cpu: HashMap::new(),
             sample_interval_ns: 1_000_000,
             stats: CollectorStats::default(),
+            span: None,
         }
     }
 
@@ -104,6 +127,13 @@ impl Collector {
         }
     }
 
+    fn seen(&mut self, ts: i64) {
+        self.span = Some(match self.span {
+            Some((a, b)) => (a.min(ts), b.max(ts)),
+            None => (ts, ts),
+        });
+    }
+
     fn handle(&mut self, c: Correlated) {
         let rec = &c.record;
         if let Some(raw) = rec.raw_event() {
@@ -111,6 +141,7 @@ impl Collector {
                 return;
             }
             self.stats.clr_events += 1;
+            self.seen(rec.timestamp);
             match decode(&raw) {
                 Ok(ev) => {
                     self.methods.on_clr_event(rec.pid, &ev);
@@ -138,6 +169,7 @@ impl Collector {
                 return;
             }
             self.stats.cpu_samples += 1;
+            self.seen(rec.timestamp);
             let stack = if c.stack.is_empty() { vec![s.instruction_pointer] } else { c.stack };
             *self.cpu.entry((pid, s.thread_id, stack)).or_insert(0) += i64::from(s.count.max(1));
         } else if rec.provider == providers::KERNEL_IMAGE
@@ -177,6 +209,10 @@ impl Collector {
         let stats = self.stats();
         let types = self.kinds.sample_types();
         let mut b = ProfileBuilder::new(types.clone());
+        if let Some((first, last)) = self.span {
+            b.set_start_time_ns(filetime_to_unix_ns(first));
+            b.set_duration_ns(u64::try_from(last.saturating_sub(first)).unwrap_or(0).saturating_mul(100));
+        }
         if self.kinds.cpu {
             b.set_period(Period {
                 sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS),

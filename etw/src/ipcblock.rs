@@ -445,11 +445,13 @@ pub fn parse_perf(perf: &[u8], pointer_size: u8) -> Result<ClrCounters, Counters
 
 /// Finds the runtime's block in the whole table (`IPC_NUM_BLOCKS` × 2048 bytes): the block
 /// whose GC section names `pid`, else (no GC has run yet) the first usable block whose
-/// process id is still 0; with `pid` `None`, the first usable block.
+/// process id is still 0; with `pid` `None`, the first usable block. When nothing matched and
+/// a block was mid-update, the error is [`CountersError::WriterBusy`]: read again.
 pub fn parse_table(table: &[u8], pid: Option<u32>) -> Result<ClrCounters, CountersError> {
     let mut first_unset = None;
     let mut reasons: Vec<String> = Vec::new();
     let mut other_pid = None;
+    let mut busy = None;
     let blocks = table.len().div_ceil(IPC_BLOCK_SIZE).min(IPC_NUM_BLOCKS);
     for chunk in table.chunks(IPC_BLOCK_SIZE).take(IPC_NUM_BLOCKS) {
         match parse_block(chunk) {
@@ -462,6 +464,7 @@ pub fn parse_table(table: &[u8], pid: Option<u32>) -> Result<ClrCounters, Counte
                 Some(_) => other_pid = Some(c.gc.process_id),
             },
             Err(CountersError::NeverWritten) => {}
+            Err(CountersError::WriterBusy { counter }) => busy = Some(counter),
             Err(e) => {
                 if reasons.len() < 3 {
                     reasons.push(e.to_string());
@@ -471,6 +474,9 @@ pub fn parse_table(table: &[u8], pid: Option<u32>) -> Result<ClrCounters, Counte
     }
     if let Some(c) = first_unset {
         return Ok(c);
+    }
+    if let Some(counter) = busy {
+        return Err(CountersError::WriterBusy { counter });
     }
     if let (Some(expected), Some(found)) = (pid, other_pid) {
         return Err(CountersError::PidMismatch { expected, found });

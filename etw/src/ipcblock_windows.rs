@@ -123,7 +123,7 @@ unsafe fn read_consistent(base: *const u8, len: usize, pid: u32) -> Result<ClrCo
             *b = unsafe { std::ptr::read_volatile(base.add(i)) };
         }
         match ipcblock::parse_table(&buf, Some(pid)) {
-            Err(e @ CountersError::NoRuntimeBlock { .. }) if e.to_string().contains("being written") => last = e,
+            Err(e @ CountersError::WriterBusy { .. }) => last = e,
             other => return other,
         }
         std::thread::sleep(std::time::Duration::from_millis(1));

@@ -290,6 +290,8 @@ pub fn record(config: &SessionConfig, duration: Duration) -> Result<(Profile, Ev
         clock: Some(raw_clock()),
         // Half the default sampling interval: the nearest sample on the thread, never the next.
         tolerance_100ns: i64::from(config.sample_interval_100ns / 2).max(1),
+        // Real-time buffers are flushed every second: let an event wait 100 ms for its stack.
+        hold_100ns: 1_000_000,
         ..CorrelatorConfig::default()
     };
     let mut collector = Collector::new(config.kinds, config.pid, correlator);

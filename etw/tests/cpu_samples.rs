@@ -83,6 +83,8 @@ fn samples_get_their_stacks_and_names() {
     assert_eq!(stats.stacks.orphan_stacks, 0);
     assert_eq!(total(&p, kinds::CPU), 3, "other process filtered out");
     assert_eq!(p.period().map(|x| x.value), Some(1_000_000));
+    // Wanted events from the method load at 3 to the last sample at 20_100 (100 ns units).
+    assert_eq!(p.duration_ns(), 2_009_700);
     let lines = canonical(&p).join("\n");
     // Root first: ntdll (return address looked up minus one), then the JIT-ed method.
     assert!(lines.contains("cpu/samples=2 :: ntdll.dll+0x4ff|ntdll.dll|native|0x0|[] > App.Program::Spin||jit"), "{lines}");

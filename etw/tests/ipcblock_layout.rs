@@ -228,6 +228,11 @@ fn the_table_is_searched_for_the_process_block() {
     // Before the first GC the process id is 0: that block is taken for any pid.
     table[..IPC_BLOCK_SIZE].copy_from_slice(&block(false, 0));
     assert_eq!(ipcblock::parse_table(&table, Some(300)).expect("unset pid").gc.process_id, 0);
+    // A block mid-update (odd counter) and nothing else usable: read again.
+    let mut busy = vec![0u8; IPC_BLOCK_SIZE * 32];
+    busy[..IPC_BLOCK_SIZE].copy_from_slice(&block(false, 7));
+    busy[0] = 5;
+    assert!(matches!(ipcblock::parse_table(&busy, Some(7)), Err(CountersError::WriterBusy { counter: 5 })));
     let empty = vec![0u8; IPC_BLOCK_SIZE * 32];
     let e = ipcblock::parse_table(&empty, Some(1)).expect_err("nothing written");
     assert!(e.to_string().contains("never written"), "{e}");
