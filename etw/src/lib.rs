@@ -14,6 +14,7 @@
 //! See README.md for what has (and has not) run on a real Windows machine.
 
 pub mod collector;
+pub mod counters;
 pub mod error;
 pub mod ipcblock;
 pub mod kernel;
