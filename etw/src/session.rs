@@ -10,7 +10,7 @@
 //!
 //! Records from all sessions go into one [`Collector`], which filters the process.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -66,12 +66,21 @@ struct Sink {
     last_ms: AtomicU64,
     events: AtomicU64,
     t0: Instant,
+    /// With one target process: its rundown said DCStartComplete / DCEndComplete.
+    target: Option<u32>,
+    rundown_complete: AtomicBool,
 }
 
 impl Sink {
     fn push(&self, rec: EtwRecord) {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.last_ms.store(self.t0.elapsed().as_millis() as u64, Ordering::Relaxed);
+        if rec.provider == providers::RUNDOWN
+            && matches!(rec.event_id, clr_events::ids::rundown::DC_START_COMPLETE | clr_events::ids::rundown::DC_END_COMPLETE)
+            && self.target == Some(rec.pid)
+        {
+            self.rundown_complete.store(true, Ordering::Relaxed);
+        }
         // A poisoned lock means a callback panicked earlier; drop the event rather than panic
         // inside the ETW callback.
         if let Ok(mut c) = self.collector.lock() {
@@ -254,12 +263,18 @@ fn process_exists(pid: u32) -> bool {
     }
 }
 
-/// Waits until `sink` saw events and then none for `quiet`, or `timeout` passed; a rundown
-/// that produced nothing for two seconds (no CLR process) is over too.
+/// Waits until the target process's rundown completed, or `sink` saw events and then none
+/// for `quiet`, or `timeout` passed; a rundown that produced nothing for two seconds (no CLR
+/// process) is over too.
 fn wait_quiet(sink: &Sink, from_events: u64, quiet: Duration, timeout: Duration) {
     let start = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(50));
+        if sink.rundown_complete.load(Ordering::Relaxed) {
+            // Let the last events of the completed rundown's buffer arrive.
+            std::thread::sleep(Duration::from_millis(100));
+            return;
+        }
         let now_ms = sink.t0.elapsed().as_millis() as u64;
         let seen = sink.events.load(Ordering::Relaxed) > from_events;
         let idle = now_ms.saturating_sub(sink.last_ms.load(Ordering::Relaxed));
@@ -274,6 +289,7 @@ fn wait_quiet(sink: &Sink, from_events: u64, quiet: Duration, timeout: Duration)
 
 fn rundown(name: &str, keywords: u64, sink: &Arc<Sink>, config: &SessionConfig) -> Result<(), EtwError> {
     let before = sink.events.load(Ordering::Relaxed);
+    sink.rundown_complete.store(false, Ordering::Relaxed);
     let trace = start_user(name, providers::RUNDOWN, keywords, plan::RUNDOWN_LEVEL, sink)?;
     wait_quiet(sink, before, config.rundown_quiet, config.rundown_timeout);
     trace.stop().map_err(|e| map_err(name, e))
@@ -296,7 +312,14 @@ pub fn record(config: &SessionConfig, duration: Duration) -> Result<(Profile, Ev
     };
     let mut collector = Collector::new(config.kinds, config.pid, correlator);
     collector.sample_interval_ns = u64::from(config.sample_interval_100ns) * 100;
-    let sink = Arc::new(Sink { collector: Mutex::new(collector), last_ms: AtomicU64::new(0), events: AtomicU64::new(0), t0: Instant::now() });
+    let sink = Arc::new(Sink {
+        collector: Mutex::new(collector),
+        last_ms: AtomicU64::new(0),
+        events: AtomicU64::new(0),
+        t0: Instant::now(),
+        target: config.pid,
+        rundown_complete: AtomicBool::new(false),
+    });
 
     rundown(plan::SESSION_RUNDOWN_START, plan::RUNDOWN_START_KEYWORDS, &sink, config)?;
     let clr = start_user(plan::SESSION_CLR, providers::RUNTIME, plan::RUNTIME_KEYWORDS, plan::RUNTIME_LEVEL, &sink)?;
