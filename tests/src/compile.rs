@@ -41,7 +41,11 @@ pub fn compile(name: &str, runtime: Runtime) -> Result<PathBuf, TestbedError> {
     let _guard = COMPILE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     if !dll.is_file() {
         fs::create_dir_all(&out_dir)?;
-        let tmp = out_dir.join(format!("{name}.dll.tmp"));
+        // mcs names the assembly after the output file: compile to `<name>.dll` in a scratch
+        // directory (not `<name>.dll.tmp`, which would make the assembly `<name>.dll`).
+        let scratch = out_dir.join(format!(".build-{}", std::process::id()));
+        fs::create_dir_all(&scratch)?;
+        let tmp = scratch.join(format!("{name}.dll"));
         let out = Command::new("mcs")
             .arg("-target:exe")
             .arg("-optimize+")
@@ -58,6 +62,7 @@ pub fn compile(name: &str, runtime: Runtime) -> Result<PathBuf, TestbedError> {
             });
         }
         fs::rename(&tmp, &dll)?;
+        let _ = fs::remove_dir_all(&scratch);
     }
     let config = out_dir.join(format!("{name}.runtimeconfig.json"));
     let text = format!(

@@ -28,6 +28,7 @@ pub struct FrameResolver {
     /// Sample-weighted managed frames seen, and how many of them had a name.
     managed_frames: u64,
     managed_named: u64,
+    perf_map_names_corrected: u64,
 }
 
 impl Default for FrameResolver {
@@ -45,6 +46,7 @@ impl FrameResolver {
             unnamed: HashMap::new(),
             managed_frames: 0,
             managed_named: 0,
+            perf_map_names_corrected: 0,
         }
     }
 
@@ -127,10 +129,34 @@ impl FrameResolver {
                 fresh.insert(a, f);
             }
         }
-        addrs
+        let jit = self.processes.get(&pid).map(|p| &p.jit);
+        let mut corrected = 0;
+        let out = addrs
             .iter()
-            .map(|a| self.named.get(&(pid, *a)).or_else(|| fresh.get(a)).cloned().unwrap_or_else(|| hex_frame(*a)))
-            .collect()
+            .map(|a| {
+                let f = self.named.get(&(pid, *a)).or_else(|| fresh.get(a)).cloned().unwrap_or_else(|| hex_frame(*a));
+                // The runtime's method events name JIT code from metadata; .NET 8.0.4's perf map
+                // has been seen cutting a name short (`ThrowInvali`), so the events win.
+                match (f.kind, jit.and_then(|j| jit_lookup(j, *a))) {
+                    (FrameKind::Jit, Some(ev)) if ev.name != f.name => {
+                        corrected += 1;
+                        let mut g = ev;
+                        if let Some(t) = f.attr("tier") {
+                            g = g.with_attr("tier", t.to_string());
+                        }
+                        g
+                    }
+                    _ => f,
+                }
+            })
+            .collect();
+        self.perf_map_names_corrected += corrected;
+        out
+    }
+
+    /// JIT frames whose perf-map name differed from the runtime's method events.
+    pub fn perf_map_names_corrected(&self) -> u64 {
+        self.perf_map_names_corrected
     }
 
     /// Names addresses of one process (lookup addresses: return addresses already minus 1).

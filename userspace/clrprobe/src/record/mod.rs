@@ -102,8 +102,12 @@ pub fn is_dotnet(pid: u32) -> bool {
 
 type AggKey = (u32, u32, String, Arc<[u64]>, Arc<[u64]>);
 
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+/// Is the process still running? A zombie (exited, not yet reaped by its parent) is not.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
+        Err(_) => false,
+    }
 }
 
 /// Records until `stop` is set, the duration passes, or every target has exited.
@@ -126,13 +130,19 @@ pub fn run(
     let kinds = args.kinds;
 
     // Samples first: the time to the first sample is what a user waits for.
-    let (mut sampler, fallback) = if kinds.cpu || kinds.offcpu {
+    let (mut sampler, fallback): (Option<Box<dyn Sampler>>, Option<String>) = if kinds.cpu {
         let (s, why) = sampler::start(args.sampler, &args.pids, args.freq)?;
         (Some(s), why)
+    } else if kinds.offcpu || kinds.exceptions {
+        // BPF without CPU sampling: for sched_switch and the __cxa_throw uprobe.
+        match sampler::BpfSampler::start_with(&args.pids, None) {
+            Ok(s) => (Some(Box::new(s)), None),
+            Err(e) => (None, Some(format!("BPF unavailable ({e}): no off-CPU profile or __cxa_throw count"))),
+        }
     } else {
         (None, None)
     };
-    summary.sampler = sampler.as_ref().map(|s| s.kind());
+    summary.sampler = if kinds.cpu { sampler.as_ref().map(|s| s.kind()) } else { None };
     if let Some(why) = fallback {
         summary.warnings.push(why);
     }
@@ -253,6 +263,7 @@ pub fn run(
             summary.warnings.push(format!("switching the perf map off: {e}"));
         }
     }
+    summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.fill_from(&profile);
     Ok((profile, summary))
 }

@@ -44,6 +44,18 @@ pub enum PerfMapState {
 pub struct PerfMapGuard {
     pid: u32,
     pub state: PerfMapState,
+    /// The files to remove, as reachable after the process is gone: through /proc/PID/root
+    /// while it lives, and by their own path when it shares our root.
+    files: Vec<PathBuf>,
+}
+
+/// Does `pid` see the same root directory as we do?
+fn same_root(pid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(format!("/proc/{pid}/root")), std::fs::metadata("/")) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 impl PerfMapGuard {
@@ -57,7 +69,13 @@ impl PerfMapGuard {
                 Err(e) => PerfMapState::Failed(e.to_string()),
             }
         };
-        Self { pid, state }
+        let mut files = vec![perf_map_path(pid), perfinfo_path(pid)];
+        if same_root(pid) {
+            let ns = namespaced_pid(pid);
+            files.push(PathBuf::from(format!("/tmp/perf-{ns}.map")));
+            files.push(PathBuf::from(format!("/tmp/perfinfo-{ns}.map")));
+        }
+        Self { pid, state, files }
     }
 
     /// Switches the map off and removes its files, if clrprobe switched it on. Idempotent.
@@ -67,10 +85,12 @@ impl PerfMapGuard {
         }
         self.state = PerfMapState::AlreadyOn; // never twice
         let disabled = Client::for_pid(self.pid).and_then(|c| c.disable_perf_map());
-        let _ = std::fs::remove_file(perf_map_path(self.pid));
-        let _ = std::fs::remove_file(perfinfo_path(self.pid));
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
         match disabled {
             // The process is gone: nothing is left switched on.
+            Err(_) if !super::alive(self.pid) => Ok(()),
             Err(IpcError::NoSuchProcess { .. } | IpcError::NoSocket { .. }) => Ok(()),
             other => other,
         }

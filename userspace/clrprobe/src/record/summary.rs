@@ -35,6 +35,8 @@ pub struct RecordSummary {
     /// (pid, events, dropped events, JIT methods named) per EventPipe session.
     pub eventpipe: Vec<(u32, u64, u64, usize)>,
     pub top_self: Vec<TopFrame>,
+    /// JIT frames whose perf-map name was replaced by the runtime's method-event name.
+    pub perf_map_names_corrected: u64,
     /// Off-CPU time was recorded (BPF sched_switch).
     pub offcpu: bool,
     /// On-CPU time per thread of the targets (BPF sched_switch).

@@ -20,9 +20,17 @@ pub struct BpfSampler {
 
 impl BpfSampler {
     pub fn start(pids: &[u32], freq: u64) -> Result<Self, SamplerError> {
+        Self::start_with(pids, Some(freq))
+    }
+
+    /// Loads the BPF object for `pids`; samples CPU at `freq` Hz when given (without it, only
+    /// the other programs — sched_switch, uprobes — are attached later).
+    pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
         let mut bpf = Loaded::load()?;
         bpf.add_targets(pids)?;
-        bpf.attach_sampler(freq)?;
+        if let Some(freq) = freq {
+            bpf.attach_sampler(freq)?;
+        }
         Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0 })
     }
 
