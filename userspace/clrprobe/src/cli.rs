@@ -20,6 +20,20 @@ pub enum Command {
     Record(RecordCmd),
     /// Records an EventPipe session to a .nettrace file, or dumps a file's events decoded.
     Trace(TraceCmd),
+    /// Prints a recorded profile: top frames per kind, exceptions, contended sites, wait times.
+    Report(ReportCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportCmd {
+    /// The pprof file written by `clrprobe record` (PREFIX.pb.gz).
+    pub file: PathBuf,
+    /// Frames listed per kind.
+    #[arg(long, default_value_t = 15)]
+    pub top: usize,
+    /// JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Probe(cmd) => probe(cmd),
         Command::Record(cmd) => record(cmd),
         Command::Trace(cmd) => trace(cmd),
+        Command::Report(cmd) => {
+            let r = clrprobe::report::read(&cmd.file, cmd.top)?;
+            if cmd.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                print!("{}", clrprobe::report::text(&r));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -175,3 +175,39 @@ fn off_cpu_time_of_a_sleeping_thread_within_10_percent() {
     assert!(in_wait >= 0.9 * off, "off-CPU stacks of the sleeper wait in the kernel: {in_wait} of {off}: {stacks:?}");
     assert!(stacks.iter().all(|s| !s.starts_with("0x")), "user frames resolved to a module: {stacks:?}");
 }
+
+#[test]
+fn report_prints_top_frames_contended_sites_owners_and_wait_percentiles() {
+    require_root();
+    let mut w = Workload::new("LockWait", Runtime::Net8).arg(40).arg(1500).arg(20).start().unwrap();
+    let dir = std::env::temp_dir().join(format!("clrprobe-report-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("p");
+    let rec = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["record", "--quiet", "--format", "pprof", "-p", &w.pid.to_string(), "-o"])
+        .arg(&prefix)
+        .output()
+        .unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    w.wait(Duration::from_secs(10));
+    let holder = line_value(&w, "holder tid=") as u64;
+    let file = PathBuf::from(format!("{}.pb.gz", prefix.display()));
+    let json = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(&file).arg("--json").output().unwrap();
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let r: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let kinds: Vec<&str> = r["kinds"].as_array().unwrap().iter().map(|k| k["kind"].as_str().unwrap()).collect();
+    for k in ["cpu", "contention-ns", "contention-count", "off-cpu"] {
+        assert!(kinds.contains(&k), "{k} missing from {kinds:?}");
+    }
+    let site = &r["contended_sites"][0];
+    assert!(site["site"].as_str().unwrap().starts_with("LockWait"), "{site}");
+    assert!(site["owner"].as_str().unwrap().starts_with(&holder.to_string()), "owner {site} vs holder {holder}");
+    assert_eq!(site["waits"], 20);
+    let c = &r["events"][0][1]["contention"];
+    let p50 = c["p50_ms"].as_f64().unwrap();
+    assert!((38.0..=60.0).contains(&p50), "p50 wait {p50} ms for a 40 ms hold");
+    let text = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(&file).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("== contended call sites ==") && text.contains("p50"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,18 +1,18 @@
 //! The text-report view of event profiles.
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{contention::Waits, exceptions::Exceptions};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ExceptionCount {
     pub exception_type: String,
     pub message: String,
     pub count: u64,
 }
 
-#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
 pub struct ContentionReport {
     pub waits: u64,
     pub total_ms: f64,
@@ -22,7 +22,7 @@ pub struct ContentionReport {
     pub max_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct EventReport {
     /// Most frequent first.
     pub exceptions: Vec<ExceptionCount>,

@@ -258,6 +258,7 @@ pub fn run(
     }
 
     let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration)?;
+    let profile = attach_reports(profile, &summary.events)?;
     for mut g in guards {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
@@ -356,6 +357,22 @@ fn build_profile(
     }
     for e in events {
         e.write_into(&mut b, resolver)?;
+    }
+    Ok(b.build())
+}
+
+use crate::report::REPORT_COMMENT;
+
+/// Keeps each process's event report (exception counts, wait percentiles, allocation totals)
+/// in the profile, so `clrprobe report` can print it from the pprof file alone.
+pub fn attach_reports(profile: Profile, reports: &[(u32, clrprobe_pipeline::EventReport)]) -> Result<Profile, RecordError> {
+    if reports.is_empty() {
+        return Ok(profile);
+    }
+    let mut b = ProfileBuilder::from_profile(profile);
+    for (pid, r) in reports {
+        let json = serde_json::to_string(r).unwrap_or_default();
+        b.add_comment(format!("{REPORT_COMMENT}{pid} {json}"));
     }
     Ok(b.build())
 }

@@ -1,0 +1,162 @@
+//! `clrprobe report PREFIX.pb.gz`: per kind, the top leaf (self) and inclusive frames; the
+//! exception types with messages; contended call sites with their lock owners; wait-time
+//! percentiles — as text or JSON, from the pprof file alone.
+use std::{collections::HashMap, fmt::Write as _, path::Path};
+
+use clrprobe_pipeline::EventReport;
+use clrprobe_profile::{Profile, ProfileError, pprof, summary::top_functions};
+use serde::Serialize;
+
+/// Prefix of the pprof comment carrying a process's event report (written by `record`).
+pub const REPORT_COMMENT: &str = "clrprobe:report ";
+
+#[derive(Debug, Serialize)]
+pub struct KindReport {
+    pub kind: String,
+    pub unit: String,
+    pub total: i64,
+    /// (name, kind, self value, inclusive value), by self value.
+    pub top_self: Vec<(String, String, i64, i64)>,
+    /// (name, kind, inclusive value), by inclusive value.
+    pub top_inclusive: Vec<(String, String, i64)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ContendedSite {
+    /// The innermost named managed frame of the waiting stack.
+    pub site: String,
+    pub owner: String,
+    pub wait_ns: i64,
+    pub waits: i64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub kinds: Vec<KindReport>,
+    /// (type, message, count) from the exception samples' labels.
+    pub exceptions: Vec<(String, String, i64)>,
+    pub contended_sites: Vec<ContendedSite>,
+    /// Per process, as recorded (wait percentiles need every wait, which pprof does not keep).
+    pub events: Vec<(u32, EventReport)>,
+}
+
+pub fn read(path: &Path, top: usize) -> Result<Report, ProfileError> {
+    build(&pprof::read_file(path)?, top)
+}
+
+pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
+    let mut kinds = Vec::new();
+    for (i, t) in p.sample_types().iter().enumerate() {
+        let total = p.total(i);
+        if total == 0 {
+            continue;
+        }
+        let funcs = top_functions(p, i, usize::MAX)?;
+        let mut by_self: Vec<_> = funcs.iter().filter(|f| f.self_value > 0).collect();
+        by_self.sort_by(|a, b| b.self_value.cmp(&a.self_value));
+        let mut by_total: Vec<_> = funcs.iter().collect();
+        by_total.sort_by(|a, b| b.total_value.cmp(&a.total_value));
+        kinds.push(KindReport {
+            kind: t.kind.clone(),
+            unit: t.unit.clone(),
+            total,
+            top_self: by_self
+                .iter()
+                .take(top)
+                .map(|f| (f.name.to_string(), f.kind.as_str().to_string(), f.self_value, f.total_value))
+                .collect(),
+            top_inclusive: by_total.iter().take(top).map(|f| (f.name.to_string(), f.kind.as_str().to_string(), f.total_value)).collect(),
+        });
+    }
+    let col = |k: &str| p.sample_type_index(k);
+    let mut exceptions: HashMap<(String, String), i64> = HashMap::new();
+    let mut sites: HashMap<(String, String), (i64, i64)> = HashMap::new();
+    for s in p.samples() {
+        let labels = p.labels(s.labels);
+        if let (Some(c), Some(l)) = (col("exceptions"), labels) {
+            if s.values[c] > 0 {
+                let ty = l.string("exception.type").unwrap_or("?").to_string();
+                let msg = l.string("exception.message").unwrap_or("").to_string();
+                *exceptions.entry((ty, msg)).or_insert(0) += s.values[c];
+            }
+        }
+        if let (Some(ns), Some(n), Some(l)) = (col("contention-ns"), col("contention-count"), labels) {
+            if s.values[ns] > 0 || s.values[n] > 0 {
+                let stack = p.stack(s.stack).unwrap_or(&[]);
+                let site = stack
+                    .iter()
+                    .rev()
+                    .filter_map(|&f| p.frame(f))
+                    .find(|f| f.kind.is_managed() && f.attr("unnamed").is_none())
+                    .map(|f| f.name.to_string())
+                    .unwrap_or_else(|| "?".into());
+                let owner = l.string("lock.owner").unwrap_or("unknown").to_string();
+                let e = sites.entry((site, owner)).or_insert((0, 0));
+                e.0 += s.values[ns];
+                e.1 += s.values[n];
+            }
+        }
+    }
+    let mut exceptions: Vec<(String, String, i64)> = exceptions.into_iter().map(|((t, m), c)| (t, m, c)).collect();
+    exceptions.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    let mut contended_sites: Vec<ContendedSite> =
+        sites.into_iter().map(|((site, owner), (wait_ns, waits))| ContendedSite { site, owner, wait_ns, waits }).collect();
+    contended_sites.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+    let events = p
+        .comments()
+        .iter()
+        .filter_map(|c| c.strip_prefix(REPORT_COMMENT))
+        .filter_map(|rest| {
+            let (pid, json) = rest.split_once(' ')?;
+            Some((pid.parse().ok()?, serde_json::from_str(json).ok()?))
+        })
+        .collect();
+    Ok(Report { kinds, exceptions, contended_sites, events })
+}
+
+fn unit_value(v: i64, unit: &str) -> String {
+    match unit {
+        "nanoseconds" => format!("{:.1} ms", v as f64 / 1e6),
+        "bytes" => format!("{:.1} MB", v as f64 / 1e6),
+        _ => v.to_string(),
+    }
+}
+
+pub fn text(r: &Report) -> String {
+    let mut o = String::new();
+    for k in &r.kinds {
+        let _ = writeln!(o, "== {} (total {}) ==", k.kind, unit_value(k.total, &k.unit));
+        let _ = writeln!(o, "  self:");
+        for (name, kind, s, _) in &k.top_self {
+            let _ = writeln!(o, "    {:5.1}%  {:>12}  {name} [{kind}]", *s as f64 * 100.0 / k.total as f64, unit_value(*s, &k.unit));
+        }
+        let _ = writeln!(o, "  inclusive:");
+        for (name, kind, t) in &k.top_inclusive {
+            let _ = writeln!(o, "    {:5.1}%  {:>12}  {name} [{kind}]", *t as f64 * 100.0 / k.total as f64, unit_value(*t, &k.unit));
+        }
+    }
+    if !r.exceptions.is_empty() {
+        let _ = writeln!(o, "== exceptions ==");
+        for (t, m, c) in &r.exceptions {
+            let _ = writeln!(o, "  {c:>8}  {t}: {m}");
+        }
+    }
+    if !r.contended_sites.is_empty() {
+        let _ = writeln!(o, "== contended call sites ==");
+        for s in &r.contended_sites {
+            let _ = writeln!(o, "  {:>10.1} ms  {:>6} waits  {}  (owner {})", s.wait_ns as f64 / 1e6, s.waits, s.site, s.owner);
+        }
+    }
+    for (pid, e) in &r.events {
+        let c = &e.contention;
+        if c.waits > 0 {
+            let _ = writeln!(
+                o,
+                "== wait times of {pid} == {} waits: p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                c.waits, c.p50_ms, c.p90_ms, c.p99_ms, c.max_ms
+            );
+        }
+    }
+    o
+}
+
