@@ -22,6 +22,15 @@ pub enum Command {
     Trace(TraceCmd),
     /// Prints a recorded profile: top frames per kind, exceptions, contended sites, wait times.
     Report(ReportCmd),
+    /// .NET Framework runtime counters from the CLR's shared IPC block (Windows).
+    Counters(CountersCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct CountersCmd {
+    /// Process to read (default: this process).
+    #[arg(short = 'p', long = "pid")]
+    pub pid: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Probe(cmd) => probe(cmd),
         Command::Record(cmd) => record(cmd),
         Command::Trace(cmd) => trace(cmd),
+        Command::Counters(cmd) => counters(cmd),
         Command::Report(cmd) => {
             let r = clrprobe::report::read(&cmd.file, cmd.top)?;
             if cmd.json {
@@ -160,9 +161,54 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-#[cfg(not(target_os = "linux"))]
+/// Windows: the same flags and outputs, from ETW (needs an elevated prompt).
+#[cfg(windows)]
+fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
+    use std::time::Duration;
+
+    use clrprobe_etw::RecordKinds;
+    use clrprobe_pipeline::Kinds;
+    anyhow::ensure!(cmd.pids.len() <= 1, "on Windows, record one process (-p PID) or every process (-p 0)");
+    let pid = cmd.pids.first().copied().filter(|&p| p != 0);
+    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention;
+    let kinds = if named {
+        RecordKinds { cpu: cmd.cpu, events: Kinds { alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention } }
+    } else {
+        RecordKinds { cpu: true, events: Kinds::ALL }
+    };
+    let duration = Duration::from_secs_f64(cmd.duration.unwrap_or(10.0));
+    let (profile, report) = clrprobe_etw::record(pid, duration, kinds)?;
+    let prefix = cmd.output.clone().unwrap_or_else(|| format!("clrprobe-{}", pid.unwrap_or(0)).into());
+    let mut failed = false;
+    for w in clrprobe::output::write_all(&profile, &prefix, &cmd.format) {
+        match &w.result {
+            Ok(()) => eprintln!("clrprobe: wrote {}", w.path.display()),
+            Err(e) => {
+                failed = true;
+                eprintln!("clrprobe: error: could not write {}: {e}", w.path.display());
+            }
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 fn record(_cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`clrprobe record` on this platform needs the ETW source (not built yet)")
+    anyhow::bail!("`clrprobe record` needs Linux (BPF + EventPipe) or Windows (ETW)")
+}
+
+#[cfg(windows)]
+fn counters(cmd: clrprobe::cli::CountersCmd) -> anyhow::Result<ExitCode> {
+    let pid = cmd.pid.unwrap_or_else(std::process::id);
+    let c = clrprobe_etw::counters(pid)?;
+    println!("{c:#?}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(windows))]
+fn counters(_cmd: clrprobe::cli::CountersCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe counters` reads the .NET Framework CLR's shared IPC block, which exists only on Windows; on Linux use `clrprobe trace --providers System.Runtime:0:4:EventCounterIntervalSec=1`")
 }
 
 #[cfg(target_os = "linux")]

@@ -5,13 +5,12 @@ mod clr_collect;
 mod clr_session;
 mod cxa;
 mod frames;
-mod output;
 mod perfmap;
 mod summary;
 
 pub use clr_collect::{ClrCollector, JitMethod};
 pub use frames::FrameResolver;
-pub use output::{Format, Written, write_all};
+pub use crate::output::{Format, Written, write_all};
 pub use perfmap::{PerfMapGuard, PerfMapState, perf_map_path};
 pub use summary::{RecordSummary, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;

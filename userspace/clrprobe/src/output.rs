@@ -64,6 +64,7 @@ pub fn write_all(profile: &Profile, prefix: &Path, formats: &[Format]) -> Vec<Wr
 }
 
 /// Under sudo, hands the files to the invoking user (SUDO_UID/SUDO_GID).
+#[cfg(unix)]
 fn chown_to_sudo_user<'a>(paths: impl Iterator<Item = &'a Path>) {
     let id = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
     let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else { return };
@@ -71,3 +72,6 @@ fn chown_to_sudo_user<'a>(paths: impl Iterator<Item = &'a Path>) {
         let _ = std::os::unix::fs::chown(p, Some(uid), Some(gid));
     }
 }
+
+#[cfg(not(unix))]
+fn chown_to_sudo_user<'a>(_paths: impl Iterator<Item = &'a Path>) {}
