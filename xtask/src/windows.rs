@@ -7,7 +7,15 @@ use crate::util::{self, output};
 
 const TARGET: &str = "x86_64-pc-windows-gnu";
 /// Crates that build for Windows.
-const CRATES: &[&str] = &["clrprobe", "clrprobe-etw", "clr-events", "clrprobe-profile"];
+const CRATES: &[&str] = &[
+    "clrprobe",
+    "clrprobe-etw",
+    "clr-events",
+    "clrprobe-profile",
+    "clrprobe-pipeline",
+    "clrprobe-eventpipe",
+    "clrprobe-symbolizer",
+];
 
 pub fn check() -> Result<()> {
     let installed = output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
@@ -16,10 +24,12 @@ pub fn check() -> Result<()> {
         util::check(Command::new("rustup").args(["target", "add", TARGET]), "rustup target add")
             .with_context(|| format!("run `rustup target add {TARGET}`"))?;
     }
+    // clippy type-checks like `cargo check` and lints the Windows-only code paths too.
     let mut c = util::cargo();
-    c.args(["check", "--target", TARGET]);
+    c.args(["clippy", "--target", TARGET]);
     for k in CRATES {
         c.args(["--package", k]);
     }
-    util::check(&mut c, "cargo check for Windows")
+    c.args(["--", "-D", "warnings"]);
+    util::check(&mut c, "cargo clippy for Windows (x86_64-pc-windows-gnu)")
 }

@@ -53,9 +53,9 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
         }
         let funcs = top_functions(p, i, usize::MAX)?;
         let mut by_self: Vec<_> = funcs.iter().filter(|f| f.self_value > 0).collect();
-        by_self.sort_by(|a, b| b.self_value.cmp(&a.self_value));
+        by_self.sort_by_key(|f| std::cmp::Reverse(f.self_value));
         let mut by_total: Vec<_> = funcs.iter().collect();
-        by_total.sort_by(|a, b| b.total_value.cmp(&a.total_value));
+        by_total.sort_by_key(|f| std::cmp::Reverse(f.total_value));
         kinds.push(KindReport {
             kind: t.kind.clone(),
             unit: t.unit.clone(),
@@ -73,15 +73,17 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
     let mut sites: HashMap<(String, String), (i64, i64)> = HashMap::new();
     for s in p.samples() {
         let labels = p.labels(s.labels);
-        if let (Some(c), Some(l)) = (col("exceptions"), labels) {
-            if s.values[c] > 0 {
-                let ty = l.string("exception.type").unwrap_or("?").to_string();
-                let msg = l.string("exception.message").unwrap_or("").to_string();
-                *exceptions.entry((ty, msg)).or_insert(0) += s.values[c];
-            }
+        if let (Some(c), Some(l)) = (col("exceptions"), labels)
+            && s.values[c] > 0
+        {
+            let ty = l.string("exception.type").unwrap_or("?").to_string();
+            let msg = l.string("exception.message").unwrap_or("").to_string();
+            *exceptions.entry((ty, msg)).or_insert(0) += s.values[c];
         }
-        if let (Some(ns), Some(n), Some(l)) = (col("contention-ns"), col("contention-count"), labels) {
-            if s.values[ns] > 0 || s.values[n] > 0 {
+        if let (Some(ns), Some(n), Some(l)) = (col("contention-ns"), col("contention-count"), labels)
+            && (s.values[ns] > 0 || s.values[n] > 0)
+        {
+            {
                 let stack = p.stack(s.stack).unwrap_or(&[]);
                 let site = stack
                     .iter()
@@ -101,7 +103,7 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
     exceptions.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
     let mut contended_sites: Vec<ContendedSite> =
         sites.into_iter().map(|((site, owner), (wait_ns, waits))| ContendedSite { site, owner, wait_ns, waits }).collect();
-    contended_sites.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns));
+    contended_sites.sort_by_key(|s| std::cmp::Reverse(s.wait_ns));
     let events = p
         .comments()
         .iter()

@@ -55,13 +55,16 @@ pub struct PendingSample {
     pub labels: Vec<(String, String)>,
 }
 
+/// What makes two event samples the same: (pid, tid, stack, leaf name, labels).
+type SampleIdentity = (u32, u64, Arc<[u64]>, Option<String>, Vec<(String, String)>);
+
 /// Collects event samples of one or more processes.
 #[derive(Debug)]
 pub struct EventProfiles {
     kinds: Kinds,
     samples: Vec<PendingSample>,
     /// Aggregation: identical (pid, tid, stack, leaf, labels) add up.
-    index: HashMap<(u32, u64, Arc<[u64]>, Option<String>, Vec<(String, String)>), usize>,
+    index: HashMap<SampleIdentity, usize>,
     pub threads: ThreadTable,
     exceptions: Exceptions,
     waits: Waits,
