@@ -55,6 +55,13 @@ impl FrameResolver {
         self.processes.insert(pid, Process { sym, jit: Vec::new() });
     }
 
+    /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
+    pub fn ensure_process(&mut self, pid: u32) {
+        if !self.processes.contains_key(&pid) {
+            self.add_process(pid);
+        }
+    }
+
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
     pub fn refresh(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {

@@ -6,12 +6,16 @@ mod clr_session;
 mod cxa;
 mod frames;
 mod perfmap;
+mod split;
 mod summary;
+mod targets;
 
 pub use clr_collect::{ClrCollector, JitMethod};
 pub use frames::FrameResolver;
 pub use crate::output::{Format, Written, write_all};
-pub use perfmap::{PerfMapGuard, PerfMapState, perf_map_path};
+pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
+pub use split::split_by_process;
+pub use targets::EVENTPIPE_BUFFER_MB;
 pub use summary::{RecordSummary, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
@@ -72,6 +76,10 @@ pub struct RecordArgs {
     pub eventpipe: bool,
     /// Switch perf maps on over IPC where the target has none (.NET 8+).
     pub perf_map: bool,
+    /// Every process on the host (`--all`): samples all CPUs, finds .NET processes each second.
+    pub all: bool,
+    /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
+    pub resume_after_attach: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -128,13 +136,15 @@ pub fn run(
     let mut summary = RecordSummary::default();
     let kinds = args.kinds;
 
+    // TARGET_PIDS key 0 means every process.
+    let sampler_pids = if args.all { vec![0] } else { args.pids.clone() };
     // Samples first: the time to the first sample is what a user waits for.
     let (mut sampler, fallback): (Option<Box<dyn Sampler>>, Option<String>) = if kinds.cpu {
-        let (s, why) = sampler::start(args.sampler, &args.pids, args.freq)?;
+        let (s, why) = sampler::start(args.sampler, &sampler_pids, args.freq)?;
         (Some(s), why)
     } else if kinds.offcpu || kinds.exceptions {
         // BPF without CPU sampling: for sched_switch and the __cxa_throw uprobe.
-        match sampler::BpfSampler::start_with(&args.pids, None) {
+        match sampler::BpfSampler::start_with(&sampler_pids, None) {
             Ok(s) => (Some(Box::new(s)), None),
             Err(e) => (None, Some(format!("BPF unavailable ({e}): no off-CPU profile or __cxa_throw count"))),
         }
@@ -157,33 +167,16 @@ pub fn run(
         }
     }
 
-    let mut guards = Vec::new();
-    let mut sessions = Vec::new();
     let mut resolver = FrameResolver::new();
+    let mut targets = targets::Targets::new(args);
     for &pid in &args.pids {
         resolver.add_process(pid);
-        if !is_dotnet(pid) {
-            continue;
-        }
-        if args.perf_map {
-            let g = PerfMapGuard::ensure(pid);
-            summary.perf_maps.push((pid, g.state.clone()));
-            guards.push(g);
-        }
-        if args.eventpipe {
-            let keywords = if kinds.any_events() { kind_keywords(kinds.events()) } else { 0 };
-            match RuntimeSession::start(pid, &naming_config(keywords), kinds.events()) {
-                Ok(s) => sessions.push(s),
-                Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
-            }
-        }
-        if kinds.exceptions {
-            if let Some(b) = bpf.as_deref_mut() {
-                match cxa::attach(b.loaded(), pid) {
-                    Ok(()) => summary.cxa_throw_probed.push(pid),
-                    Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
-                }
-            }
+    }
+    targets.poll(args, &mut summary, bpf.as_deref_mut(), &mut resolver);
+    if args.resume_after_attach {
+        for &pid in &args.pids {
+            // SAFETY: kill(2) with a pid and a signal number has no memory effects.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
         }
     }
     drop(bpf);
@@ -197,18 +190,22 @@ pub fn run(
         let elapsed = started.elapsed();
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
-            || args.pids.iter().all(|&p| !alive(p));
+            || targets.all_exited();
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
+            if !done {
+                let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
+                targets.poll(args, &mut summary, bpf, &mut resolver);
+            }
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
-            for &pid in &args.pids {
+            for &pid in &targets.pids {
                 resolver.refresh(pid);
                 read_thread_names(pid, &mut thread_names);
             }
             if let Some(s) = sampler.as_mut() {
                 drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary);
             }
-            for s in &sessions {
+            for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
                 for st in stacks {
                     resolver.note_addresses(s.pid(), &st, 0);
@@ -236,7 +233,7 @@ pub fn run(
     drop(sampler);
 
     let mut event_profiles = Vec::new();
-    for s in sessions {
+    for s in std::mem::take(&mut targets.sessions) {
         let pid = s.pid();
         let outcome = s.finish();
         if let Some(e) = &outcome.error {
@@ -258,7 +255,7 @@ pub fn run(
 
     let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration)?;
     let profile = attach_reports(profile, &summary.events)?;
-    for mut g in guards {
+    for mut g in std::mem::take(&mut targets.guards) {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
         }
@@ -292,6 +289,7 @@ fn drain(
 
 fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver) {
     for s in batch {
+        resolver.ensure_process(s.pid);
         resolver.note_addresses(s.pid, &s.user, s.count);
         *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
     }

@@ -18,8 +18,9 @@ use perf_event_open::{
 
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 
-/// Ring buffer of 2^5 = 32 pages per thread.
-const RING_PAGES_EXP: u8 = 5;
+/// Ring buffer of 2^8 = 256 pages (1 MiB) per thread: a second of 999 Hz samples with deep
+/// callchains (~400 B each) fits between two drains.
+const RING_PAGES_EXP: u8 = 8;
 const MAX_FRAMES: u16 = 127;
 
 struct ThreadEvent {

@@ -1,0 +1,136 @@
+//! Finding .NET (CoreCLR) processes on the host: every pid in /proc with libcoreclr mapped,
+//! including processes in other pid and mount namespaces (containers). Each one is described
+//! as `clrprobe ps` shows it: namespaced pid, runtime version, command line, container, perf
+//! map state.
+use std::{path::Path, time::Duration};
+
+use serde::Serialize;
+
+use clrprobe_eventpipe::ipc::Client;
+
+use crate::record::{namespaced_pid, perf_map_path};
+
+/// The libcoreclr mapped by `pid`, as the path the process sees (inside its root).
+pub fn libcoreclr_path(pid: u32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines().find_map(|l| {
+        let path = l.split_whitespace().nth(5)?;
+        path.ends_with("/libcoreclr.so").then(|| path.to_string())
+    })
+}
+
+/// Every live .NET process on the host, in pid order (clrprobe itself excluded).
+pub fn dotnet_pids() -> Vec<u32> {
+    let me = std::process::id();
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .filter(|&p| p != me && crate::record::alive(p) && libcoreclr_path(p).is_some())
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Where a runtime version came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VersionSource {
+    /// ProcessInfo2 over the diagnostics socket (.NET 5+).
+    ProcessInfo2,
+    /// The version directory of the mapped libcoreclr (…/Microsoft.NETCore.App/3.1.23/).
+    LibraryPath,
+}
+
+/// One .NET process as `clrprobe ps` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DotnetProcess {
+    pub pid: u32,
+    /// The pid inside its own pid namespace (equal to `pid` outside containers).
+    pub ns_pid: u32,
+    pub comm: String,
+    pub cmdline: String,
+    pub runtime_version: Option<String>,
+    pub version_source: Option<VersionSource>,
+    pub libcoreclr: Option<String>,
+    /// Its pid or mount namespace differs from ours.
+    pub container: bool,
+    /// A perf map file exists for it (`/tmp/perf-NSPID.map` inside its root).
+    pub perf_map: bool,
+    /// Its diagnostics socket answered.
+    pub ipc: bool,
+}
+
+/// The version directory in a runtime path: `…/Microsoft.NETCore.App/3.1.23/libcoreclr.so`.
+pub fn version_from_path(path: &str) -> Option<String> {
+    let dir = Path::new(path).parent()?.file_name()?.to_str()?;
+    let first = dir.split('.').next()?;
+    (!first.is_empty() && first.bytes().all(|b| b.is_ascii_digit()) && dir.contains('.')).then(|| dir.to_string())
+}
+
+fn namespace(pid: &str, kind: &str) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/{kind}")).ok()
+}
+
+/// Does `pid` live in another pid or mount namespace than clrprobe?
+pub fn in_container(pid: u32) -> bool {
+    ["pid", "mnt"].iter().any(|k| namespace(&pid.to_string(), k) != namespace("self", k))
+}
+
+/// Describes `pid`, or None when it is gone or not .NET. Asks the runtime over IPC for its
+/// version (bounded by a short timeout), else reads it from the libcoreclr path.
+pub fn describe(pid: u32) -> Option<DotnetProcess> {
+    let libcoreclr = libcoreclr_path(pid)?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>().join(" ")
+        })
+        .unwrap_or_default();
+    let info = Client::for_pid(pid).map(|c| c.with_timeout(Duration::from_secs(2))).and_then(|c| c.process_info2());
+    let ipc = info.is_ok() || Client::for_pid(pid).is_ok();
+    let (runtime_version, version_source) = match info {
+        Ok(i) if !i.clr_product_version.is_empty() => {
+            let v = i.clr_product_version.split('+').next().unwrap_or_default().to_string();
+            (Some(v), Some(VersionSource::ProcessInfo2))
+        }
+        _ => match version_from_path(&libcoreclr) {
+            Some(v) => (Some(v), Some(VersionSource::LibraryPath)),
+            None => (None, None),
+        },
+    };
+    Some(DotnetProcess {
+        pid,
+        ns_pid: namespaced_pid(pid),
+        comm,
+        cmdline,
+        runtime_version,
+        version_source,
+        libcoreclr: Some(libcoreclr),
+        container: in_container(pid),
+        perf_map: perf_map_path(pid).exists(),
+        ipc,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_comes_from_the_runtime_directory() {
+        assert_eq!(
+            version_from_path("/root/.cache/dotnet/shared/Microsoft.NETCore.App/3.1.23/libcoreclr.so").as_deref(),
+            Some("3.1.23")
+        );
+        assert_eq!(version_from_path("/usr/lib/libcoreclr.so"), None);
+        assert_eq!(version_from_path("libcoreclr.so"), None);
+    }
+
+    #[test]
+    fn this_test_process_is_not_dotnet_and_not_in_a_container() {
+        assert!(describe(std::process::id()).is_none());
+        assert!(!in_container(std::process::id()));
+    }
+}

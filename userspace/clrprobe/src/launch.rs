@@ -1,0 +1,84 @@
+//! Launch mode (`clrprobe record -- CMD…`): the command is started stopped before its first
+//! instruction (SIGSTOP in the child between fork and exec), with perf maps switched on in its
+//! environment; the recording attaches to its pid and then lets it run (SIGCONT), so the
+//! profile covers the program from its start. The recording ends when it exits.
+use std::{
+    os::unix::process::{CommandExt, ExitStatusExt},
+    path::PathBuf,
+    process::{Child, Command, ExitStatus},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("no command given after `--`")]
+    Empty,
+    #[error("starting {program}: {source}")]
+    Spawn { program: String, #[source] source: std::io::Error },
+    #[error("waiting for {pid} to stop before exec: {source}")]
+    Wait { pid: u32, #[source] source: std::io::Error },
+    #[error("{program} exited before it could be profiled ({status})")]
+    Exited { program: String, status: ExitStatus },
+}
+
+/// A program started stopped, its perf-map files removed when it is reaped.
+pub struct Launched {
+    child: Child,
+    pub pid: u32,
+}
+
+/// Environment a launched .NET program gets: a perf map (JIT code names) from the start.
+pub const LAUNCH_ENV: &[(&str, &str)] = &[("DOTNET_PerfMapEnabled", "1"), ("COMPlus_PerfMapEnabled", "1")];
+
+/// Starts `argv` stopped (it has not run an instruction of the program yet).
+pub fn spawn_stopped(argv: &[String]) -> Result<Launched, LaunchError> {
+    let (program, args) = argv.split_first().ok_or(LaunchError::Empty)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    for (k, v) in LAUNCH_ENV {
+        if std::env::var_os(k).is_none() {
+            cmd.env(k, v);
+        }
+    }
+    // SAFETY: raise(2) is async-signal-safe, as pre_exec requires.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::raise(libc::SIGSTOP) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { program: program.clone(), source })?;
+    let pid = child.id();
+    let mut status = 0;
+    // SAFETY: waitpid on our own child with a valid status pointer.
+    let r = unsafe { libc::waitpid(pid as i32, &mut status, libc::WUNTRACED) };
+    if r < 0 {
+        let source = std::io::Error::last_os_error();
+        let _ = child.kill();
+        return Err(LaunchError::Wait { pid, source });
+    }
+    if !libc::WIFSTOPPED(status) {
+        return Err(LaunchError::Exited { program: program.clone(), status: ExitStatus::from_raw(status) });
+    }
+    Ok(Launched { child, pid })
+}
+
+impl Launched {
+    /// Waits for the program to end, then removes the perf-map files its environment made.
+    pub fn finish(mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait();
+        for f in [format!("/tmp/perf-{}.map", self.pid), format!("/tmp/perfinfo-{}.map", self.pid), format!("/tmp/jit-{}.dump", self.pid)] {
+            let _ = std::fs::remove_file(PathBuf::from(f));
+        }
+        status
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        // Never leave a stopped child behind.
+        // SAFETY: kill(2) has no memory effects.
+        unsafe { libc::kill(self.pid as i32, libc::SIGCONT) };
+    }
+}

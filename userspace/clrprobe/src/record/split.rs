@@ -1,0 +1,45 @@
+//! One profile per process, cut out of the whole-host profile by the `pid` label: same sample
+//! types, period and clock; frames and stacks re-interned; markers and reports of that pid.
+use std::collections::BTreeMap;
+
+use clrprobe_profile::{Profile, ProfileBuilder, ProfileError};
+
+use crate::report::REPORT_COMMENT;
+
+/// The samples of each pid (samples without a pid label are only in the whole profile).
+pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, ProfileError> {
+    let mut out: BTreeMap<u32, ProfileBuilder> = BTreeMap::new();
+    for s in profile.samples() {
+        let Some(labels) = profile.labels(s.labels) else { continue };
+        let Some(pid) = labels.pid else { continue };
+        let b = out.entry(pid).or_insert_with(|| {
+            let mut b = ProfileBuilder::new(profile.sample_types().to_vec());
+            if let Some(p) = profile.period() {
+                b.set_period(p.clone());
+            }
+            b.set_start_time_ns(profile.start_time_ns());
+            b.set_duration_ns(profile.duration_ns());
+            for m in profile.markers().iter().filter(|m| m.pid == Some(pid)) {
+                b.add_marker(m.clone());
+            }
+            let prefix = format!("{REPORT_COMMENT}{pid} ");
+            for c in profile.comments().iter().filter(|c| c.starts_with(&prefix)) {
+                b.add_comment(c.clone());
+            }
+            b
+        });
+        let mut ids = Vec::new();
+        for &f in profile.stack(s.stack).unwrap_or(&[]) {
+            if let Some(frame) = profile.frame(f) {
+                ids.push(b.intern_frame(frame.clone())?);
+            }
+        }
+        let stack = b.intern_stack(&ids)?;
+        let l = b.intern_labels(labels.clone())?;
+        match s.timestamp_ns {
+            Some(t) => b.add_timed_sample(stack, s.values, l, t)?,
+            None => b.add_sample(stack, s.values, l)?,
+        }
+    }
+    Ok(out.into_iter().map(|(pid, b)| (pid, b.build())).collect())
+}

@@ -1,0 +1,95 @@
+//! The processes a recording follows, and the set-up each .NET one gets (perf map switched on,
+//! EventPipe session, `__cxa_throw` uprobe). Targets are checked again every second: with
+//! `--all` the host is rescanned for new .NET processes, and a named or launched target that
+//! had not loaded the runtime yet gets its set-up once libcoreclr is mapped.
+use std::collections::HashSet;
+
+use super::{
+    FrameResolver, PerfMapGuard, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet,
+    clr_session::{kind_keywords, naming_config},
+};
+use crate::sampler::BpfSampler;
+
+/// Per-process EventPipe buffer (the session's circular buffer in the target, in MB).
+pub const EVENTPIPE_BUFFER_MB: u32 = 64;
+
+pub(super) struct Targets {
+    /// Every process followed (named, launched or discovered).
+    pub pids: Vec<u32>,
+    /// .NET processes whose set-up is done (or was tried).
+    attached: HashSet<u32>,
+    pub guards: Vec<PerfMapGuard>,
+    pub sessions: Vec<RuntimeSession>,
+    all: bool,
+}
+
+impl Targets {
+    pub fn new(args: &RecordArgs) -> Self {
+        Self {
+            pids: args.pids.clone(),
+            attached: HashSet::new(),
+            guards: Vec::new(),
+            sessions: Vec::new(),
+            all: args.all,
+        }
+    }
+
+    /// Finds .NET processes not set up yet (new ones on the host with `--all`; named targets
+    /// that have loaded the runtime since) and sets them up.
+    pub fn poll(
+        &mut self,
+        args: &RecordArgs,
+        summary: &mut RecordSummary,
+        mut bpf: Option<&mut BpfSampler>,
+        resolver: &mut FrameResolver,
+    ) {
+        let candidates: Vec<u32> = if self.all {
+            crate::discover::dotnet_pids()
+        } else {
+            self.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
+        };
+        for pid in candidates {
+            if self.attached.contains(&pid) {
+                continue;
+            }
+            if !self.pids.contains(&pid) {
+                self.pids.push(pid);
+                resolver.add_process(pid);
+            }
+            self.attached.insert(pid);
+            self.attach(pid, args, summary, bpf.as_deref_mut());
+        }
+    }
+
+    fn attach(&mut self, pid: u32, args: &RecordArgs, summary: &mut RecordSummary, bpf: Option<&mut BpfSampler>) {
+        let kinds = args.kinds;
+        if args.perf_map {
+            let g = PerfMapGuard::ensure(pid);
+            summary.perf_maps.push((pid, g.state.clone()));
+            self.guards.push(g);
+        }
+        if args.eventpipe {
+            let keywords = if kinds.any_events() { kind_keywords(kinds.events()) } else { 0 };
+            let mut config = naming_config(keywords);
+            config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+            match RuntimeSession::start(pid, &config, kinds.events()) {
+                Ok(s) => self.sessions.push(s),
+                Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
+            }
+        }
+        if kinds.exceptions {
+            if let Some(b) = bpf {
+                match cxa::attach(b.loaded(), pid) {
+                    Ok(()) => summary.cxa_throw_probed.push(pid),
+                    Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
+                }
+            }
+        }
+    }
+
+    /// With `--all` the recording never ends by itself (only by duration or Ctrl-C);
+    /// otherwise it ends when every target has exited.
+    pub fn all_exited(&self) -> bool {
+        !self.all && self.pids.iter().all(|&p| !alive(p))
+    }
+}
