@@ -13,7 +13,10 @@ use crate::{dotnet, ebpf, util};
 #[derive(Clone, Copy, Debug)]
 enum Config {
     Alone,
+    /// `clrprobe record` at this frequency, CPU samples only.
     Clrprobe(u64),
+    /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
+    ClrprobeAll(u64),
     Perf(u64),
 }
 
@@ -21,13 +24,17 @@ impl Config {
     fn name(self) -> String {
         match self {
             Config::Alone => "alone".into(),
-            Config::Clrprobe(f) => format!("clrprobe record -F {f}"),
+            Config::Clrprobe(f) => format!("clrprobe record --cpu -F {f}"),
+            Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
         }
     }
 }
 
-const CONFIGS: [Config; 5] = [Config::Alone, Config::Clrprobe(99), Config::Clrprobe(999), Config::Perf(99), Config::Perf(999)];
+/// CPU-bound workload: clrprobe's CPU sampling against perf's.
+const CPU_CONFIGS: [Config; 5] = [Config::Alone, Config::Clrprobe(99), Config::Clrprobe(999), Config::Perf(99), Config::Perf(999)];
+/// Allocation- and exception-heavy workload: every kind on against nothing.
+const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
 
 pub fn run(runs: usize, seconds: u32) -> Result<()> {
     dotnet::setup()?;
@@ -40,26 +47,32 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
     let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); CONFIGS.len()];
     let mut attach_ms = Vec::new();
-    for run in 0..runs {
-        for (i, &c) in CONFIGS.iter().enumerate() {
-            let (rate, attach) = one(&bin, c, seconds, &tmp)?;
-            eprintln!("run {}/{runs}: {:<24} {rate:>8.1} rounds/s", run + 1, c.name());
-            results[i].push(rate);
-            attach_ms.extend(attach);
+    for (workload, configs, title) in [
+        ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),
+        ("AllocThrow", &EVENT_CONFIGS[..], "allocation- and exception-heavy .NET 8 workload (tests/workloads/AllocThrow.cs)"),
+    ] {
+        let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        for run in 0..runs {
+            // Interleaved, so drift in the machine's load hits every configuration alike.
+            for (i, &c) in configs.iter().enumerate() {
+                let (rate, attach) = one(&bin, workload, c, seconds, &tmp)?;
+                eprintln!("{workload} run {}/{runs}: {:<30} {rate:>10.1} rounds/s", run + 1, c.name());
+                results[i].push(rate);
+                attach_ms.extend(attach);
+            }
         }
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let base = median(&mut results[0].clone());
-    println!("\nCPU-bound .NET 8 workload (tests/workloads/Cpu.cs), {seconds} s per run, median of {runs} runs, 2 cores:");
-    println!("{:<26} {:>12} {:>12}", "configuration", "rounds/s", "slowdown");
-    for (i, &c) in CONFIGS.iter().enumerate() {
-        let m = median(&mut results[i].clone());
-        println!("{:<26} {:>12.1} {:>11.2}%", c.name(), m, (1.0 - m / base) * 100.0);
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let base = median(&mut results[0].clone());
+        println!("\n{title}, {seconds} s per run, median of {runs} runs, 2 cores:");
+        println!("{:<32} {:>12} {:>12}", "configuration", "rounds/s", "slowdown");
+        for (i, &c) in configs.iter().enumerate() {
+            let m = median(&mut results[i].clone());
+            println!("{:<32} {:>12.1} {:>11.2}%", c.name(), m, (1.0 - m / base) * 100.0);
+        }
     }
     attach_ms.sort_by(|a, b| a.total_cmp(b));
     if !attach_ms.is_empty() {
@@ -75,16 +88,17 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
 }
 
 /// Runs the workload once under `c`; returns its rounds per second and clrprobe's attach time.
-fn one(bin: &std::path::Path, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
-    let mut w = Workload::new("Cpu", Runtime::Net8).arg(seconds).start().context("starting the workload")?;
+fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
+    let mut w = Workload::new(workload, Runtime::Net8).arg(seconds).start().context("starting the workload")?;
     let pid = w.pid.to_string();
     let mut attach = None;
     let profiler = match c {
         Config::Alone => None,
-        Config::Clrprobe(f) => Some(
+        Config::Clrprobe(f) | Config::ClrprobeAll(f) => Some(
             Command::new(bin)
                 .args(["record", "--quiet", "--json", "-p", &pid, "-F", &f.to_string(), "--format", "pprof", "-o"])
                 .arg(tmp.join("clrprobe"))
+                .args(if matches!(c, Config::Clrprobe(_)) { &["--cpu"][..] } else { &[][..] })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()?,
@@ -101,7 +115,7 @@ fn one(bin: &std::path::Path, c: Config, seconds: u32, tmp: &std::path::Path) ->
     w.wait(Duration::from_secs(seconds as u64 + 30));
     if let Some(p) = profiler {
         let out = p.wait_with_output()?;
-        if let Config::Clrprobe(_) = c {
+        if let Config::Clrprobe(_) | Config::ClrprobeAll(_) = c {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("clrprobe summary")?;
             attach = v["time_to_attach"].as_f64().map(|s| s * 1e3);
         }
