@@ -7,10 +7,14 @@
 mod alloc;
 mod contention;
 mod exceptions;
+mod gc;
+mod gc_report;
 mod profiles;
 mod report;
 mod threads;
 
+pub use gc::{GcRecord, GcTimeline, pause_mode_name};
+pub use gc_report::{GcCpu, GcReport};
 pub use alloc::{AllocEstimate, estimate_tick, estimate_sampled};
 pub use profiles::{EventProfiles, Kinds, PendingSample};
 pub use report::{ContentionReport, EventReport, ExceptionCount};

@@ -5,7 +5,7 @@ use clr_events::ClrEvent;
 use clrprobe_profile::{Frame, FrameKind, LabelSet, ProfileBuilder, ProfileError, SampleType, kinds, units};
 
 use crate::{
-    EventInput, FrameSource,
+    EventInput, FrameSource, GcReport, GcTimeline,
     alloc::{estimate_sampled, estimate_tick},
     contention::Waits,
     exceptions::Exceptions,
@@ -70,6 +70,10 @@ pub struct EventProfiles {
     waits: Waits,
     alloc_by_type: HashMap<String, (f64, f64)>,
     pub events: u64,
+    /// Every GC seen, whatever the kinds (GC events arrive with the GC keyword).
+    pub gc: GcTimeline,
+    /// First and last event time (source clock), the window of the GC report.
+    span: Option<(u64, u64)>,
 }
 
 impl EventProfiles {
@@ -83,6 +87,8 @@ impl EventProfiles {
             waits: Waits::default(),
             alloc_by_type: HashMap::new(),
             events: 0,
+            gc: GcTimeline::default(),
+            span: None,
         }
     }
 
@@ -93,6 +99,10 @@ impl EventProfiles {
     /// Feeds one event.
     pub fn on_event(&mut self, ev: EventInput<'_, '_>) {
         self.events += 1;
+        let (a, b) = self.span.get_or_insert((ev.time_ns, ev.time_ns));
+        *a = (*a).min(ev.time_ns);
+        *b = (*b).max(ev.time_ns);
+        self.gc.on_event(ev.event, ev.tid, ev.time_ns);
         match ev.event {
             ClrEvent::ThreadCreated(t) | ClrEvent::ThreadDcEnd(t) => {
                 self.threads.add_clr_thread(ev.pid, t.managed_thread_id, t.os_thread_id as u64)
@@ -200,7 +210,9 @@ impl EventProfiles {
 
     /// Counts, histograms and totals for the text report.
     pub fn report(&self) -> EventReport {
-        EventReport::build(&self.exceptions, &self.waits, &self.alloc_by_type)
+        let mut r = EventReport::build(&self.exceptions, &self.waits, &self.alloc_by_type);
+        r.gc = GcReport::build(&self.gc, self.span.map_or(0, |(a, b)| b - a));
+        r
     }
 }
 

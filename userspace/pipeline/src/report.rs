@@ -31,6 +31,9 @@ pub struct EventReport {
     pub contention: ContentionReport,
     /// (type, estimated bytes, estimated objects), largest first.
     pub allocations: Vec<(String, f64, f64)>,
+    /// Collections, pauses, GC CPU and the GC timeline (absent in older recordings).
+    #[serde(default)]
+    pub gc: crate::GcReport,
 }
 
 impl EventReport {
@@ -63,6 +66,6 @@ impl EventReport {
         };
         let mut allocations: Vec<(String, f64, f64)> = alloc.iter().map(|(t, (b, n))| (t.clone(), *b, *n)).collect();
         allocations.sort_by(|a, b| b.1.total_cmp(&a.1));
-        EventReport { exceptions, exceptions_by_type, contention, allocations }
+        EventReport { exceptions, exceptions_by_type, contention, allocations, gc: Default::default() }
     }
 }
