@@ -140,6 +140,24 @@ impl Loaded {
             .collect()
     }
 
+    /// Reads and deletes every entry of an aggregation map keyed like the samples
+    /// (SAMPLE_COUNTS, OFFCPU_NS). Increments landing between the read and the delete of a key
+    /// are lost: a window of microseconds per key per drain.
+    pub fn drain_counts(&mut self, name: &'static str) -> Result<Vec<(SampleKey, u64)>, BpfError> {
+        let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
+        let mut m: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
+            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        let keys: Vec<SampleKey> = m.keys().filter_map(Result::ok).collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Ok(v) = m.get(&k, 0) {
+                let _ = m.remove(&k);
+                out.push((k, v.count));
+            }
+        }
+        Ok(out)
+    }
+
     /// Uprobe hits per pid.
     pub fn uprobe_counts(&self) -> Result<HashMap<u32, u64>, BpfError> {
         let name = names::UPROBE_COUNTS;

@@ -6,7 +6,7 @@ use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData},
     programs::{TracePoint, UProbe, uprobe::UProbeScope},
 };
-use clrprobe_common::{SampleKey, SampleValue, ThreadCpu, names, switch_config};
+use clrprobe_common::{SampleKey, ThreadCpu, names, switch_config};
 
 use super::{BpfError, Loaded};
 
@@ -102,18 +102,7 @@ impl Loaded {
     /// Off-CPU nanoseconds by (pid, tid, stacks, comm), removed from the map as read.
     pub fn drain_offcpu(&mut self) -> Result<Vec<(SampleKey, u64)>, BpfError> {
         let name = names::OFFCPU_NS;
-        let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
-        let mut m: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
-            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
-        let keys: Vec<SampleKey> = m.keys().filter_map(Result::ok).collect();
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            if let Ok(v) = m.get(&k, 0) {
-                let _ = m.remove(&k);
-                out.push((k, v.count));
-            }
-        }
-        Ok(out)
+        self.drain_counts(name)
     }
 
     /// On-CPU time per thread accounted so far.

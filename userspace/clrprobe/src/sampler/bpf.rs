@@ -2,8 +2,8 @@
 //! kernel hash map, drained periodically (read and delete each key).
 use std::{collections::HashMap, sync::Arc};
 
-use aya::maps::{HashMap as BpfHashMap, MapData, StackTraceMap};
-use clrprobe_common::{SampleKey, SampleValue, names};
+use aya::maps::{MapData, StackTraceMap};
+use clrprobe_common::names;
 
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 use crate::bpf::{BpfError, Loaded};
@@ -86,20 +86,7 @@ impl Sampler for BpfSampler {
     fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError> {
         self.bpf.poll_logs();
         let name = names::SAMPLE_COUNTS;
-        let entries: Vec<(SampleKey, u64)> = {
-            let map = self.bpf.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
-            let mut m: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
-                BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
-            let keys: Vec<SampleKey> = m.keys().filter_map(Result::ok).collect();
-            let mut out = Vec::with_capacity(keys.len());
-            for k in keys {
-                if let Ok(v) = m.get(&k, 0) {
-                    let _ = m.remove(&k);
-                    out.push((k, v.count));
-                }
-            }
-            out
-        };
+        let entries = self.bpf.drain_counts(name)?;
         let mut samples = Vec::with_capacity(entries.len());
         for (k, count) in entries {
             self.drained += count;
