@@ -88,7 +88,7 @@ fn test(extra: &[String]) -> Result<()> {
     let t2 = Instant::now();
     windows::check()?;
     let mut cmd = util::cargo();
-    cmd.args(["test", "--workspace", "--exclude", "clrprobe-ebpf"])
+    cmd.args(["test", "--workspace", "--exclude", "clrprobe-ebpf", "--no-fail-fast"])
         .env("CLRPROBE_BPF_OBJ", &obj)
         .env("CLRPROBE_CACHE", cache::dir());
     if !extra.is_empty() {
