@@ -18,6 +18,10 @@ pub enum Command {
     Probe(ProbeCmd),
     /// Records a profile of running .NET processes (CPU samples with named frames).
     Record(RecordCmd),
+    /// Lists the .NET processes on this host: pid, runtime version, command line, container, perf map.
+    Ps(PsCmd),
+    /// A live view refreshed each second: top frames by CPU, allocations, exceptions, contention.
+    Top(TopCmd),
     /// Records an EventPipe session to a .nettrace file, or dumps a file's events decoded.
     Trace(TraceCmd),
     /// Prints a recorded profile: top frames per kind, exceptions, contended sites, wait times.
@@ -77,8 +81,15 @@ pub struct TraceCmd {
 #[derive(Debug, Args)]
 pub struct RecordCmd {
     /// Process ids to record.
-    #[arg(short = 'p', long = "pid", required = true, num_args = 1..)]
+    #[arg(short = 'p', long = "pid", required_unless_present_any = ["all", "command"], num_args = 1..)]
     pub pids: Vec<u32>,
+    /// Every process on the host: all CPUs sampled, every .NET process (also ones that start
+    /// while recording) gets names; writes PREFIX.* for the host and PREFIX.PID.* per process.
+    #[arg(long, conflicts_with_all = ["pids", "command"])]
+    pub all: bool,
+    /// Start this command and record it from its first instruction until it exits.
+    #[arg(last = true, conflicts_with = "pids")]
+    pub command: Vec<String>,
     /// Seconds to record (default: until Ctrl-C or the targets exit).
     #[arg(short, long)]
     pub duration: Option<f64>,
@@ -170,3 +181,29 @@ pub enum SamplerChoice {
     Perf,
 }
 
+
+#[derive(Debug, Args)]
+pub struct PsCmd {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TopCmd {
+    /// Process to watch.
+    #[arg(short = 'p', long = "pid", required_unless_present = "all")]
+    pub pid: Option<u32>,
+    /// Every .NET process on the host.
+    #[arg(long, conflicts_with = "pid")]
+    pub all: bool,
+    /// Sampling frequency in Hz.
+    #[arg(short = 'F', long, default_value_t = 99)]
+    pub freq: u64,
+    /// Rows per table.
+    #[arg(long, default_value_t = 10)]
+    pub rows: usize,
+    /// Stop after this many seconds (default: until q or Ctrl-C).
+    #[arg(short, long)]
+    pub duration: Option<f64>,
+}

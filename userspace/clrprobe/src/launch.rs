@@ -24,6 +24,7 @@ pub enum LaunchError {
 pub struct Launched {
     child: Child,
     pub pid: u32,
+    reaped: bool,
 }
 
 /// Environment a launched .NET program gets: a perf map (JIT code names) from the start.
@@ -61,13 +62,14 @@ pub fn spawn_stopped(argv: &[String]) -> Result<Launched, LaunchError> {
     if !libc::WIFSTOPPED(status) {
         return Err(LaunchError::Exited { program: program.clone(), status: ExitStatus::from_raw(status) });
     }
-    Ok(Launched { child, pid })
+    Ok(Launched { child, pid, reaped: false })
 }
 
 impl Launched {
     /// Waits for the program to end, then removes the perf-map files its environment made.
     pub fn finish(mut self) -> std::io::Result<ExitStatus> {
         let status = self.child.wait();
+        self.reaped = status.is_ok();
         for f in [format!("/tmp/perf-{}.map", self.pid), format!("/tmp/perfinfo-{}.map", self.pid), format!("/tmp/jit-{}.dump", self.pid)] {
             let _ = std::fs::remove_file(PathBuf::from(f));
         }
@@ -77,7 +79,10 @@ impl Launched {
 
 impl Drop for Launched {
     fn drop(&mut self) {
-        // Never leave a stopped child behind.
+        // Never leave a stopped child behind (a reaped pid may belong to another process).
+        if self.reaped {
+            return;
+        }
         // SAFETY: kill(2) has no memory effects.
         unsafe { libc::kill(self.pid as i32, libc::SIGCONT) };
     }

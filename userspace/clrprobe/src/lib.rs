@@ -16,3 +16,11 @@ pub mod sampler;
 pub mod record;
 #[cfg(target_os = "linux")]
 pub mod signals;
+#[cfg(target_os = "linux")]
+pub mod discover;
+#[cfg(target_os = "linux")]
+pub mod launch;
+#[cfg(target_os = "linux")]
+pub mod ps;
+#[cfg(target_os = "linux")]
+pub mod top;

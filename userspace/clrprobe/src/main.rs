@@ -31,6 +31,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Probe(cmd) => probe(cmd),
         Command::Record(cmd) => record(cmd),
+        Command::Ps(cmd) => ps(cmd),
+        Command::Top(cmd) => top(cmd),
         Command::Trace(cmd) => trace(cmd),
         Command::Counters(cmd) => counters(cmd),
         Command::Report(cmd) => {
@@ -101,10 +103,14 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         RecordKinds::default()
     };
+    let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
+    let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
     let args = RecordArgs {
+        all: cmd.all,
+        resume_after_attach: launched.is_some(),
         kinds,
         offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
-        pids: cmd.pids.clone(),
+        pids: pids.clone(),
         duration: cmd.duration.map(Duration::from_secs_f64),
         freq: cmd.freq,
         sampler: cmd.sampler,
@@ -138,8 +144,17 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             return Err(anyhow::Error::new(e).context("record failed"));
         }
     };
-    let prefix = cmd.output.clone().unwrap_or_else(|| record::default_prefix(&cmd.pids));
-    let written = record::write_all(&profile, &prefix, &cmd.format);
+    let prefix = cmd.output.clone().unwrap_or_else(|| if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) });
+    let mut written = record::write_all(&profile, &prefix, &cmd.format);
+    if cmd.all {
+        written.extend(record::write_per_process(&profile, &prefix));
+    }
+    if let Some(l) = launched {
+        match l.finish() {
+            Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),
+            Err(e) => eprintln!("clrprobe: warning: waiting for the launched command: {e}"),
+        }
+    }
     let mut failed = false;
     for w in &written {
         match &w.result {
@@ -251,4 +266,31 @@ fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
 #[cfg(not(target_os = "linux"))]
 fn probe(_cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
     anyhow::bail!("`clrprobe probe` loads BPF programs and needs Linux")
+}
+
+#[cfg(target_os = "linux")]
+fn ps(cmd: clrprobe::cli::PsCmd) -> anyhow::Result<ExitCode> {
+    let procs = clrprobe::ps::list();
+    if cmd.json {
+        println!("{}", serde_json::to_string_pretty(&procs)?);
+    } else {
+        print!("{}", clrprobe::ps::table(&procs));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(target_os = "linux")]
+fn top(cmd: clrprobe::cli::TopCmd) -> anyhow::Result<ExitCode> {
+    clrprobe::top::run(&cmd)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ps(_cmd: clrprobe::cli::PsCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe ps` reads /proc and needs Linux")
+}
+
+#[cfg(not(target_os = "linux"))]
+fn top(_cmd: clrprobe::cli::TopCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe top` needs Linux")
 }

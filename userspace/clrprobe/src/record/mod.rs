@@ -14,7 +14,7 @@ pub use clr_collect::{ClrCollector, JitMethod};
 pub use frames::FrameResolver;
 pub use crate::output::{Format, Written, write_all};
 pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
-pub use split::split_by_process;
+pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
 pub use summary::{RecordSummary, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
@@ -33,7 +33,6 @@ use clrprobe_pipeline::{EventProfiles, Kinds};
 use clrprobe_profile::{LabelSet, Period, Profile, ProfileBuilder, SampleType, kinds, units};
 
 use crate::sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError};
-use clr_session::{RuntimeSession, kind_keywords, naming_config};
 
 /// What to record. `Default` records every kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

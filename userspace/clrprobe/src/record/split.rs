@@ -43,3 +43,17 @@ pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, Pro
     }
     Ok(out.into_iter().map(|(pid, b)| (pid, b.build())).collect())
 }
+
+/// Writes `PREFIX.PID.pb.gz` for every process in the profile (pprof only: a host has many).
+pub fn write_per_process(profile: &Profile, prefix: &std::path::Path) -> Vec<crate::output::Written> {
+    match split_by_process(profile) {
+        Ok(per) => per
+            .iter()
+            .flat_map(|(pid, p)| {
+                let prefix = std::path::PathBuf::from(format!("{}.{pid}", prefix.display()));
+                crate::output::write_all(p, &prefix, &[crate::formats::Format::Pprof])
+            })
+            .collect(),
+        Err(e) => vec![crate::output::Written { path: prefix.to_path_buf(), result: Err(e) }],
+    }
+}
