@@ -150,6 +150,10 @@ pub fn text(r: &Report) -> String {
         }
     }
     for (pid, e) in &r.events {
+        if e.gc.collections > 0 || e.gc.cpu.is_some() {
+            let _ = writeln!(o, "== garbage collections of {pid} ==");
+            o.push_str(&e.gc.text(*pid, 200));
+        }
         let c = &e.contention;
         if c.waits > 0 {
             let _ = writeln!(

@@ -42,6 +42,14 @@ pub struct GcReport {
     pub window_ms: f64,
     pub paused_percent: f64,
     pub cpu: Option<GcCpu>,
+    /// The same GC threads' CPU read from /proc/PID/task/TID/stat (pull model; the cross-check
+    /// of `cpu`, or the only figure without BPF).
+    pub cpu_proc: Option<GcCpu>,
+    /// Host CLOCK_MONOTONIC ns of the timeline's time 0 (the EventPipe session's sync time).
+    pub clock_origin_mono_ns: Option<i64>,
+    /// That origin minus CLOCK_MONOTONIC read just before the session was requested: small and
+    /// positive when EventPipe's clock is the kernel's monotonic clock.
+    pub clock_offset_ns: Option<i64>,
     pub timeline: Vec<GcRecord>,
 }
 

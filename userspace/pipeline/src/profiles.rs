@@ -74,6 +74,10 @@ pub struct EventProfiles {
     pub gc: GcTimeline,
     /// First and last event time (source clock), the window of the GC report.
     span: Option<(u64, u64)>,
+    /// The source clock on the host's monotonic clock, set by the source: (time 0 of the
+    /// source clock in host monotonic ns, measured offset of that origin from the host clock
+    /// read when the session was requested). Lets GC windows meet kernel timestamps.
+    pub clock: Option<(i64, i64)>,
 }
 
 impl EventProfiles {
@@ -89,6 +93,7 @@ impl EventProfiles {
             events: 0,
             gc: GcTimeline::default(),
             span: None,
+            clock: None,
         }
     }
 
@@ -212,6 +217,8 @@ impl EventProfiles {
     pub fn report(&self) -> EventReport {
         let mut r = EventReport::build(&self.exceptions, &self.waits, &self.alloc_by_type);
         r.gc = GcReport::build(&self.gc, self.span.map_or(0, |(a, b)| b - a));
+        r.gc.clock_origin_mono_ns = self.clock.map(|c| c.0);
+        r.gc.clock_offset_ns = self.clock.map(|c| c.1);
         r
     }
 }

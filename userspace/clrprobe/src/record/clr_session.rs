@@ -45,6 +45,11 @@ pub struct RuntimeSession {
 /// Loader (0x8) give MethodLoadVerbose and module loads while recording.
 pub const NAMING_KEYWORDS: u64 = 0x10 | 0x8;
 
+/// The runtime's GC keyword: GCStart/End, SuspendEE/RestartEE, GCHeapStats and the heap
+/// histories of the GC timeline (asked for in every session, so every recording of a .NET
+/// target has its GCs; at verbose it also brings AllocationTick, one per ~100 KB allocated).
+pub const GC_KEYWORD: u64 = 0x1;
+
 /// Runtime keywords for the event kinds: GC (AllocationTick at verbose), Exception, Contention,
 /// Threading (ThreadCreated), and Stack (a stack with each event).
 pub fn kind_keywords(kinds: Kinds) -> u64 {
@@ -69,7 +74,7 @@ pub fn naming_config(extra_runtime_keywords: u64) -> SessionConfig {
         request_rundown: true,
         request_stackwalk: true,
         providers: vec![
-            ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | extra_runtime_keywords, Level::Verbose),
+            ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | GC_KEYWORD | extra_runtime_keywords, Level::Verbose),
             // Rundown keywords: Loader | Jit | End enumeration | NGen.
             ProviderConfig::new(RUNDOWN_PROVIDER, 0x8 | 0x10 | 0x100 | 0x20, Level::Verbose),
         ],
@@ -80,13 +85,14 @@ impl RuntimeSession {
     /// Opens the session and starts reading it.
     pub fn start(pid: u32, config: &SessionConfig, kinds: Kinds) -> Result<Self, SessionError> {
         let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
+        let requested_mono_ns = super::gc::monotonic_ns();
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
         let live = Arc::new(Mutex::new(ClrCollector::new(pid, kinds)));
         let shared = Arc::clone(&live);
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))
-            .spawn(move || read_all(pid, session, shared, kinds))
+            .spawn(move || read_all(pid, session, shared, kinds, requested_mono_ns))
             .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
         Ok(Self { pid, stop, thread: Some(thread), live })
     }
@@ -127,7 +133,7 @@ impl Drop for RuntimeSession {
     }
 }
 
-fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: Kinds) -> SessionOutcome {
+fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: Kinds, requested_mono_ns: i64) -> SessionOutcome {
     let mut reader = match NetTraceReader::new(stream) {
         Ok(r) => r,
         Err(source) => {
@@ -140,6 +146,11 @@ fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: 
         }
     };
     let pointer_size = reader.trace_info().pointer_size;
+    // EventPipe timestamps on Linux are CLOCK_MONOTONIC ns (QPC frequency 1e9): the session's
+    // sync time then sits just after the moment the session was requested.
+    let info = reader.trace_info();
+    let origin = i128_ns(info.sync_time_qpc, info.qpc_frequency);
+    live.lock().unwrap_or_else(|e| e.into_inner()).profiles.clock = Some((origin, origin - requested_mono_ns));
     let mut error = None;
     loop {
         match reader.next_event() {
@@ -158,4 +169,9 @@ fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: 
 
 fn take(live: &Mutex<ClrCollector>, pid: u32, kinds: Kinds) -> ClrCollector {
     std::mem::replace(&mut *live.lock().unwrap_or_else(|e| e.into_inner()), ClrCollector::new(pid, kinds))
+}
+
+/// QPC ticks as nanoseconds.
+fn i128_ns(ticks: i64, freq: i64) -> i64 {
+    (i128::from(ticks) * 1_000_000_000 / i128::from(freq.max(1))).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }

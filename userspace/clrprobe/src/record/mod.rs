@@ -5,6 +5,7 @@ mod clr_collect;
 mod clr_session;
 mod cxa;
 mod frames;
+mod gc;
 mod perfmap;
 mod split;
 mod summary;
@@ -128,6 +129,7 @@ pub fn run(
         }
     }
     let started = Instant::now();
+    let started_mono = gc::monotonic_ns();
     let start_unix_ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -164,8 +166,19 @@ pub fn run(
             },
             None => summary.warnings.push("no off-CPU profile: it needs the BPF sampler".into()),
         }
+    } else if let Some(b) = bpf.as_deref_mut() {
+        // On-CPU time per thread only (GC thread CPU).
+        if let Err(e) = b.loaded().attach_sched_switch(false, true, 0) {
+            summary.warnings.push(format!("no per-thread on-CPU time: {e}"));
+        }
     }
 
+    // GC thread CPU pulled from /proc at the end of each drain period (no BPF needed); the
+    // first read right after sched_switch starts counting, so both cover the same window.
+    let mut proc_cpu = gc::ProcCpu::default();
+    for &pid in &args.pids {
+        proc_cpu.read(pid);
+    }
     let mut resolver = FrameResolver::new();
     let mut targets = targets::Targets::new(args);
     for &pid in &args.pids {
@@ -200,6 +213,7 @@ pub fn run(
             for &pid in &targets.pids {
                 resolver.refresh(pid);
                 read_thread_names(pid, &mut thread_names);
+                proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
                 drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary);
@@ -252,8 +266,12 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
-    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration)?;
+    let gc_windows = gc::GcWindows::from_reports(&summary.events);
+    let mut user_gc_ns = HashMap::new();
+    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_windows, &mut user_gc_ns)?;
+    gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
+    let profile = gc::add_markers(profile, &summary.events, started_mono)?;
     for mut g in std::mem::take(&mut targets.guards) {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
@@ -312,6 +330,8 @@ fn build_profile(
     resolver: &mut FrameResolver,
     start_unix_ns: u64,
     duration: Duration,
+    gc_windows: &gc::GcWindows,
+    user_gc_ns: &mut HashMap<u32, u64>,
 ) -> Result<Profile, RecordError> {
     let mut types = Vec::new();
     if args.kinds.cpu {
@@ -335,7 +355,8 @@ fn build_profile(
     for (agg, col) in [(cpu, column(kinds::CPU)), (offcpu, column(kinds::OFF_CPU))] {
         let Some(col) = col else { continue };
         for ((pid, tid, comm, kernel, user), &count) in agg {
-            let frames = resolver.stack(*pid, kernel, user);
+            let in_gc = gc::is_gc_thread(comm) || gc_windows.contains(*pid, *tid, 0);
+            let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
             let mut ids = Vec::with_capacity(frames.len());
             for f in frames {
                 ids.push(b.intern_frame(f)?);

@@ -153,6 +153,7 @@ pub fn summary_text(s: &RecordSummary) -> String {
                 c.waits, c.total_ms, c.p50_ms, c.p90_ms, c.p99_ms, c.max_ms
             );
         }
+        o.push_str(&r.gc.text(*pid, 20));
         if !r.allocations.is_empty() {
             let _ = writeln!(o, "allocations in {pid} (estimated from AllocationTick):");
             for (t, bytes, n) in r.allocations.iter().take(8) {

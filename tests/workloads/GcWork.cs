@@ -1,0 +1,60 @@
+// Triggers garbage collections of known causes, in phases after "ready" and a delay:
+// `induced` GC.Collect() calls (reason Induced, gen 2), then LOH churn — byte[200000] arrays
+// dropped at once, so the large-object budget triggers gen-2 GCs (reason AllocLarge) — then,
+// until `seconds` pass, small-object churn keeping a rolling window alive (gen 0/1 GCs).
+// Prints "induced=<n>", "gc_count=<gen0> <gen1> <gen2>" (GC.CollectionCount) and "done".
+// Args: seconds (default 5), delay ms after "ready" (default 0), induced GCs (default 5),
+// LOH arrays (default 2000).
+using System;
+using System.Runtime.CompilerServices;
+
+public sealed class GcNode { public long A, B; public GcNode Next; }
+
+public static class GcWork
+{
+    static object keep;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Induce() { GC.Collect(); }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void AllocateLarge(int n) { for (int i = 0; i < n; i++) keep = new byte[200000]; }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Churn(GcNode[] window, ref int slot)
+    {
+        for (int i = 0; i < 10000; i++)
+        {
+            var n = new GcNode();
+            n.Next = window[slot];
+            window[slot] = i % 8 == 0 ? n : window[slot];
+            slot = (slot + 1) % window.Length;
+        }
+    }
+
+    public static int Main(string[] args)
+    {
+        double seconds = Workload.Seconds(args);
+        int delayMs = Workload.IntArg(args, 1, 0);
+        int induced = Workload.IntArg(args, 2, 5);
+        int large = Workload.IntArg(args, 3, 2000);
+        Workload.Ready();
+        System.Threading.Thread.Sleep(delayMs);
+        var clock = Workload.Clock();
+        for (int i = 0; i < induced; i++) { Induce(); System.Threading.Thread.Sleep(20); }
+        Console.WriteLine("induced=" + induced);
+        AllocateLarge(large);
+        var window = new GcNode[50000];
+        int slot = 0;
+        long rounds = 0;
+        while (clock.Elapsed.TotalSeconds < seconds)
+        {
+            Churn(window, ref slot);
+            if (++rounds % 200 == 0) window = new GcNode[50000];
+        }
+        keep = window;
+        Console.WriteLine("gc_count=" + GC.CollectionCount(0) + " " + GC.CollectionCount(1) + " " + GC.CollectionCount(2));
+        Workload.Done();
+        return keep == null ? 1 : 0;
+    }
+}
