@@ -2,9 +2,13 @@
 // `induced` GC.Collect() calls (reason Induced, gen 2), then LOH churn — byte[200000] arrays
 // dropped at once, so the large-object budget triggers gen-2 GCs (reason AllocLarge) — then,
 // until `seconds` pass, small-object churn keeping a rolling window alive (gen 0/1 GCs).
-// Prints "induced=<n>", "gc_count=<gen0> <gen1> <gen2>" (GC.CollectionCount) and "done".
+// Prints, per induced GC, "induced gc=<index> pause_us=<runtime's pause time of it>" (the
+// index is GC.CollectionCount(0) after it; the pause GC.GetTotalPauseDuration's increase),
+// then "induced=<n>", "phase gcs=<first> <last> pause_us=<total pause of every GC of the
+// phases>", "gc_count=<gen0> <gen1> <gen2>" (GC.CollectionCount) and "done".
 // Args: seconds (default 5), delay ms after "ready" (default 0), induced GCs (default 5),
-// LOH arrays (default 2000).
+// LOH arrays (default 2000), MB of small objects kept alive throughout (default 0: a large
+// live graph makes every full GC mark for long, on the GC threads under server GC).
 using System;
 using System.Runtime.CompilerServices;
 
@@ -16,6 +20,11 @@ public static class GcWork
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void Induce() { GC.Collect(); }
+
+    // GC.GetTotalPauseDuration (.NET 7+) through reflection: mcs compiles against mono's mscorlib.
+    static readonly System.Reflection.MethodInfo TotalPause = typeof(GC).GetMethod("GetTotalPauseDuration");
+
+    static long PauseUs() { return TotalPause == null ? -1 : (long)((TimeSpan)TotalPause.Invoke(null, null)).Ticks / 10; }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void AllocateLarge(int n) { for (int i = 0; i < n; i++) keep = new byte[200000]; }
@@ -38,10 +47,21 @@ public static class GcWork
         int delayMs = Workload.IntArg(args, 1, 0);
         int induced = Workload.IntArg(args, 2, 5);
         int large = Workload.IntArg(args, 3, 2000);
+        int liveMb = Workload.IntArg(args, 4, 0);
+        GcNode live = null;
+        for (long i = 0; i < (long)liveMb * 1000000 / 40; i++) { var n = new GcNode(); n.Next = live; live = n; }
         Workload.Ready();
         System.Threading.Thread.Sleep(delayMs);
         var clock = Workload.Clock();
-        for (int i = 0; i < induced; i++) { Induce(); System.Threading.Thread.Sleep(20); }
+        int firstGc = GC.CollectionCount(0) + 1;
+        long phaseStart = PauseUs();
+        for (int i = 0; i < induced; i++)
+        {
+            long before = PauseUs();
+            Induce();
+            Console.WriteLine("induced gc=" + GC.CollectionCount(0) + " pause_us=" + (PauseUs() - before));
+            System.Threading.Thread.Sleep(20);
+        }
         Console.WriteLine("induced=" + induced);
         AllocateLarge(large);
         var window = new GcNode[50000];
@@ -52,7 +72,8 @@ public static class GcWork
             Churn(window, ref slot);
             if (++rounds % 200 == 0) window = new GcNode[50000];
         }
-        keep = window;
+        keep = live == null ? (object)window : live;
+        Console.WriteLine("phase gcs=" + firstGc + " " + GC.CollectionCount(0) + " pause_us=" + (PauseUs() - phaseStart));
         Console.WriteLine("gc_count=" + GC.CollectionCount(0) + " " + GC.CollectionCount(1) + " " + GC.CollectionCount(2));
         Workload.Done();
         return keep == null ? 1 : 0;

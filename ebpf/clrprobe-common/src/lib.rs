@@ -31,6 +31,9 @@ pub mod switch_config {
     pub const MIN_OFFCPU_NS: u32 = 1;
     /// Bit 0: record off-CPU stacks; bit 1: account on-CPU time per thread.
     pub const FLAGS: u32 = 2;
+    /// Non-zero: CPU samples carry their time (`SampleKey::time`), so userspace can place
+    /// them in time windows (a workstation GC on the sampled thread). Read by `cpu_sample`.
+    pub const SAMPLE_TIME: u32 = 3;
     pub const LEN: u32 = 4;
     pub const FLAG_OFFCPU: u64 = 1;
     pub const FLAG_ONCPU: u64 = 2;
@@ -80,6 +83,9 @@ pub struct SampleKey {
     pub kernel_stack_id: i32,
     /// Thread name (`comm`) at sample time, NUL padded.
     pub comm: [u8; 16],
+    /// CPU samples when `switch_config::SAMPLE_TIME` is set: `bpf_ktime_get_ns() >> 10`
+    /// (CLOCK_MONOTONIC in ~µs units), which makes each sample its own entry; else 0.
+    pub time: u64,
 }
 
 /// Value of the sample aggregation map.
@@ -135,7 +141,7 @@ mod tests {
     use super::*;
     #[test]
     fn layouts_have_no_padding() {
-        assert_eq!(core::mem::size_of::<SampleKey>(), 32);
+        assert_eq!(core::mem::size_of::<SampleKey>(), 40);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
         assert_eq!(core::mem::size_of::<OffCpuStart>(), 40);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);

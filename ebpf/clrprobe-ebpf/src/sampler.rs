@@ -7,9 +7,10 @@ use aya_ebpf::{
     macros::perf_event,
     programs::{PerfEventContext, tracing::StackIdContext},
 };
-use clrprobe_common::{SampleKey, SampleValue};
+use aya_ebpf::helpers::bpf_ktime_get_ns;
+use clrprobe_common::{SampleKey, SampleValue, switch_config};
 
-use crate::maps::{SAMPLE_COUNTS, STACKS, is_target, with_stats};
+use crate::maps::{SAMPLE_COUNTS, STACKS, SWITCH_CONFIG, is_target, with_stats};
 
 const BPF_NOEXIST: u64 = 1;
 /// `bpf_get_stackid` returns -EFAULT when there is no stack of that kind (a sample taken in
@@ -48,6 +49,12 @@ pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
         user_stack_id,
         kernel_stack_id,
         comm: ctx.command().unwrap_or([0; 16]),
+        time: if SWITCH_CONFIG.get(switch_config::SAMPLE_TIME).copied().unwrap_or(0) != 0 {
+            // SAFETY: ktime has no preconditions.
+            (unsafe { bpf_ktime_get_ns() }) >> 10
+        } else {
+            0
+        },
     };
     with_stats(|s| s.samples += 1);
     if let Some(v) = SAMPLE_COUNTS.get_ptr_mut(&key) {

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use clrprobe_pipeline::{EventReport, GcCpu};
 use clrprobe_profile::{Frame, FrameKind, Marker, Profile, ProfileBuilder, ProfileError};
 
+use super::AggKey;
 use crate::bpf::ThreadCpuTime;
 
 /// The synthetic root frame of GC work.
@@ -78,9 +79,58 @@ impl GcWindows {
         let i = w.partition_point(|&(s, _)| s <= t);
         i > 0 && t <= w[i - 1].1
     }
+}
 
-    pub fn is_empty(&self) -> bool {
-        self.by_thread.is_empty()
+/// Makes the BPF CPU sampler stamp each sample with its time (one map entry per sample
+/// instead of one per distinct stack: fine for a few processes, not for `--all` on a big host).
+pub fn enable_sample_time(l: &mut crate::bpf::Loaded) -> Result<(), String> {
+    use aya::maps::{Array, MapData};
+    use clrprobe_common::{names, switch_config};
+    let name = names::SWITCH_CONFIG;
+    let map = l.ebpf.map_mut(name).ok_or_else(|| format!("no map {name}"))?;
+    let mut cfg: Array<&mut MapData, u64> = Array::try_from(map).map_err(|e| format!("map {name}: {e}"))?;
+    cfg.set(switch_config::SAMPLE_TIME, 1, 0).map_err(|e| format!("map {name}: {e}"))
+}
+
+/// Most timed samples kept for the GC-window check (about 100 MB); later ones are not checked.
+const MAX_TIMED: usize = 1 << 20;
+
+/// CPU samples with their time, kept until the GC windows are known (the end).
+#[derive(Debug, Default)]
+pub struct TimedSamples {
+    samples: Vec<(AggKey, u64, u64)>,
+    pub overflowed: bool,
+}
+
+impl TimedSamples {
+    pub fn note(&mut self, s: &crate::sampler::RawSample) {
+        if s.time_ns == 0 {
+            return;
+        }
+        if self.samples.len() >= MAX_TIMED {
+            self.overflowed = true;
+            return;
+        }
+        self.samples.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
+    }
+
+    /// Moves the samples taken inside a GC window of their own thread out of `cpu` into the
+    /// returned aggregate (GC work on user threads), with the count per pid.
+    pub fn split_gc(&self, cpu: &mut HashMap<AggKey, u64>, windows: &GcWindows) -> (HashMap<AggKey, u64>, HashMap<u32, u64>) {
+        let mut gc: HashMap<AggKey, u64> = HashMap::new();
+        let mut per_pid: HashMap<u32, u64> = HashMap::new();
+        for (key, t, n) in &self.samples {
+            if is_gc_thread(&key.2) || !windows.contains(key.0, key.1, *t) {
+                continue;
+            }
+            let Some(c) = cpu.get_mut(key) else { continue };
+            let n = (*n).min(*c);
+            *c -= n;
+            *gc.entry(key.clone()).or_insert(0) += n;
+            *per_pid.entry(key.0).or_insert(0) += n;
+        }
+        cpu.retain(|_, c| *c > 0);
+        (gc, per_pid)
     }
 }
 

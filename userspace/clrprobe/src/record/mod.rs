@@ -172,6 +172,12 @@ pub fn run(
             summary.warnings.push(format!("no per-thread on-CPU time: {e}"));
         }
     }
+    // Sample times place CPU samples in workstation-GC windows (not for every process).
+    if let (true, false, Some(b)) = (kinds.cpu, args.all, bpf.as_deref_mut()) {
+        if let Err(e) = gc::enable_sample_time(b.loaded()) {
+            summary.warnings.push(format!("no sample times (workstation GC not separated): {e}"));
+        }
+    }
 
     // GC thread CPU pulled from /proc at the end of each drain period (no BPF needed); the
     // first read right after sched_switch starts counting, so both cover the same window.
@@ -194,6 +200,7 @@ pub fn run(
     drop(bpf);
 
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
+    let mut timed = gc::TimedSamples::default();
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
@@ -216,7 +223,7 @@ pub fn run(
                 proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed);
             }
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
@@ -236,6 +243,10 @@ pub fn run(
         }
     }
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
+    // The last /proc read at the moment the kernel's per-thread times are read.
+    for &pid in &targets.pids {
+        proc_cpu.read(pid);
+    }
     if let Some(s) = sampler.as_mut() {
         summary.sampler_stats = s.stats();
         if let Some(b) = s.as_bpf() {
@@ -266,9 +277,13 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
-    let gc_windows = gc::GcWindows::from_reports(&summary.events);
-    let mut user_gc_ns = HashMap::new();
-    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_windows, &mut user_gc_ns)?;
+    let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &gc::GcWindows::from_reports(&summary.events));
+    let period_ns = 1_000_000_000 / args.freq.max(1);
+    let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
+    if timed.overflowed {
+        summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
+    }
+    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu)?;
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, started_mono)?;
@@ -289,9 +304,13 @@ fn drain(
     offcpu: &mut HashMap<AggKey, u64>,
     resolver: &mut FrameResolver,
     summary: &mut RecordSummary,
+    timed: &mut gc::TimedSamples,
 ) {
     match s.drain() {
-        Ok(batch) => absorb(cpu, batch, resolver),
+        Ok(batch) => {
+            batch.iter().for_each(|s| timed.note(s));
+            absorb(cpu, batch, resolver)
+        }
         Err(e) => summary.warnings.push(format!("reading samples: {e}")),
     }
     if summary.offcpu {
@@ -330,8 +349,7 @@ fn build_profile(
     resolver: &mut FrameResolver,
     start_unix_ns: u64,
     duration: Duration,
-    gc_windows: &gc::GcWindows,
-    user_gc_ns: &mut HashMap<u32, u64>,
+    gc_cpu: &HashMap<AggKey, u64>,
 ) -> Result<Profile, RecordError> {
     let mut types = Vec::new();
     if args.kinds.cpu {
@@ -352,10 +370,11 @@ fn build_profile(
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
     let mut process_names: HashMap<u32, String> = HashMap::new();
-    for (agg, col) in [(cpu, column(kinds::CPU)), (offcpu, column(kinds::OFF_CPU))] {
+    // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
+    for (agg, col, gc_work) in [(cpu, column(kinds::CPU), false), (gc_cpu, column(kinds::CPU), true), (offcpu, column(kinds::OFF_CPU), false)] {
         let Some(col) = col else { continue };
         for ((pid, tid, comm, kernel, user), &count) in agg {
-            let in_gc = gc::is_gc_thread(comm) || gc_windows.contains(*pid, *tid, 0);
+            let in_gc = gc_work || gc::is_gc_thread(comm);
             let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
             let mut ids = Vec::with_capacity(frames.len());
             for f in frames {

@@ -71,6 +71,7 @@ impl BpfSampler {
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
                 kernel: self.stack(k.kernel_stack_id)?,
                 user: self.stack(k.user_stack_id)?,
+                time_ns: k.time << 10,
                 count: ns,
             });
         }
@@ -96,6 +97,7 @@ impl Sampler for BpfSampler {
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
                 kernel: self.stack(k.kernel_stack_id)?,
                 user: self.stack(k.user_stack_id)?,
+                time_ns: k.time << 10,
                 count,
             });
         }

@@ -22,6 +22,9 @@ pub struct RawSample {
     /// User frames, leaf first: the sampled IP, then return addresses.
     pub user: Arc<[u64]>,
     pub count: u64,
+    /// CLOCK_MONOTONIC ns of the sample when the sampler records times (one sample per
+    /// entry then), else 0.
+    pub time_ns: u64,
 }
 
 /// What a sampler recorded and lost.

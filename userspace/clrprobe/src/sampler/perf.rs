@@ -148,7 +148,7 @@ impl Sampler for PerfSampler {
         for ((pid, tid, kernel, user), count) in agg {
             let kernel = self.intern(kernel);
             let user = self.intern(user);
-            out.push(RawSample { pid, tid, comm: comm(pid, tid), kernel, user, count });
+            out.push(RawSample { pid, tid, comm: comm(pid, tid), kernel, user, count, time_ns: 0 });
         }
         // Drop events of threads that exited (their rings are drained above), follow new ones.
         self.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());
