@@ -9,9 +9,9 @@ use serde_json::Value;
 
 const GC_FRAME: &str = "Garbage Collector";
 
-/// Records `w` (until it exits, or for `duration` s); returns the summary, the profile read
-/// back from pprof and the Firefox profile's text.
-fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, String) {
+/// Records `w` (until it exits, or for `-d` s); returns the summary, the profile read back
+/// from pprof, the Firefox profile's text and `clrprobe report`'s text of the pprof.
+fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, String, String) {
     let dir = std::env::temp_dir().join(format!("clrprobe-gc-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = dir.join("p");
@@ -28,8 +28,10 @@ fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, Strin
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     let profile = clrprobe_profile::pprof::read_file(PathBuf::from(format!("{}.pb.gz", prefix.display()))).unwrap();
     let firefox = std::fs::read_to_string(format!("{}.cpu.firefox.json", prefix.display())).unwrap_or_default();
+    let report = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(format!("{}.pb.gz", prefix.display())).output().expect("run clrprobe report");
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
     let _ = std::fs::remove_dir_all(&dir);
-    (summary, profile, firefox)
+    (summary, profile, firefox, String::from_utf8_lossy(&report.stdout).into_owned())
 }
 
 /// Sum of the `cpu` column over samples whose root frame is [`GC_FRAME`] and whose thread
@@ -58,7 +60,7 @@ fn workstation_gc_pauses_reasons_and_user_thread_cpu() {
     require_root();
     // Non-concurrent workstation GC: every collection runs on the allocating main thread.
     let mut w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(3).arg(1500).arg(5).arg(400).start().unwrap();
-    let (s, p, firefox) = record(&mut w, "wks", &["--alloc"]);
+    let (s, p, firefox, report) = record(&mut w, "wks", &["--alloc"]);
     let gc = gc_report(&s);
     let timeline = gc["timeline"].as_array().expect("timeline");
     let by_index = |i: u64| timeline.iter().find(|g| g["index"].as_u64() == Some(i)).unwrap_or_else(|| panic!("GC {i} not in the timeline"));
@@ -110,6 +112,8 @@ fn workstation_gc_pauses_reasons_and_user_thread_cpu() {
     let offset = gc["clock_offset_ns"].as_i64().expect("clock offset");
     eprintln!("EventPipe origin - CLOCK_MONOTONIC at the request: {:.3} ms", offset as f64 / 1e6);
     assert!((0..100_000_000).contains(&offset), "clock offset {offset} ns");
+    // `clrprobe report` prints the summary and the timeline from the pprof alone.
+    assert!(report.contains("== garbage collections of") && report.contains("reasons: ") && report.contains("Induced gen2"), "{report}");
     // Markers for the Firefox Profiler.
     assert!(firefox.contains("GC #1 gen2 Induced"), "no GC marker in the Firefox profile");
 }
@@ -129,7 +133,7 @@ fn server_gc_thread_cpu_from_bpf_matches_proc_within_10_percent() {
         .start()
         .unwrap();
     // A fixed window while the GC threads live, so /proc can be read at its end.
-    let (s, p, _) = record(&mut w, "svr", &["-d", "3"]);
+    let (s, p, _, _) = record(&mut w, "svr", &["-d", "3"]);
     w.kill();
     let gc = gc_report(&s);
     let (bpf, proc) = (&gc["cpu"], &gc["cpu_proc"]);
