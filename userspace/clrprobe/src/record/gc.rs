@@ -26,7 +26,9 @@ pub fn monotonic_ns() -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec through a valid pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    #[allow(clippy::unnecessary_cast)] // time_t and c_long are i32 on 32-bit targets
+    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    ns
 }
 
 /// A dedicated GC thread of the runtime, by its (truncated) name.

@@ -173,10 +173,10 @@ pub fn run(
         }
     }
     // Sample times place CPU samples in workstation-GC windows (not for every process).
-    if let (true, false, Some(b)) = (kinds.cpu, args.all, bpf.as_deref_mut()) {
-        if let Err(e) = gc::enable_sample_time(b.loaded()) {
-            summary.warnings.push(format!("no sample times (workstation GC not separated): {e}"));
-        }
+    if let (true, false, Some(b)) = (kinds.cpu, args.all, bpf.as_deref_mut())
+        && let Err(e) = gc::enable_sample_time(b.loaded())
+    {
+        summary.warnings.push(format!("no sample times (workstation GC not separated): {e}"));
     }
 
     // GC thread CPU pulled from /proc at the end of each drain period (no BPF needed); the
@@ -341,6 +341,7 @@ fn read_thread_names(pid: u32, names: &mut HashMap<(u32, u64), String>) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build_profile(
     args: &RecordArgs,
     cpu: &HashMap<AggKey, u64>,
