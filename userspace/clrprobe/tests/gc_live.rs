@@ -154,3 +154,27 @@ fn server_gc_thread_cpu_from_bpf_matches_proc_within_10_percent() {
     let on_gc_threads = gc_samples(&p, |l| l.thread_name.as_deref() == Some(".NET Server GC"));
     assert!(on_gc_threads > 0, "no `Garbage Collector` samples on the server GC threads");
 }
+
+#[test]
+fn without_bpf_gc_thread_cpu_is_pulled_from_proc() {
+    require_root();
+    let mut w = Workload::new("GcWork", Runtime::Net8)
+        .env("DOTNET_gcServer", "1")
+        .env("DOTNET_GCHeapCount", "2")
+        .arg(20)
+        .arg(0)
+        .arg(200)
+        .arg(100)
+        .arg(200)
+        .start()
+        .unwrap();
+    let (s, p, _, _) = record(&mut w, "pull", &["-d", "2", "--sampler", "perf"]);
+    w.kill();
+    let gc = gc_report(&s);
+    let cpu = &gc["cpu"];
+    assert_eq!(cpu["source"], "/proc task stat", "{gc}");
+    let gc_ms = ms(&cpu["gc_threads_ns"]);
+    eprintln!("perf_event sampler, /proc pull: server GC threads {gc_ms:.0} ms of {:.0} ms", ms(&cpu["process_ns"]));
+    assert!(gc_ms > 100.0, "GC thread CPU from /proc: {gc_ms} ms");
+    assert!(gc_samples(&p, |l| l.thread_name.as_deref() == Some(".NET Server GC")) > 0);
+}
