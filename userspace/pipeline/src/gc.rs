@@ -200,3 +200,73 @@ fn heap_stats(r: &mut GcRecord, h: &GcHeapStats) {
     r.heap_stats_size = Some(h.total_heap_size());
     r.promoted_bytes = Some(h.total_promoted_size.iter().sum::<u64>() + h.poh_promoted_size.unwrap_or(0));
 }
+
+#[cfg(test)]
+mod tests {
+    use clr_events::{
+        gc::{GcEnd, GcSuspendEeBegin},
+        gc_enums::{GcReason, GcType},
+    };
+
+    use super::*;
+
+    fn start(count: u32, depth: u32, ty: GcType) -> ClrEvent<'static> {
+        ClrEvent::GcStart(GcStart {
+            count,
+            depth: Some(depth),
+            reason: GcReason::AllocSmall,
+            gc_type: Some(ty),
+            clr_instance_id: Some(0),
+            client_sequence_number: None,
+        })
+    }
+
+    fn end(count: u32) -> ClrEvent<'static> {
+        ClrEvent::GcEnd(GcEnd { count, depth: 0, clr_instance_id: None })
+    }
+
+    fn suspend(reason: SuspendReason) -> ClrEvent<'static> {
+        ClrEvent::GcSuspendEeBegin(GcSuspendEeBegin { reason, count: None, clr_instance_id: None })
+    }
+
+    const RESTART: ClrEvent<'static> = ClrEvent::GcRestartEeEnd { clr_instance_id: None };
+
+    #[test]
+    fn foreground_gc_inside_a_background_gc_and_pauses_by_thread() {
+        let mut t = GcTimeline::default();
+        // BGC 1 on thread 7: its initial suspension, then concurrent marking.
+        t.on_event(&suspend(SuspendReason::ForGc), 7, 100);
+        t.on_event(&start(1, 2, GcType::Background), 7, 110);
+        t.on_event(&RESTART, 7, 150);
+        // A debugger suspension on another thread is no GC pause; its restart is ignored.
+        t.on_event(&suspend(SuspendReason::ForDebugger), 9, 200);
+        t.on_event(&RESTART, 9, 210);
+        // Foreground gen-0 GC 2 triggered by user thread 5 while BGC 1 runs.
+        t.on_event(&suspend(SuspendReason::ForGc), 5, 300);
+        t.on_event(&start(2, 0, GcType::Foreground), 5, 305);
+        t.on_event(&end(2), 5, 340);
+        t.on_event(&RESTART, 9, 345);
+        t.on_event(&RESTART, 5, 350);
+        // BGC 1's final suspension (SuspendForGCPrep), then its end.
+        t.on_event(&suspend(SuspendReason::ForGcPrep), 7, 500);
+        t.on_event(&RESTART, 7, 520);
+        t.on_event(&end(1), 7, 600);
+        let [bgc, fgc] = &t.records[..] else { panic!("{:?}", t.records) };
+        assert_eq!((bgc.index, bgc.gc_type.as_str(), bgc.end_ns), (1, "BackgroundGC", Some(600)));
+        assert_eq!(bgc.pauses, vec![(100, 150), (500, 520)]);
+        assert_eq!(bgc.pause_ns, 70);
+        assert_eq!((fgc.index, fgc.generation, fgc.tid, fgc.end_ns), (2, 0, 5, Some(340)));
+        assert_eq!(fgc.pauses, vec![(300, 350)]);
+        assert_eq!(fgc.suspend_tid, Some(5));
+        assert_eq!(t.pauses_of(5).collect::<Vec<_>>(), vec![(300, 350)]);
+        assert_eq!(t.pauses.len(), 3);
+    }
+
+    #[test]
+    fn events_without_a_start_are_ignored() {
+        let mut t = GcTimeline::default();
+        t.on_event(&end(4), 1, 10);
+        t.on_event(&RESTART, 1, 20);
+        assert!(t.records.is_empty() && t.pauses.is_empty());
+    }
+}

@@ -2,8 +2,9 @@
 //! Windows ETW session, or a recorded file) feeds decoded CLR events with their thread, time
 //! and stack; this crate turns them into samples of the kinds `alloc-bytes`, `alloc-count`,
 //! `exceptions`, `contention-ns` and `contention-count`, plus a report (counts by exception type
-//! and message, wait-time histogram, allocations by type). Symbolization is the caller's, through
-//! [`FrameSource`].
+//! and message, wait-time histogram, allocations by type), and the GC timeline ([`GcTimeline`]:
+//! every collection with its pauses, sizes and condemn reasons; [`GcReport`]). Symbolization is
+//! the caller's, through [`FrameSource`].
 mod alloc;
 mod contention;
 mod exceptions;
