@@ -13,9 +13,12 @@ use crate::record::{namespaced_pid, perf_map_path};
 /// The libcoreclr mapped by `pid`, as the path the process sees (inside its root).
 pub fn libcoreclr_path(pid: u32) -> Option<String> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    // Executable mappings only: a profiler reading the file (mmap for ELF parsing) is not .NET.
     maps.lines().find_map(|l| {
-        let path = l.split_whitespace().nth(5)?;
-        path.ends_with("/libcoreclr.so").then(|| path.to_string())
+        let mut f = l.split_whitespace();
+        let perms = f.nth(1)?;
+        let path = f.nth(3)?;
+        (perms.contains('x') && path.ends_with("/libcoreclr.so")).then(|| path.to_string())
     })
 }
 

@@ -1,9 +1,9 @@
 //! Launch mode (`clrprobe record -- CMD…`): the command is started stopped before its first
-//! instruction (SIGSTOP in the child between fork and exec), with perf maps switched on in its
+//! instruction (a shell that stops itself, then execs it under the same pid), with perf maps switched on in its
 //! environment; the recording attaches to its pid and then lets it run (SIGCONT), so the
 //! profile covers the program from its start. The recording ends when it exits.
 use std::{
-    os::unix::process::{CommandExt, ExitStatusExt},
+    os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::{Child, Command, ExitStatus},
 };
@@ -32,22 +32,15 @@ pub const LAUNCH_ENV: &[(&str, &str)] = &[("DOTNET_PerfMapEnabled", "1"), ("COMP
 
 /// Starts `argv` stopped (it has not run an instruction of the program yet).
 pub fn spawn_stopped(argv: &[String]) -> Result<Launched, LaunchError> {
-    let (program, args) = argv.split_first().ok_or(LaunchError::Empty)?;
-    let mut cmd = Command::new(program);
-    cmd.args(args);
+    let program = argv.first().ok_or(LaunchError::Empty)?;
+    // The shell stops itself, and on SIGCONT execs the program under the same pid (a stop
+    // between fork and exec would block spawn(), which waits for the exec).
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(r#"kill -STOP $$ && exec "$@""#).arg("clrprobe-launch").args(argv);
     for (k, v) in LAUNCH_ENV {
         if std::env::var_os(k).is_none() {
             cmd.env(k, v);
         }
-    }
-    // SAFETY: raise(2) is async-signal-safe, as pre_exec requires.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::raise(libc::SIGSTOP) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
     }
     let mut child = cmd.spawn().map_err(|source| LaunchError::Spawn { program: program.clone(), source })?;
     let pid = child.id();

@@ -58,6 +58,9 @@ impl Targets {
             }
             self.attached.insert(pid);
             self.attach(pid, args, summary, bpf.as_deref_mut());
+            // The perf map switched on over IPC lists the code JIT-compiled so far: read it now,
+            // as a short-lived process may be gone by the next drain.
+            resolver.refresh(pid);
         }
     }
 
