@@ -5,6 +5,7 @@ mod clr_collect;
 mod clr_session;
 mod cxa;
 mod frames;
+mod limits;
 mod gc;
 mod perfmap;
 mod split;
@@ -17,6 +18,7 @@ pub use crate::output::{Format, Written, write_all};
 pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
 pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
+pub use limits::{Limits, limits_text};
 pub use summary::{RecordSummary, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
@@ -294,6 +296,7 @@ pub fn run(
     }
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.fill_from(&profile);
+    summary.limits = Limits::measure(&summary);
     Ok((profile, summary))
 }
 

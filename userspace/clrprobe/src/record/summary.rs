@@ -47,6 +47,8 @@ pub struct RecordSummary {
     /// Per process: exceptions, contention and allocation report from the runtime's events.
     pub events: Vec<(u32, clrprobe_pipeline::EventReport)>,
     pub warnings: Vec<String>,
+    /// BPF map sizes, EventPipe buffer per process, drops (printed at the end of every run).
+    pub limits: super::Limits,
 }
 
 mod secs {
@@ -127,6 +129,7 @@ pub fn summary_text(s: &RecordSummary) -> String {
             s.managed_named_share() * 100.0
         );
     }
+    o.push_str(&super::limits_text(&s.limits));
     for (pid, state) in &s.perf_maps {
         let _ = writeln!(o, "perf map of {pid}: {}", serde_json::to_value(state).map(|v| v.to_string()).unwrap_or_default());
     }
