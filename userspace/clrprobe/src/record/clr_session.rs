@@ -53,7 +53,11 @@ pub const GC_KEYWORD: u64 = 0x1;
 /// Runtime keywords for the event kinds: GC (AllocationTick at verbose), Exception, Contention,
 /// Threading (ThreadCreated), and Stack (a stack with each event).
 pub fn kind_keywords(kinds: Kinds) -> u64 {
-    let mut k = 0x10000 | 0x4000_0000;
+    let mut k = 0;
+    if kinds.alloc || kinds.exceptions || kinds.contention {
+        // Threading (ThreadCreated) and a stack with each event.
+        k |= 0x10000 | 0x4000_0000;
+    }
     if kinds.alloc {
         k |= 0x1;
     }
@@ -66,15 +70,22 @@ pub fn kind_keywords(kinds: Kinds) -> u64 {
     k
 }
 
-/// A session config that names JIT code (runtime Jit+Loader keywords, rundown at the end),
-/// plus `extra_runtime_keywords`.
-pub fn naming_config(extra_runtime_keywords: u64) -> SessionConfig {
+/// The session for one target: JIT/loader events and the rundown name code; GC events feed
+/// the GC timeline; `extra_runtime_keywords` add the event kinds.
+///
+/// The runtime provider runs at Verbose only when something needs it: AllocationTick
+/// (allocations) or MethodLoadVerbose (naming JIT code when the target has no perf map, as on
+/// .NET Core 3.1). Otherwise Informational, which still carries GC, exception and contention
+/// events but not one AllocationTick (with a stack walk) per 100 KB allocated — measured as
+/// most of the cost of a session on an allocation-heavy app.
+pub fn session_config(extra_runtime_keywords: u64, verbose: bool) -> SessionConfig {
+    let level = if verbose { Level::Verbose } else { Level::Informational };
     SessionConfig {
         circular_buffer_mb: 64,
         request_rundown: true,
         request_stackwalk: true,
         providers: vec![
-            ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | GC_KEYWORD | extra_runtime_keywords, Level::Verbose),
+            ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | GC_KEYWORD | extra_runtime_keywords, level),
             // Rundown keywords: Loader | Jit | End enumeration | NGen.
             ProviderConfig::new(RUNDOWN_PROVIDER, 0x8 | 0x10 | 0x100 | 0x20, Level::Verbose),
         ],

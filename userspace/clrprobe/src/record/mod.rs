@@ -2,7 +2,7 @@
 //! contention samples from EventPipe, names from perf maps, ReadyToRun images, ELF and
 //! kallsyms — all into one profile with a sample type per kind.
 mod clr_collect;
-mod clr_session;
+pub(crate) mod clr_session;
 mod cxa;
 mod frames;
 mod limits;
@@ -56,10 +56,6 @@ impl Default for RecordKinds {
 impl RecordKinds {
     fn events(&self) -> Kinds {
         Kinds { alloc: self.alloc, exceptions: self.exceptions, contention: self.contention }
-    }
-
-    fn any_events(&self) -> bool {
-        self.alloc || self.exceptions || self.contention
     }
 }
 

@@ -5,8 +5,8 @@
 use std::collections::HashSet;
 
 use super::{
-    FrameResolver, PerfMapGuard, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet,
-    clr_session::{kind_keywords, naming_config},
+    FrameResolver, PerfMapGuard, PerfMapState, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet,
+    clr_session::{kind_keywords, session_config},
 };
 use crate::sampler::BpfSampler;
 
@@ -66,14 +66,16 @@ impl Targets {
 
     fn attach(&mut self, pid: u32, args: &RecordArgs, summary: &mut RecordSummary, bpf: Option<&mut BpfSampler>) {
         let kinds = args.kinds;
+        let mut perf_map_names = false;
         if args.perf_map {
             let g = PerfMapGuard::ensure(pid);
+            perf_map_names = matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe);
             summary.perf_maps.push((pid, g.state.clone()));
             self.guards.push(g);
         }
         if args.eventpipe {
-            let keywords = if kinds.any_events() { kind_keywords(kinds.events()) } else { 0 };
-            let mut config = naming_config(keywords);
+            let keywords = kind_keywords(kinds.events());
+            let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
             config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
             match RuntimeSession::start(pid, &config, kinds.events()) {
                 Ok(s) => self.sessions.push(s),
