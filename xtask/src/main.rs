@@ -83,6 +83,8 @@ fn test(extra: &[String]) -> Result<()> {
     dotnet::setup()?;
     // `go tool pprof` reads clrprobe's pprof files in the live tests.
     util::ensure_apt("go", "golang-go", "go tool pprof, an independent pprof reader for the tests")?;
+    // `clrprobe top` runs in a real terminal under tmux in its live test.
+    util::ensure_apt("tmux", "tmux", "a terminal for the `clrprobe top` live test")?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();
