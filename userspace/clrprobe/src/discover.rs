@@ -137,3 +137,63 @@ mod tests {
         assert!(!in_container(std::process::id()));
     }
 }
+
+/// Finds .NET processes as they appear, cheaply enough to run four times a second: a pid is
+/// checked (its maps read) while it is young — the host loads libcoreclr within its first
+/// seconds — and every pid again on a full rescan every few seconds.
+pub struct Scanner {
+    /// Pids checked and found not .NET, with when they were first seen.
+    seen: std::collections::HashMap<u32, std::time::Instant>,
+    last_full: Option<std::time::Instant>,
+}
+
+/// How long a new process is re-checked on every scan.
+const YOUNG: Duration = Duration::from_secs(3);
+/// Full rescans (processes that load the runtime late, e.g. native hosts).
+const FULL_RESCAN: Duration = Duration::from_secs(5);
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scanner {
+    pub fn new() -> Self {
+        Self { seen: std::collections::HashMap::new(), last_full: None }
+    }
+
+    /// .NET pids found now (known ones included), clrprobe excluded.
+    pub fn scan(&mut self) -> Vec<u32> {
+        let me = std::process::id();
+        let full = self.last_full.is_none_or(|t| t.elapsed() >= FULL_RESCAN);
+        if full {
+            self.last_full = Some(std::time::Instant::now());
+        }
+        let now = std::time::Instant::now();
+        let mut live = std::collections::HashSet::new();
+        let mut found = Vec::new();
+        for pid in std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        {
+            live.insert(pid);
+            if pid == me {
+                continue;
+            }
+            let first = *self.seen.entry(pid).or_insert(now);
+            if !full && now.duration_since(first) > YOUNG {
+                continue;
+            }
+            if libcoreclr_path(pid).is_some() && crate::record::alive(pid) {
+                found.push(pid);
+            }
+        }
+        // Forget exited pids (a reused pid is new again).
+        self.seen.retain(|p, _| live.contains(p));
+        found.sort_unstable();
+        found
+    }
+}

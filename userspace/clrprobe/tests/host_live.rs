@@ -153,6 +153,9 @@ fn record_all_names_managed_frames_of_four_processes_one_contained_one_started_m
         );
         assert!(!Path::new(&format!("/proc/{pid}/root/tmp/perf-{}.map", clrprobe_ns_pid(pid))).exists());
     }
+    // The short-lived one was set up too (once its diagnostics socket existed).
+    assert!(maps.iter().any(|m| m[0] == late_pid && m[1] == "enabled-by-clrprobe"), "perf map of {late_pid}: {maps:?}");
+    assert!(!Path::new(&format!("/tmp/perf-{late_pid}.map")).exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -208,12 +208,12 @@ pub fn run(
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        if !done && targets.poll_due() {
+            let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
+            targets.poll(args, &mut summary, bpf, &mut resolver);
+        }
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
-            if !done {
-                let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
-                targets.poll(args, &mut summary, bpf, &mut resolver);
-            }
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
                 resolver.refresh(pid);

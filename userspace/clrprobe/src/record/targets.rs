@@ -1,8 +1,12 @@
 //! The processes a recording follows, and the set-up each .NET one gets (perf map switched on,
-//! EventPipe session, `__cxa_throw` uprobe). Targets are checked again every second: with
-//! `--all` the host is rescanned for new .NET processes, and a named or launched target that
-//! had not loaded the runtime yet gets its set-up once libcoreclr is mapped.
-use std::collections::HashSet;
+//! EventPipe session, `__cxa_throw` uprobe). With `--all` the host is scanned for new .NET
+//! processes four times a second ([`crate::discover::Scanner`]); a named or launched target
+//! that had not loaded the runtime yet gets its set-up once libcoreclr is mapped (checked each
+//! second).
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 use super::{
     FrameResolver, PerfMapGuard, PerfMapState, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet,
@@ -21,7 +25,15 @@ pub(super) struct Targets {
     pub guards: Vec<PerfMapGuard>,
     pub sessions: Vec<RuntimeSession>,
     all: bool,
+    scanner: crate::discover::Scanner,
+    last_poll: Instant,
+    /// Polls a .NET process was seen without its diagnostics socket yet (the runtime maps
+    /// libcoreclr before it starts its diagnostics server).
+    waiting: std::collections::HashMap<u32, u32>,
 }
+
+/// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
+const SOCKET_WAIT_POLLS: u32 = 20;
 
 impl Targets {
     pub fn new(args: &RecordArgs) -> Self {
@@ -31,7 +43,15 @@ impl Targets {
             guards: Vec::new(),
             sessions: Vec::new(),
             all: args.all,
+            scanner: crate::discover::Scanner::new(),
+            last_poll: Instant::now(),
+            waiting: std::collections::HashMap::new(),
         }
+    }
+
+    /// Is it time for the next [`Targets::poll`]? Every 250 ms with `--all`, else every second.
+    pub fn poll_due(&self) -> bool {
+        self.last_poll.elapsed() >= if self.all { Duration::from_millis(250) } else { Duration::from_secs(1) }
     }
 
     /// Finds .NET processes not set up yet (new ones on the host with `--all`; named targets
@@ -43,8 +63,9 @@ impl Targets {
         mut bpf: Option<&mut BpfSampler>,
         resolver: &mut FrameResolver,
     ) {
+        self.last_poll = Instant::now();
         let candidates: Vec<u32> = if self.all {
-            crate::discover::dotnet_pids()
+            self.scanner.scan()
         } else {
             self.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
         };
@@ -52,6 +73,14 @@ impl Targets {
             if self.attached.contains(&pid) {
                 continue;
             }
+            if (args.eventpipe || args.perf_map) && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
+                let n = self.waiting.entry(pid).or_insert(0);
+                *n += 1;
+                if *n < SOCKET_WAIT_POLLS && alive(pid) {
+                    continue;
+                }
+            }
+            self.waiting.remove(&pid);
             if !self.pids.contains(&pid) {
                 self.pids.push(pid);
                 resolver.add_process(pid);
