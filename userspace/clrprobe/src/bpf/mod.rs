@@ -111,7 +111,11 @@ impl Loaded {
     /// Attaches the counting uprobe to `symbol` in `target` (a path or a library name like "libc").
     /// With `pid`, the kernel fires it only in that process.
     pub fn attach_uprobe(&mut self, target: &Path, symbol: &str, pid: Option<u32>) -> Result<(), BpfError> {
-        let name = names::PROG_UPROBE_COUNT;
+        self.attach_uprobe_program(names::PROG_UPROBE_COUNT, target, symbol, pid)
+    }
+
+    /// Loads (once) the uprobe program `name` and attaches it to `symbol` in `target`.
+    fn attach_uprobe_program(&mut self, name: &'static str, target: &Path, symbol: &str, pid: Option<u32>) -> Result<(), BpfError> {
         let prog: &mut UProbe = self
             .ebpf
             .program_mut(name)
@@ -127,6 +131,14 @@ impl Loaded {
         };
         prog.attach(symbol, target, scope).map_err(|source| BpfError::Program { name, source })?;
         Ok(())
+    }
+
+    /// A per-pid counter map (UPROBE_COUNTS, CXA_THROWS).
+    fn pid_counts(&self, name: &'static str) -> Result<HashMap<u32, u64>, BpfError> {
+        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
+        let m: BpfHashMap<&MapData, u32, u64> =
+            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        m.iter().map(|r| r.map_err(|source| BpfError::Map { name, source })).collect()
     }
 
     /// Sample counts aggregated in the kernel, keyed by (pid, tid, stacks, comm).
@@ -160,11 +172,7 @@ impl Loaded {
 
     /// Uprobe hits per pid.
     pub fn uprobe_counts(&self) -> Result<HashMap<u32, u64>, BpfError> {
-        let name = names::UPROBE_COUNTS;
-        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
-        let m: BpfHashMap<&MapData, u32, u64> =
-            BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
-        m.iter().map(|r| r.map_err(|source| BpfError::Map { name, source })).collect()
+        self.pid_counts(names::UPROBE_COUNTS)
     }
 
     /// Counters summed over CPUs.

@@ -4,7 +4,7 @@ use std::{collections::HashMap, path::Path};
 
 use aya::{
     maps::{Array, HashMap as BpfHashMap, MapData},
-    programs::{TracePoint, UProbe, uprobe::UProbeScope},
+    programs::TracePoint,
 };
 use clrprobe_common::{SampleKey, ThreadCpu, names, switch_config};
 
@@ -119,27 +119,12 @@ impl Loaded {
 
     /// Counts `__cxa_throw` calls of `pid` in `libstdcxx` (the path as this process sees it).
     pub fn attach_cxa_throw(&mut self, libstdcxx: &Path, pid: u32) -> Result<(), BpfError> {
-        let name = names::PROG_CXA_THROW;
-        let prog: &mut UProbe = self
-            .ebpf
-            .program_mut(name)
-            .ok_or(BpfError::NoProgram { name })?
-            .try_into()
-            .map_err(|source| BpfError::Program { name, source })?;
-        if prog.fd().is_err() {
-            prog.load().map_err(|source| BpfError::Program { name, source })?;
-        }
-        let scope = std::num::NonZeroU32::new(pid).map(UProbeScope::OneProcess).unwrap_or(UProbeScope::AllProcesses);
-        prog.attach("__cxa_throw", libstdcxx, scope).map_err(|source| BpfError::Program { name, source })?;
-        Ok(())
+        self.attach_uprobe_program(names::PROG_CXA_THROW, libstdcxx, "__cxa_throw", Some(pid))
     }
 
     /// `__cxa_throw` calls per pid.
     pub fn cxa_throws(&self) -> Result<HashMap<u32, u64>, BpfError> {
-        let name = names::CXA_THROWS;
-        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
-        let m: BpfHashMap<&MapData, u32, u64> = BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
-        m.iter().map(|r| r.map_err(|source| BpfError::Map { name, source })).collect()
+        self.pid_counts(names::CXA_THROWS)
     }
 }
 
