@@ -89,6 +89,12 @@ fn test(extra: &[String]) -> Result<()> {
     let obj = ebpf::build()?;
     let t2 = Instant::now();
     windows::check()?;
+    util::check(
+        util::cargo()
+            .args(["clippy", "--workspace", "--exclude", "clrprobe-ebpf", "--all-targets", "--", "-D", "warnings"])
+            .env("CLRPROBE_BPF_OBJ", &obj),
+        "cargo clippy (Linux)",
+    )?;
     let mut cmd = util::cargo();
     cmd.args(["test", "--workspace", "--exclude", "clrprobe-ebpf", "--no-fail-fast"])
         .env("CLRPROBE_BPF_OBJ", &obj)

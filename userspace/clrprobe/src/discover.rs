@@ -117,26 +117,6 @@ pub fn describe(pid: u32) -> Option<DotnetProcess> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn version_comes_from_the_runtime_directory() {
-        assert_eq!(
-            version_from_path("/root/.cache/dotnet/shared/Microsoft.NETCore.App/3.1.23/libcoreclr.so").as_deref(),
-            Some("3.1.23")
-        );
-        assert_eq!(version_from_path("/usr/lib/libcoreclr.so"), None);
-        assert_eq!(version_from_path("libcoreclr.so"), None);
-    }
-
-    #[test]
-    fn this_test_process_is_not_dotnet_and_not_in_a_container() {
-        assert!(describe(std::process::id()).is_none());
-        assert!(!in_container(std::process::id()));
-    }
-}
 
 /// Finds .NET processes as they appear, cheaply enough to run four times a second: a pid is
 /// checked (its maps read) while it is young — the host loads libcoreclr within its first
@@ -195,5 +175,26 @@ impl Scanner {
         self.seen.retain(|p, _| live.contains(p));
         found.sort_unstable();
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_comes_from_the_runtime_directory() {
+        assert_eq!(
+            version_from_path("/root/.cache/dotnet/shared/Microsoft.NETCore.App/3.1.23/libcoreclr.so").as_deref(),
+            Some("3.1.23")
+        );
+        assert_eq!(version_from_path("/usr/lib/libcoreclr.so"), None);
+        assert_eq!(version_from_path("libcoreclr.so"), None);
+    }
+
+    #[test]
+    fn this_test_process_is_not_dotnet_and_not_in_a_container() {
+        assert!(describe(std::process::id()).is_none());
+        assert!(!in_container(std::process::id()));
     }
 }

@@ -36,11 +36,10 @@ fn sched_switch_format() -> Result<String, BpfError> {
     let fstype = c"tracefs";
     // SAFETY: mount(2) with NUL-terminated strings and no data.
     let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if rc == 0 {
-        if let Ok(s) = std::fs::read_to_string(Path::new(TRACEFS).join(FORMAT)) {
+    if rc == 0
+        && let Ok(s) = std::fs::read_to_string(Path::new(TRACEFS).join(FORMAT)) {
             return Ok(s);
         }
-    }
     Err(BpfError::Tracefs(format!(
         "cannot read {TRACEFS}/{FORMAT} ({}); fix: mount -t tracefs nodev {TRACEFS}",
         std::io::Error::last_os_error()

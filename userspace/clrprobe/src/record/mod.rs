@@ -188,14 +188,13 @@ pub fn run(
     for &pid in &args.pids {
         resolver.add_process(pid);
     }
-    targets.poll(args, &mut summary, bpf.as_deref_mut(), &mut resolver);
+    targets.poll(args, &mut summary, bpf, &mut resolver);
     if args.resume_after_attach {
         for &pid in &args.pids {
             // SAFETY: kill(2) with a pid and a signal number has no memory effects.
             unsafe { libc::kill(pid as i32, libc::SIGCONT) };
         }
     }
-    drop(bpf);
 
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
     let mut timed = gc::TimedSamples::default();
@@ -312,14 +311,13 @@ fn drain(
         }
         Err(e) => summary.warnings.push(format!("reading samples: {e}")),
     }
-    if summary.offcpu {
-        if let Some(b) = s.as_bpf() {
+    if summary.offcpu
+        && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
                 Ok(batch) => absorb(offcpu, batch, resolver),
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
             }
         }
-    }
 }
 
 fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver) {

@@ -83,7 +83,7 @@ impl RecordSummary {
             }
         }
         let mut top: Vec<(usize, u64)> = self_counts.into_iter().filter(|(_, n)| *n > 0).collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1));
+        top.sort_by_key(|t| std::cmp::Reverse(t.1));
         self.top_self = top
             .into_iter()
             .take(15)

@@ -111,14 +111,13 @@ impl Targets {
                 Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
             }
         }
-        if kinds.exceptions {
-            if let Some(b) = bpf {
+        if kinds.exceptions
+            && let Some(b) = bpf {
                 match cxa::attach(b.loaded(), pid) {
                     Ok(()) => summary.cxa_throw_probed.push(pid),
                     Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
                 }
             }
-        }
     }
 
     /// With `--all` the recording never ends by itself (only by duration or Ctrl-C);

@@ -60,8 +60,7 @@ impl PerfSampler {
     }
 
     fn opts(&self) -> Opts {
-        let mut opts = Opts::default();
-        opts.sample_on = SampleOn::Freq(self.freq);
+        let mut opts = Opts { sample_on: SampleOn::Freq(self.freq), ..Default::default() };
         opts.sample_format.call_chain =
             Some(ChainOpts { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: MAX_FRAMES });
         opts.record_id_format.task = true;
