@@ -8,50 +8,7 @@ use clrprobe_etw::{EtwRecord, kernel, providers};
 use clrprobe_pipeline::{EventInput, EventProfiles, EventReport, Kinds};
 use clrprobe_profile::{Profile, ProfileBuilder};
 
-/// Little-endian payload writer following the manifest's field types.
-#[derive(Clone)]
-pub struct Payload {
-    pub buf: Vec<u8>,
-    pub ps: u8,
-}
-
-impl Payload {
-    pub fn new(ps: u8) -> Self {
-        Payload { buf: Vec::new(), ps }
-    }
-    pub fn u8(mut self, v: u8) -> Self {
-        self.buf.push(v);
-        self
-    }
-    pub fn u16(mut self, v: u16) -> Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn u32(mut self, v: u32) -> Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn u64(mut self, v: u64) -> Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub fn f64(mut self, v: f64) -> Self {
-        self.buf.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    /// win:Pointer.
-    pub fn ptr(self, v: u64) -> Self {
-        if self.ps == 4 { self.u32(v as u32) } else { self.u64(v) }
-    }
-    /// win:UnicodeString.
-    pub fn str(mut self, s: &str) -> Self {
-        for u in s.encode_utf16() {
-            self.buf.extend_from_slice(&u.to_le_bytes());
-        }
-        self.buf.extend_from_slice(&[0, 0]);
-        self
-    }
-}
+pub use clr_events::builder::Payload;
 
 /// One CLR event as both transports carry it.
 #[derive(Clone)]

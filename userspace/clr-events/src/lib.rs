@@ -51,6 +51,7 @@
 //! [`Utf16Str`] views: on the real traces, decoding with owned `String`s for every string costs
 //! 3–5× more (`benches/decode.rs`).
 pub mod alloc;
+pub mod builder;
 pub mod contention;
 pub mod decode;
 pub mod error;
