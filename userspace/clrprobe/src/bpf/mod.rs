@@ -85,15 +85,22 @@ impl Loaded {
         Ok(())
     }
 
-    /// Attaches the cpu-clock sampler to every online CPU at `freq` Hz.
-    pub fn attach_sampler(&mut self, freq: u64) -> Result<usize, BpfError> {
-        let name = names::PROG_CPU_SAMPLE;
-        let prog: &mut PerfEvent = self
-            .ebpf
+    /// The program `name` of the object, as its type.
+    fn program<'a, T>(&'a mut self, name: &'static str) -> Result<&'a mut T, BpfError>
+    where
+        &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+    {
+        self.ebpf
             .program_mut(name)
             .ok_or(BpfError::NoProgram { name })?
             .try_into()
-            .map_err(|source| BpfError::Program { name, source })?;
+            .map_err(|source| BpfError::Program { name, source })
+    }
+
+    /// Attaches the cpu-clock sampler to every online CPU at `freq` Hz.
+    pub fn attach_sampler(&mut self, freq: u64) -> Result<usize, BpfError> {
+        let name = names::PROG_CPU_SAMPLE;
+        let prog: &mut PerfEvent = self.program(name)?;
         prog.load().map_err(|source| BpfError::Program { name, source })?;
         let cpus = aya::util::online_cpus().map_err(|(what, e)| BpfError::Cpus(format!("{what}: {e}")))?;
         for &cpu in &cpus {
@@ -116,12 +123,7 @@ impl Loaded {
 
     /// Loads (once) the uprobe program `name` and attaches it to `symbol` in `target`.
     fn attach_uprobe_program(&mut self, name: &'static str, target: &Path, symbol: &str, pid: Option<u32>) -> Result<(), BpfError> {
-        let prog: &mut UProbe = self
-            .ebpf
-            .program_mut(name)
-            .ok_or(BpfError::NoProgram { name })?
-            .try_into()
-            .map_err(|source| BpfError::Program { name, source })?;
+        let prog: &mut UProbe = self.program(name)?;
         if prog.fd().is_err() {
             prog.load().map_err(|source| BpfError::Program { name, source })?;
         }

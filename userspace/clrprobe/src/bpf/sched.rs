@@ -87,12 +87,7 @@ impl Loaded {
             }
         }
         let name = names::PROG_SCHED_SWITCH;
-        let prog: &mut TracePoint = self
-            .ebpf
-            .program_mut(name)
-            .ok_or(BpfError::NoProgram { name })?
-            .try_into()
-            .map_err(|source| BpfError::Program { name, source })?;
+        let prog: &mut TracePoint = self.program(name)?;
         prog.load().map_err(|source| BpfError::Program { name, source })?;
         prog.attach("sched", "sched_switch").map_err(|source| BpfError::Program { name, source })?;
         Ok(())
