@@ -168,5 +168,14 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.kill();
+        // A runtime started with perf maps on (DOTNET_PerfMapEnabled) writes these files and
+        // never removes them: the test bed does, once the process is gone.
+        for f in [
+            format!("/tmp/perf-{}.map", self.pid),
+            format!("/tmp/perfinfo-{}.map", self.pid),
+            format!("/tmp/jit-{}.dump", self.pid),
+        ] {
+            let _ = std::fs::remove_file(f);
+        }
     }
 }
