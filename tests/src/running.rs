@@ -158,6 +158,18 @@ impl Running {
         s
     }
 
+    /// Sockets open in the process (its diagnostics listener plus accepted connections): a
+    /// session left open in the target shows as one more.
+    pub fn socket_count(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
     /// Sends a signal (for example SIGINT) without waiting.
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child's pid.

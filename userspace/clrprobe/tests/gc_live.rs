@@ -121,17 +121,7 @@ fn workstation_gc_pauses_reasons_and_user_thread_cpu() {
 #[test]
 fn server_gc_thread_cpu_from_bpf_matches_proc_within_10_percent() {
     require_root();
-    let mut w = Workload::new("GcWork", Runtime::Net8)
-        .env("DOTNET_gcServer", "1")
-        .env("DOTNET_GCHeapCount", "2")
-        // Induced full GCs over 200 MB of live small objects: the GC threads mark for ~80 ms each.
-        .arg(20)
-        .arg(0)
-        .arg(200)
-        .arg(100)
-        .arg(200)
-        .start()
-        .unwrap();
+    let mut w = server_gc_workload().start().unwrap();
     // A fixed window while the GC threads live, so /proc can be read at its end.
     let (s, p, _, _) = record(&mut w, "svr", &["-d", "3"]);
     w.kill();
@@ -158,16 +148,7 @@ fn server_gc_thread_cpu_from_bpf_matches_proc_within_10_percent() {
 #[test]
 fn without_bpf_gc_thread_cpu_is_pulled_from_proc() {
     require_root();
-    let mut w = Workload::new("GcWork", Runtime::Net8)
-        .env("DOTNET_gcServer", "1")
-        .env("DOTNET_GCHeapCount", "2")
-        .arg(20)
-        .arg(0)
-        .arg(200)
-        .arg(100)
-        .arg(200)
-        .start()
-        .unwrap();
+    let mut w = server_gc_workload().start().unwrap();
     let (s, p, _, _) = record(&mut w, "pull", &["-d", "2", "--sampler", "perf"]);
     w.kill();
     let gc = gc_report(&s);
@@ -177,4 +158,17 @@ fn without_bpf_gc_thread_cpu_is_pulled_from_proc() {
     eprintln!("perf_event sampler, /proc pull: server GC threads {gc_ms:.0} ms of {:.0} ms", ms(&cpu["process_ns"]));
     assert!(gc_ms > 100.0, "GC thread CPU from /proc: {gc_ms} ms");
     assert!(gc_samples(&p, |l| l.thread_name.as_deref() == Some(".NET Server GC")) > 0);
+}
+
+/// Server GC with two heaps; induced full GCs over 200 MB of live small objects, so the GC
+/// threads mark for ~80 ms each.
+fn server_gc_workload() -> Workload {
+    Workload::new("GcWork", Runtime::Net8)
+        .env("DOTNET_gcServer", "1")
+        .env("DOTNET_GCHeapCount", "2")
+        .arg(20)
+        .arg(0)
+        .arg(200)
+        .arg(100)
+        .arg(200)
 }

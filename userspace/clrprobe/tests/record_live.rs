@@ -179,7 +179,7 @@ fn record_of_a_missing_process_names_the_cause() {
 fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
     require_root();
     let w = Workload::new("Cpu", Runtime::Net8).arg(15).start().unwrap();
-    let sockets_before = socket_fds(w.pid);
+    let sockets_before = w.socket_count();
     let prefix = out_dir("sigint").join("profile");
     let child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args(["record", "--json", "--quiet", "-p", &w.pid.to_string(), "-o"])
@@ -190,7 +190,7 @@ fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
     assert!(perf_map_exists(w.pid), "perf map switched on while recording");
-    assert!(socket_fds(w.pid) > sockets_before, "the EventPipe session holds a connection while recording");
+    assert!(w.socket_count() > sockets_before, "the EventPipe session holds a connection while recording");
     // SAFETY: kill(2) on our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
@@ -201,17 +201,8 @@ fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
     assert!(!perf_map_exists(w.pid), "perf map left switched on after Ctrl-C");
     // The EventPipe session is gone: the runtime closed its connection, and still answers.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(socket_fds(w.pid), sockets_before, "a diagnostics connection is left open in the target");
+    assert_eq!(w.socket_count(), sockets_before, "a diagnostics connection is left open in the target");
     let client = clrprobe_eventpipe::ipc::Client::for_pid(w.pid).unwrap();
     let info = client.process_info().unwrap();
     assert_eq!(info.pid as u32, w.pid);
-}
-
-/// Sockets open in a process (its diagnostics listener plus accepted connections).
-fn socket_fds(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
-        .count()
 }

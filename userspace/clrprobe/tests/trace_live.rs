@@ -182,14 +182,7 @@ fn own_eventsource_is_decoded_with_field_names() {
 fn sigint_mid_session_leaves_the_target_without_a_session() {
     require_root();
     let w = Workload::new("Cpu", Runtime::Net8).arg(10).start().unwrap();
-    let sockets = |pid: u32| {
-        std::fs::read_dir(format!("/proc/{pid}/fd"))
-            .unwrap()
-            .flatten()
-            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
-            .count()
-    };
-    let before = sockets(w.pid);
+    let before = w.socket_count();
     let out = trace_file("sigint");
     let child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args(["trace", "-p", &w.pid.to_string(), "--providers", "gc+jit:verbose", "-o"])
@@ -197,13 +190,13 @@ fn sigint_mid_session_leaves_the_target_without_a_session() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(sockets(w.pid) > before, "a session connection is open while tracing");
+    assert!(w.socket_count() > before, "a session connection is open while tracing");
     // SAFETY: kill(2) on our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let status = child.wait_with_output().unwrap().status;
     assert!(status.success());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(sockets(w.pid), before, "the session's connection is closed in the target");
+    assert_eq!(w.socket_count(), before, "the session's connection is closed in the target");
     // The file is a whole trace (rundown included), and the target is still running.
     let status = for_each_event(&out, |_, _, _| {});
     assert_eq!(status, StreamStatus::Complete);
