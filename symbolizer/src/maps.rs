@@ -75,6 +75,21 @@ impl Maps {
         Ok(Maps { mappings })
     }
 
+    /// Takes a newer reading of the same process. Mappings the newer reading no longer shows
+    /// are kept unless a newer mapping overlaps them: samples taken earlier still point into
+    /// them, and a process that is exiting shows its maps partly or wholly torn down.
+    pub fn update(&mut self, newer: Maps) {
+        let mut merged = newer.mappings;
+        let fresh = merged.clone();
+        let overlaps = |m: &Mapping| {
+            let i = fresh.partition_point(|n| n.end <= m.start);
+            fresh.get(i).is_some_and(|n| n.start < m.end)
+        };
+        merged.extend(self.mappings.drain(..).filter(|m| !overlaps(m)));
+        merged.sort_by_key(|m| m.start);
+        self.mappings = merged;
+    }
+
     /// The mapping holding `addr`.
     pub fn find(&self, addr: u64) -> Option<&Mapping> {
         let i = self.mappings.partition_point(|m| m.start <= addr).checked_sub(1)?;
@@ -174,5 +189,20 @@ mod tests {
         assert!(err.to_string().contains("bad end address"), "{err}");
         let err = Maps::parse("ok\n").expect_err("short");
         assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn update_keeps_vanished_mappings_unless_replaced() {
+        let old = "7f0000000000-7f0000001000 r-xp 00000000 08:01 11 /usr/lib/libc.so.6\n\
+                   7f0000002000-7f0000003000 r-xp 00000000 08:01 12 /usr/lib/libx.so\n";
+        let mut maps = Maps::parse(old).unwrap();
+        // The process is exiting: libc is gone from the reading, libx was replaced by anon memory.
+        maps.update(Maps::parse("7f0000002800-7f0000004000 rw-p 00000000 00:00 0\n").unwrap());
+        assert_eq!(maps.find(0x7f0000000010).and_then(|m| m.path()), Some("/usr/lib/libc.so.6"));
+        assert_eq!(maps.find(0x7f0000002900).and_then(|m| m.path()), None);
+        assert!(maps.find(0x7f0000002100).is_none(), "an overlapped old mapping is dropped");
+        // An empty reading (a zombie) keeps everything.
+        maps.update(Maps::parse("").unwrap());
+        assert!(maps.find(0x7f0000000010).is_some());
     }
 }

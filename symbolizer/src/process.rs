@@ -108,10 +108,8 @@ impl ProcessSymbolizer {
     pub fn refresh_maps(&mut self) -> Result<(), Error> {
         let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
         match std::fs::read_to_string(&path) {
-            // An exited process not yet reaped (a zombie) shows empty maps: keep the old table.
-            Ok(text) if text.trim().is_empty() && !self.maps.mappings.is_empty() => Ok(()),
             Ok(text) => {
-                self.maps = Maps::parse(&text)?;
+                self.maps.update(Maps::parse(&text)?);
                 // Libraries may have been (un)loaded: classify paths afresh (the shared cache
                 // still holds the parsed images).
                 self.modules.clear();
