@@ -61,6 +61,7 @@ pub mod gc;
 pub mod gc_enums;
 pub mod gc_history;
 pub mod guid;
+pub mod heap;
 pub mod ids;
 pub mod keywords;
 pub mod methods;

@@ -26,6 +26,8 @@ pub enum Command {
     Trace(TraceCmd),
     /// Prints a recorded profile: top frames per kind, exceptions, contended sites, wait times.
     Report(ReportCmd),
+    /// Heap snapshot of a process (types by retained bytes, root paths), or `heap diff A B`.
+    Heap(crate::heap::HeapCmd),
     /// .NET Framework runtime counters from the CLR's shared IPC block (Windows).
     Counters(CountersCmd),
 }

@@ -34,6 +34,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Ps(cmd) => ps(cmd),
         Command::Top(cmd) => top(cmd),
         Command::Trace(cmd) => trace(cmd),
+        Command::Heap(cmd) => Ok(if clrprobe::heap::run(&cmd, trace_stop_flag())? { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
         Command::Counters(cmd) => counters(cmd),
         Command::Report(cmd) => {
             let r = clrprobe::report::read(&cmd.file, cmd.top)?;
