@@ -76,7 +76,9 @@ pub fn session_config(buffer_mb: u32) -> SessionConfig {
     SessionConfig {
         circular_buffer_mb: buffer_mb,
         request_rundown: false,
-        request_stackwalk: false,
+        // Not asking for stacks needs CollectTracing3 (.NET 9+); a stack per bulk event (a few
+        // hundred per million objects) costs little.
+        request_stackwalk: true,
         providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, clr_events::heap::HEAP_SNAPSHOT_KEYWORDS, Level::Verbose)],
     }
 }

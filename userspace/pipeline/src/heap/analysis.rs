@@ -1,5 +1,7 @@
 //! From the graph to the answers: per type count, shallow and retained bytes; the shortest path
 //! from a root to each type; per root kind and per static field what they hold.
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::dominators::{DomTree, UNREACHED, VIRTUAL_ROOT, dominators};
@@ -37,7 +39,8 @@ pub struct TypeStats {
     /// Bytes kept alive by the objects of this type (dominator tree; an object under another of
     /// the same type counts once).
     pub retained_bytes: u64,
-    /// Shortest path from a root to an object of this type: root label, then type names.
+    /// Path from a root to an object of this type (root label, then type names): the shortest
+    /// one from the root that reaches most of the type's objects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub root_path: Vec<String>,
 }
@@ -205,14 +208,23 @@ pub fn analyze(g: &HeapGraph) -> HeapAnalysis {
     let type_retained = retained_by_type(g, &idom, &preorder, &retained);
     drop(preorder);
 
-    // The shortest path to each type: its first object in BFS order.
-    let mut first = vec![NONE; nt];
+    // Each type's path: from the root that reaches the most of its objects first (a list
+    // under a static, not the one node a stack frame holds too), the shortest one from there
+    // (the type's first object in BFS order under that root).
+    let mut per_root: HashMap<(u32, u32), (u64, u32)> = HashMap::new();
     for &v in &bfs_order {
-        let t = g.types[v as usize] as usize;
-        if first[t] == NONE {
-            first[t] = v;
+        let key = (g.types[v as usize], root_of[v as usize]);
+        per_root.entry(key).or_insert((0, v)).0 += 1;
+    }
+    let mut first = vec![(0u64, NONE); nt];
+    for (&(t, _), &(c, v)) in &per_root {
+        let best = &mut first[t as usize];
+        if c > best.0 || (c == best.0 && v < best.1) {
+            *best = (c, v);
         }
     }
+    drop(per_root);
+    let first: Vec<u32> = first.into_iter().map(|(_, v)| v).collect();
     let mut types: Vec<TypeStats> = (0..nt)
         .filter(|&t| count[t] > 0)
         .map(|t| TypeStats {

@@ -44,9 +44,6 @@ pub struct HeapBuilder {
     roots: Vec<PendingRoot>,
     labels: Vec<RootLabel>,
     label_index: HashMap<(RootLabelKind, String), u32>,
-    /// Static roots' labels, named at the end (the declaring type's name may come later):
-    /// label → (declaring type id, field).
-    static_labels: HashMap<u32, (u64, String)>,
     cwt: Vec<(u64, u64)>,
     weak_roots: u64,
     rcws: u64,
@@ -140,13 +137,13 @@ impl HeapBuilder {
                 }
             }
             HeapEvent::BulkRootStaticVar(statics) => {
-                for s in statics {
-                    let field = s.field_name.to_string_lossy();
-                    let thread = s.flags & clr_events::heap::static_var_flags::THREAD_LOCAL != 0;
-                    let field = if thread { field + " (thread static)" } else { field };
-                    let label = self.label(RootLabelKind::Static, format!("{:x}.{field}", s.type_id));
-                    self.static_labels.entry(label).or_insert((s.type_id, field));
-                    self.roots.push(PendingRoot { object: s.object, label });
+                // The event names the field but not its declaring type (its TypeID is the
+                // type of the object the field holds).
+                for st in statics {
+                    let thread = st.flags & clr_events::heap::static_var_flags::THREAD_LOCAL != 0;
+                    let name = format!("[{} {}]", if thread { "thread static" } else { "static" }, st.field_name.to_string_lossy());
+                    let label = self.label(RootLabelKind::Static, name);
+                    self.roots.push(PendingRoot { object: st.object, label });
                 }
             }
             HeapEvent::BulkRootCwtElementEdge(b) => self.cwt.extend(b.iter().map(|e| (e.key, e.value))),
@@ -184,8 +181,7 @@ impl HeapBuilder {
             type_index,
             type_names,
             roots,
-            mut labels,
-            static_labels,
+            labels,
             cwt,
             weak_roots,
             rcws,
@@ -266,11 +262,6 @@ impl HeapBuilder {
             .zip(ids)
             .map(|(n, id)| n.unwrap_or_else(|| format!("[type {id:#x}]")))
             .collect();
-        let by_id: HashMap<u64, &str> = type_index.iter().map(|(&id, &i)| (id, names[i as usize].as_str())).collect();
-        for (label, (type_id, field)) in static_labels {
-            let owner = by_id.get(&type_id).copied().unwrap_or("?");
-            labels[label as usize].name = format!("[static {owner}.{field}]");
-        }
         Ok(HeapGraph {
             addrs,
             sizes,
