@@ -164,3 +164,67 @@ fn million_object_heap() {
     assert!(s["walk"]["pause_ms"].as_f64().unwrap() > 0.0);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn series_then_diff_of_first_and_last() {
+    require_root();
+    let w = Workload::new("HeapGraph", Runtime::Net8).arg(60).arg(1000).arg(10).arg(0).start().unwrap();
+    let d = dir("series");
+    let prefix = d.join("s");
+    let out = clrprobe(&["heap", "-p", &w.pid.to_string(), "--every", "1s", "--count", "3", "--quiet", "-o", prefix.to_str().unwrap()]);
+    assert!(out.status.success());
+    for i in 1..=3 {
+        let json = format!("{}.{i}.heap.json", prefix.display());
+        let pb = format!("{}.{i}.heap.pb.gz", prefix.display());
+        assert!(Path::new(&json).is_file() && Path::new(&pb).is_file(), "{json}");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("== snapshot 1 → 3") && text.contains("heap diff: objects"), "{text}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Ctrl-C while the runtime walks a large heap: the command says the walk was interrupted,
+/// fails, and writes no file; the target keeps running and a later snapshot works.
+#[test]
+fn interrupted_walk_writes_nothing() {
+    use std::io::Read;
+    require_root();
+    let w = Workload::new("HeapGraph", Runtime::Net8).arg(90).arg(1000).arg(10).arg(3_000_000).start().unwrap();
+    let d = dir("interrupt");
+    let prefix = d.join("x");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["heap", "-p", &w.pid.to_string(), "-o", prefix.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    // Wait until objects arrive, then interrupt.
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let started = std::time::Instant::now();
+    loop {
+        let n = stderr.read(&mut buf).unwrap();
+        assert!(n > 0, "clrprobe ended before the walk: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if text.contains("walking: ") && !text.contains("walking: 0 objects") {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{text}");
+    }
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    stderr.read_to_end(&mut seen).unwrap();
+    let status = child.wait().unwrap();
+    let text = String::from_utf8_lossy(&seen);
+    eprintln!("{text}");
+    assert!(!status.success());
+    assert!(text.contains("interrupted while the runtime walked its heap") && text.contains("nothing was written"), "{text}");
+    let files: Vec<_> = std::fs::read_dir(&d).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(files.is_empty(), "files left: {files:?}");
+    // The target is fine and can be snapshotted again.
+    let (s, _) = snapshot(&w, &d, "again");
+    assert_eq!(type_named(&s, "HeapLeaf").unwrap()["count"].as_u64(), Some(3_000_000));
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -14,7 +14,7 @@ use std::{
 use clr_events::{ClrEvent, decode, gc_enums::GcType, heap::decode_heap, ids};
 use clrprobe_eventpipe::{
     ipc::{Client, IpcError, Level, ProviderConfig, RUNTIME_PROVIDER, SessionConfig},
-    nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus},
+    nettrace::{NetTraceError, NetTraceReader, ReaderStats},
 };
 use clrprobe_pipeline::heap::{HeapBuilder, HeapError, HeapGraph, WalkInfo};
 
@@ -86,7 +86,6 @@ pub fn session_config(buffer_mb: u32) -> SessionConfig {
 struct ReaderOut {
     builder: Result<HeapBuilder, TakeError>,
     stats: ReaderStats,
-    status: StreamStatus,
     gc_index: u32,
     pause_ns: i64,
 }
@@ -131,7 +130,10 @@ pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&
     };
     // Stop the session; the runtime flushes what is buffered and closes the stream.
     let _ = stopper.stop();
-    let drain_deadline = Instant::now() + Duration::from_secs(30).max(deadline.saturating_duration_since(Instant::now()));
+    // A complete walk: read the rest (up to the deadline, at least 30 s more); an abandoned one:
+    // give the runtime a moment to close the stream, no more.
+    let drain = if outcome.is_ok() { Duration::from_secs(30).max(deadline.saturating_duration_since(Instant::now())) } else { Duration::from_secs(2) };
+    let drain_deadline = Instant::now() + drain;
     while !reader.is_finished() && Instant::now() < drain_deadline {
         std::thread::sleep(Duration::from_millis(50));
         on_progress(&progress, started.elapsed());
@@ -146,7 +148,6 @@ pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&
     if out.stats.dropped_events > 0 {
         return Err(TakeError::Dropped { pid, dropped: out.stats.dropped_events });
     }
-    let _ = out.status;
     let events = out.stats.events;
     let builder_bytes = builder.memory_bytes();
     let graph = builder.finish().map_err(|source| TakeError::Graph { pid, source })?;
@@ -168,7 +169,6 @@ fn read(pid: u32, stream: impl std::io::Read, progress: &Progress) -> ReaderOut 
     let mut out = ReaderOut {
         builder: Ok(HeapBuilder::new()),
         stats: ReaderStats::default(),
-        status: StreamStatus::Truncated,
         gc_index: 0,
         pause_ns: 0,
     };
@@ -201,7 +201,9 @@ fn read(pid: u32, stream: impl std::io::Read, progress: &Progress) -> ReaderOut 
         raw.pointer_size = pointer_size;
         match decode_heap(&raw) {
             Ok(Some(h)) => {
-                if ours.is_some() && !ended {
+                // Only the induced GC walks the heap (the runtime walks for a GC it forced);
+                // events after its GCEnd still belong to it.
+                if ours.is_some() {
                     if let Err(e) = builder.on_event(&h) {
                         error = Some(TakeError::Graph { pid, source: e });
                         break;
@@ -251,7 +253,6 @@ fn read(pid: u32, stream: impl std::io::Read, progress: &Progress) -> ReaderOut 
         }
     }
     out.stats = reader.stats();
-    out.status = reader.status();
     out.builder = match error {
         Some(e) => Err(e),
         None => Ok(builder),
