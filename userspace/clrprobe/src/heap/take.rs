@@ -201,9 +201,11 @@ fn read(pid: u32, stream: impl std::io::Read, progress: &Progress) -> ReaderOut 
         raw.pointer_size = pointer_size;
         match decode_heap(&raw) {
             Ok(Some(h)) => {
-                // Only the induced GC walks the heap (the runtime walks for a GC it forced);
-                // events after its GCEnd still belong to it.
-                if ours.is_some() {
+                // The walk runs inside the induced GC, before its GCEnd. Any change of the
+                // target's sessions while ours is on (another tool attaching, an earlier
+                // session ending) makes the runtime force another GC and walk again: those
+                // events come after our GCEnd and are not ours.
+                if ours.is_some() && !ended {
                     if let Err(e) = builder.on_event(&h) {
                         error = Some(TakeError::Graph { pid, source: e });
                         break;
