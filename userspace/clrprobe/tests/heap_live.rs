@@ -50,6 +50,8 @@ fn known_graph(runtime: Runtime) {
     assert_eq!(node["count"].as_u64(), Some(nodes), "{node}");
     assert_eq!(node["bytes"].as_u64(), Some(nodes * NODE_SIZE), "{node}");
     assert!(node["retained_bytes"].as_u64().unwrap() >= nodes * NODE_SIZE, "{node}");
+    // Exactly: the list and the ConditionalWeakTable value its last node keeps alive (24 B).
+    assert_eq!(node["retained_bytes"].as_u64(), Some(nodes * NODE_SIZE + 24), "{node}");
     // The root path starts at the static field.
     let path: Vec<&str> = node["root_path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
     assert_eq!(path.first().copied(), Some("[static Head]"), "{path:?}");
@@ -58,6 +60,8 @@ fn known_graph(runtime: Runtime) {
     assert_eq!(arr["count"].as_u64(), Some(arrays), "{arr}");
     let payload = type_named(&s, "HeapPayload").expect("HeapPayload");
     assert_eq!(payload["count"].as_u64(), Some(arrays), "{payload}");
+    // Each array retains itself and its one HeapPayload.
+    assert_eq!(arr["retained_bytes"].as_u64(), Some(arr["bytes"].as_u64().unwrap() + payload["bytes"].as_u64().unwrap()));
     let arr_path = arr["root_path"].to_string();
     assert!(arr_path.contains("[static Arrays]"), "{arr_path}");
     // Garbage allocated meanwhile is not in the snapshot (at most what the churning thread's
@@ -65,6 +69,13 @@ fn known_graph(runtime: Runtime) {
     let garbage = type_named(&s, "HeapGarbage").map(|g| g["count"].as_u64().unwrap()).unwrap_or(0);
     eprintln!("HeapGarbage alive: {garbage}");
     assert!(garbage <= 2, "garbage counted: {garbage}");
+    // A ConditionalWeakTable value lives through its key (a dependent handle): reached from
+    // the list's last node.
+    let cwt = type_named(&s, "HeapCwtValue").expect("HeapCwtValue");
+    eprintln!("HeapCwtValue: {cwt}");
+    assert_eq!(cwt["count"].as_u64(), Some(1));
+    let cwt_path: Vec<&str> = cwt["root_path"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(cwt_path, ["[static Head]", &format!("HeapListNode ×{nodes}"), "HeapCwtValue"]);
     // Static roots are listed with what they retain.
     let statics = s["roots"]["statics"].as_array().unwrap();
     let head = statics.iter().find(|r| r["field"] == "[static Head]").expect("static Head");
@@ -113,6 +124,13 @@ fn diff_shows_list_growth() {
     let line = w.wait_for_line("grown", Duration::from_secs(10)).expect("the workload grew its list");
     eprintln!("{line}");
     let (b, pb) = snapshot(&w, &d, "b");
+    // Garbage was allocated all along (millions of objects) but is not in the snapshots.
+    let allocated: u64 = line.rsplit("garbage=").next().unwrap().trim().parse().unwrap();
+    assert!(allocated >= 10_000, "{line}");
+    for s in [&a, &b] {
+        let alive = type_named(s, "HeapGarbage").map(|g| g["count"].as_u64().unwrap()).unwrap_or(0);
+        assert!(alive <= 2, "{alive} of {allocated} garbage objects counted");
+    }
     assert_eq!(type_named(&a, "HeapListNode").unwrap()["count"].as_u64(), Some(1000));
     assert_eq!(type_named(&b, "HeapListNode").unwrap()["count"].as_u64(), Some(1000 + grow));
     let out = clrprobe(&[
@@ -177,6 +195,10 @@ fn series_then_diff_of_first_and_last() {
         let json = format!("{}.{i}.heap.json", prefix.display());
         let pb = format!("{}.{i}.heap.pb.gz", prefix.display());
         assert!(Path::new(&json).is_file() && Path::new(&pb).is_file(), "{json}");
+        // Every snapshot names its types (the runtime names a type once per session change).
+        let s: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        assert_eq!(type_named(&s, "HeapListNode").map(|t| t["count"].as_u64()), Some(Some(1000)), "snapshot {i}");
+        assert!(!s["types"].as_array().unwrap().iter().any(|t| t["name"].as_str().unwrap().starts_with("[type ")), "snapshot {i}");
     }
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("== snapshot 1 → 3") && text.contains("heap diff: objects"), "{text}");

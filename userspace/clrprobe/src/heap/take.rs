@@ -83,6 +83,24 @@ pub fn session_config(buffer_mb: u32) -> SessionConfig {
     }
 }
 
+/// The runtime names each type once (BulkType) and then remembers it was named; it forgets
+/// only when a change of its sessions leaves the Type keyword off. The session of a previous
+/// snapshot ending does not do it (seen on .NET 8.0.4 and 3.1.23: a second snapshot had no type
+/// names), so a short session without that keyword is opened and closed first. Dropping the
+/// session stops it and drains it for a bounded time.
+fn forget_logged_types(client: &Client) -> Result<(), IpcError> {
+    let config = SessionConfig {
+        circular_buffer_mb: 1,
+        request_rundown: false,
+        request_stackwalk: true,
+        providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, clr_events::keywords::runtime::GC, Level::Informational)],
+    };
+    let session = client.start_session(&config)?;
+    session.stop_handle().stop()?;
+    drop(session);
+    Ok(())
+}
+
 struct ReaderOut {
     builder: Result<HeapBuilder, TakeError>,
     stats: ReaderStats,
@@ -96,6 +114,7 @@ pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&
     let pid = opts.pid;
     let started = Instant::now();
     let client = Client::for_pid(pid).map_err(|source| TakeError::Ipc { pid, source })?;
+    forget_logged_types(&client).map_err(|source| TakeError::Ipc { pid, source })?;
     let session = client.start_session(&session_config(opts.buffer_mb)).map_err(|source| TakeError::Ipc { pid, source })?;
     let stopper = session.stop_handle();
     let progress = Arc::new(Progress::default());
