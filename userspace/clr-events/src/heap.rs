@@ -59,15 +59,21 @@ pub fn decode_heap<'a>(ev: &RawEvent<'a>) -> Result<Option<HeapEvent<'a>>, Decod
         ids::BULK_TYPE => HeapEvent::BulkType(TypeDesc::decode_bulk(p, ps)?),
         ids::GC_BULK_NODE => HeapEvent::BulkNode(Bulk::decode(p, ps, "GCBulkNode", true)?),
         ids::GC_BULK_EDGE => HeapEvent::BulkEdge(Bulk::decode(p, ps, "GCBulkEdge", true)?),
-        ids::GC_BULK_ROOT_EDGE => HeapEvent::BulkRootEdge(Bulk::decode(p, ps, "GCBulkRootEdge", true)?),
+        ids::GC_BULK_ROOT_EDGE => {
+            HeapEvent::BulkRootEdge(Bulk::decode(p, ps, "GCBulkRootEdge", true)?)
+        }
         ids::GC_BULK_ROOT_CWT_ELEMENT_EDGE => HeapEvent::BulkRootCwtElementEdge(Bulk::decode(
             p,
             ps,
             "GCBulkRootConditionalWeakTableElementEdge",
             true,
         )?),
-        ids::GC_BULK_ROOT_STATIC_VAR => HeapEvent::BulkRootStaticVar(StaticRoot::decode_bulk(p, ps)?),
-        ids::GC_BULK_ROOT_CCW => HeapEvent::BulkRootCcw(Bulk::decode(p, ps, "GCBulkRootCCW", false)?),
+        ids::GC_BULK_ROOT_STATIC_VAR => {
+            HeapEvent::BulkRootStaticVar(StaticRoot::decode_bulk(p, ps)?)
+        }
+        ids::GC_BULK_ROOT_CCW => {
+            HeapEvent::BulkRootCcw(Bulk::decode(p, ps, "GCBulkRootCCW", false)?)
+        }
         ids::GC_BULK_RCW => HeapEvent::BulkRcw(Bulk::decode(p, ps, "GCBulkRCW", false)?),
         _ => return Ok(None),
     }))
@@ -96,7 +102,12 @@ pub struct Bulk<'a, T> {
 }
 
 impl<'a, T: BulkValue> Bulk<'a, T> {
-    fn decode(payload: &'a [u8], pointer_size: u8, event: &'static str, indexed: bool) -> Result<Self, DecodeError> {
+    fn decode(
+        payload: &'a [u8],
+        pointer_size: u8,
+        event: &'static str,
+        indexed: bool,
+    ) -> Result<Self, DecodeError> {
         let mut c = Cursor::new(payload, pointer_size, event)?;
         let index = if indexed { Some(c.u32("Index")?) } else { None };
         let count = c.u32("Count")?;
@@ -104,7 +115,15 @@ impl<'a, T: BulkValue> Bulk<'a, T> {
         let size = T::size(pointer_size) as u64;
         c.check_count(u64::from(count), size, "Values")?;
         let values = c.bytes((u64::from(count) * size) as usize, "Values")?;
-        Ok(Bulk { index, count, clr_instance_id, values, pointer_size, event, _t: std::marker::PhantomData })
+        Ok(Bulk {
+            index,
+            count,
+            clr_instance_id,
+            values,
+            pointer_size,
+            event,
+            _t: std::marker::PhantomData,
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -142,7 +161,12 @@ impl BulkValue for Node {
         usize::from(ps) + 24
     }
     fn read(c: &mut Cursor<'_>) -> Result<Self, DecodeError> {
-        Ok(Node { address: c.pointer("Address")?, size: c.u64("Size")?, type_id: c.u64("TypeID")?, edge_count: c.u64("EdgeCount")? })
+        Ok(Node {
+            address: c.pointer("Address")?,
+            size: c.u64("Size")?,
+            type_id: c.u64("TypeID")?,
+            edge_count: c.u64("EdgeCount")?,
+        })
     }
 }
 
@@ -159,7 +183,10 @@ impl BulkValue for Edge {
         usize::from(ps) + 4
     }
     fn read(c: &mut Cursor<'_>) -> Result<Self, DecodeError> {
-        Ok(Edge { target: c.pointer("Value")?, referencing_field_id: c.u32("ReferencingFieldID")? })
+        Ok(Edge {
+            target: c.pointer("Value")?,
+            referencing_field_id: c.u32("ReferencingFieldID")?,
+        })
     }
 }
 
@@ -240,7 +267,11 @@ impl BulkValue for CwtEdge {
         3 * usize::from(ps)
     }
     fn read(c: &mut Cursor<'_>) -> Result<Self, DecodeError> {
-        Ok(CwtEdge { key: c.pointer("GCKeyNodeID")?, value: c.pointer("GCValueNodeID")?, root_id: c.pointer("GCRootID")? })
+        Ok(CwtEdge {
+            key: c.pointer("GCKeyNodeID")?,
+            value: c.pointer("GCValueNodeID")?,
+            root_id: c.pointer("GCRootID")?,
+        })
     }
 }
 
@@ -345,7 +376,15 @@ impl<'a> TypeDesc<'a> {
             for _ in 0..n {
                 type_parameters.push(c.u64("TypeParameters")?);
             }
-            out.push(TypeDesc { type_id, module_id, type_name_id, flags, cor_element_type, name, type_parameters });
+            out.push(TypeDesc {
+                type_id,
+                module_id,
+                type_name_id,
+                flags,
+                cor_element_type,
+                name,
+                type_parameters,
+            });
         }
         Ok(out)
     }

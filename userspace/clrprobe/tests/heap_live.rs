@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use clrprobe_tests::{Runtime, Running, Workload, require_root};
+use clrprobe_tests::{Running, Runtime, Workload, require_root};
 use serde_json::Value;
 
 /// HeapListNode: object header + method table + long + reference, on 64-bit.
@@ -133,13 +133,7 @@ fn diff_shows_list_growth() {
     }
     assert_eq!(type_named(&a, "HeapListNode").unwrap()["count"].as_u64(), Some(1000));
     assert_eq!(type_named(&b, "HeapListNode").unwrap()["count"].as_u64(), Some(1000 + grow));
-    let out = clrprobe(&[
-        "heap",
-        "diff",
-        &format!("{}.heap.json", pa.display()),
-        &format!("{}.heap.json", pb.display()),
-        "--json",
-    ]);
+    let out = clrprobe(&["heap", "diff", &format!("{}.heap.json", pa.display()), &format!("{}.heap.json", pb.display()), "--json"]);
     assert!(out.status.success());
     let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
     let node = diff["grown"].as_array().unwrap().iter().find(|t| t["name"] == "HeapListNode").expect("HeapListNode grew");

@@ -33,7 +33,6 @@ pub fn write_atomically(path: &Path, body: impl FnOnce(&mut BufWriter<File>) -> 
 /// Reads a `PREFIX.heap.json` written by `clrprobe heap`.
 pub fn read_snapshot(path: &Path) -> anyhow::Result<HeapSummary> {
     let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| {
-        format!("{} is not a snapshot written by `clrprobe heap` (expected PREFIX.heap.json)", path.display())
-    })
+    serde_json::from_slice(&text)
+        .with_context(|| format!("{} is not a snapshot written by `clrprobe heap` (expected PREFIX.heap.json)", path.display()))
 }

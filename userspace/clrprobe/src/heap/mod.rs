@@ -107,9 +107,7 @@ pub fn run(cmd: &HeapCmd, stop: &AtomicBool) -> anyhow::Result<bool> {
     let prefix = cmd.output.clone().unwrap_or_else(|| PathBuf::from(format!("heap-{pid}")));
     let opts = TakeOptions { pid, timeout: Duration::from_secs(cmd.timeout), buffer_mb: cmd.buffer_mb };
     let count = cmd.count.unwrap_or(1).max(1);
-    eprintln!(
-        "clrprobe: the runtime of pid {pid} will run a blocking gen-2 GC and walk its heap; the process is paused meanwhile"
-    );
+    eprintln!("clrprobe: the runtime of pid {pid} will run a blocking gen-2 GC and walk its heap; the process is paused meanwhile");
     let mut first: Option<HeapSummary> = None;
     let mut last: Option<HeapSummary> = None;
     for i in 1..=count {

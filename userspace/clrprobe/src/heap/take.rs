@@ -22,14 +22,20 @@ use clrprobe_pipeline::heap::{HeapBuilder, HeapError, HeapGraph, WalkInfo};
 #[derive(Debug, thiserror::Error)]
 pub enum TakeError {
     #[error("EventPipe session on pid {pid}: {source}")]
-    Ipc { pid: u32, #[source] source: IpcError },
+    Ipc {
+        pid: u32,
+        #[source]
+        source: IpcError,
+    },
     #[error("reading the EventPipe stream of pid {pid}: {source}")]
-    Stream { pid: u32, #[source] source: NetTraceError },
+    Stream {
+        pid: u32,
+        #[source]
+        source: NetTraceError,
+    },
     #[error("interrupted while the runtime walked its heap ({objects} objects so far); nothing was written")]
     Interrupted { objects: u64 },
-    #[error(
-        "pid {pid}: {what} within {secs} s ({objects} objects so far); nothing was written (a larger heap needs a longer --timeout)"
-    )]
+    #[error("pid {pid}: {what} within {secs} s ({objects} objects so far); nothing was written (a larger heap needs a longer --timeout)")]
     TimedOut { pid: u32, what: &'static str, secs: u64, objects: u64 },
     #[error("pid {pid}: the stream ended before the heap walk finished (did the process exit?); nothing was written")]
     Ended { pid: u32 },
@@ -38,9 +44,17 @@ pub enum TakeError {
     )]
     Dropped { pid: u32, dropped: u64 },
     #[error("pid {pid}: undecodable heap event: {source}")]
-    Decode { pid: u32, #[source] source: clr_events::DecodeError },
+    Decode {
+        pid: u32,
+        #[source]
+        source: clr_events::DecodeError,
+    },
     #[error("pid {pid}: {source}")]
-    Graph { pid: u32, #[source] source: HeapError },
+    Graph {
+        pid: u32,
+        #[source]
+        source: HeapError,
+    },
 }
 
 /// How to take a snapshot.
@@ -151,7 +165,11 @@ pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&
     let _ = stopper.stop();
     // A complete walk: read the rest (up to the deadline, at least 30 s more); an abandoned one:
     // give the runtime a moment to close the stream, no more.
-    let drain = if outcome.is_ok() { Duration::from_secs(30).max(deadline.saturating_duration_since(Instant::now())) } else { Duration::from_secs(2) };
+    let drain = if outcome.is_ok() {
+        Duration::from_secs(30).max(deadline.saturating_duration_since(Instant::now()))
+    } else {
+        Duration::from_secs(2)
+    };
     let drain_deadline = Instant::now() + drain;
     while !reader.is_finished() && Instant::now() < drain_deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -185,12 +203,7 @@ pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&
 
 /// The reader thread: every event until the stream ends.
 fn read(pid: u32, stream: impl std::io::Read, progress: &Progress) -> ReaderOut {
-    let mut out = ReaderOut {
-        builder: Ok(HeapBuilder::new()),
-        stats: ReaderStats::default(),
-        gc_index: 0,
-        pause_ns: 0,
-    };
+    let mut out = ReaderOut { builder: Ok(HeapBuilder::new()), stats: ReaderStats::default(), gc_index: 0, pause_ns: 0 };
     let mut reader = match NetTraceReader::new(stream) {
         Ok(r) => r,
         Err(source) => {

@@ -36,14 +36,7 @@ fn type_table(out: &mut String, types: &[&TypeStats]) {
 pub fn summary(s: &HeapSummary, top: usize) -> String {
     let mut out = String::new();
     let w = &s.walk;
-    let _ = writeln!(
-        out,
-        "heap of pid {}: {} objects, {}, {} references",
-        w.pid,
-        s.objects,
-        bytes(s.bytes),
-        s.references
-    );
+    let _ = writeln!(out, "heap of pid {}: {} objects, {}, {} references", w.pid, s.objects, bytes(s.bytes), s.references);
     let _ = writeln!(
         out,
         "walk: induced GC #{} paused the target {:.1} ms; snapshot took {:.1} s ({} events)",

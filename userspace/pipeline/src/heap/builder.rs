@@ -10,8 +10,8 @@ use std::collections::HashMap;
 
 use clr_events::heap::{HeapEvent, RootKind};
 
-use super::graph::{HeapGraph, RootLabel, RootLabelKind};
 use super::HeapError;
+use super::graph::{HeapGraph, RootLabel, RootLabelKind};
 
 /// One bulk event's elements: its index in the walk and where they sit in the flat store.
 #[derive(Debug, Clone, Copy)]
@@ -105,9 +105,8 @@ impl HeapBuilder {
                     self.addrs.push(n.address);
                     self.sizes.push(n.size);
                     self.types.push(t);
-                    let edges = u32::try_from(n.edge_count).map_err(|_| HeapError::Corrupt {
-                        what: format!("object 0x{:x} claims {} references", n.address, n.edge_count),
-                    })?;
+                    let edges = u32::try_from(n.edge_count)
+                        .map_err(|_| HeapError::Corrupt { what: format!("object 0x{:x} claims {} references", n.address, n.edge_count) })?;
                     self.edge_counts.push(edges);
                 }
                 self.node_chunks.push(Chunk { index: b.index.unwrap_or(0), start, len: self.addrs.len() - start });
@@ -198,11 +197,8 @@ impl HeapBuilder {
             let order = sorted_chunks(&node_chunks);
             (permute(&addrs, &order), permute(&sizes, &order), permute(&types, &order), permute(&edge_counts, &order))
         };
-        let edge_targets = if in_order(&edge_chunks, "GCBulkEdge")? {
-            edge_targets
-        } else {
-            permute(&edge_targets, &sorted_chunks(&edge_chunks))
-        };
+        let edge_targets =
+            if in_order(&edge_chunks, "GCBulkEdge")? { edge_targets } else { permute(&edge_targets, &sorted_chunks(&edge_chunks)) };
         let claimed: u64 = edge_counts.iter().map(|&c| u64::from(c)).sum();
         if claimed != edge_targets.len() as u64 {
             return Err(HeapError::Incomplete {
@@ -257,11 +253,7 @@ impl HeapBuilder {
         for (&id, &i) in &type_index {
             ids[i as usize] = id;
         }
-        let names: Vec<String> = type_names
-            .into_iter()
-            .zip(ids)
-            .map(|(n, id)| n.unwrap_or_else(|| format!("[type {id:#x}]")))
-            .collect();
+        let names: Vec<String> = type_names.into_iter().zip(ids).map(|(n, id)| n.unwrap_or_else(|| format!("[type {id:#x}]"))).collect();
         Ok(HeapGraph {
             addrs,
             sizes,

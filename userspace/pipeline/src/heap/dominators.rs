@@ -172,10 +172,7 @@ mod tests {
                 }
                 let ds: Vec<u32> = (0..n as u32).filter(|&d| d as usize != v && !doms[d as usize][v]).collect();
                 // The immediate one is dominated by all the others.
-                ds.iter()
-                    .copied()
-                    .find(|&d| ds.iter().all(|&o| o == d || !doms[o as usize][d as usize]))
-                    .unwrap_or(VIRTUAL_ROOT)
+                ds.iter().copied().find(|&d| ds.iter().all(|&o| o == d || !doms[o as usize][d as usize])).unwrap_or(VIRTUAL_ROOT)
             })
             .collect()
     }

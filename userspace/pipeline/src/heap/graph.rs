@@ -95,12 +95,7 @@ impl HeapGraph {
 
     /// Builds a graph directly (tests, and sources other than the runtime's events).
     /// `objects`: (address, size, type index); `refs`: (from, to) object indices.
-    pub fn from_parts(
-        objects: &[(u64, u64, u32)],
-        refs: &[(u32, u32)],
-        type_names: Vec<String>,
-        roots: &[(u32, RootLabel)],
-    ) -> Self {
+    pub fn from_parts(objects: &[(u64, u64, u32)], refs: &[(u32, u32)], type_names: Vec<String>, roots: &[(u32, RootLabel)]) -> Self {
         let n = objects.len();
         let mut edge_start = vec![0u32; n + 1];
         for &(f, _) in refs {

@@ -14,9 +14,7 @@ mod dominators;
 mod graph;
 mod profile;
 
-pub use analysis::{
-    HeapAnalysis, HeapSummary, MAX_PATH, RootKindStats, RootsSummary, StaticRootStats, TypeStats, WalkInfo, analyze,
-};
+pub use analysis::{HeapAnalysis, HeapSummary, MAX_PATH, RootKindStats, RootsSummary, StaticRootStats, TypeStats, WalkInfo, analyze};
 pub use builder::HeapBuilder;
 pub use diff::{HeapDiff, TypeDelta, diff};
 pub use dominators::{DomTree, UNREACHED, VIRTUAL_ROOT, dominators};
