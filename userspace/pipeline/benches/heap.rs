@@ -10,7 +10,7 @@ fn graph() -> HeapGraph {
     let mut objects: Vec<(u64, u64, u32)> = vec![(0x1000, 8 * u64::from(lists) + 24, 0)];
     let mut refs: Vec<(u32, u32)> = Vec::new();
     let mut seed = 0x2545_f491_4f6c_dd1du64;
-    for l in 0..lists {
+    for _ in 0..lists {
         let mut prev = 0u32;
         for k in 0..len {
             let node = objects.len() as u32;
@@ -19,7 +19,7 @@ fn graph() -> HeapGraph {
             objects.push((0, 40, 2));
             refs.push((if k == 0 { 0 } else { prev }, node));
             refs.push((node, leaf));
-            if (node / 2) % 7 == 0 {
+            if (node / 2).is_multiple_of(7) {
                 seed ^= seed << 13;
                 seed ^= seed >> 7;
                 seed ^= seed << 17;
@@ -28,7 +28,6 @@ fn graph() -> HeapGraph {
             }
             prev = node;
         }
-        let _ = l;
     }
     for (i, o) in objects.iter_mut().enumerate() {
         o.0 = 0x1000 + i as u64 * 64;
