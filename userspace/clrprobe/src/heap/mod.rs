@@ -36,7 +36,7 @@ pub struct HeapCmd {
     /// PREFIX.N.heap.json…). Default: heap-PID.
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
-    /// Print the snapshot as JSON instead of text.
+    /// Print the snapshot as JSON instead of text (with --every: the diff of the first and last).
     #[arg(long)]
     pub json: bool,
     /// Types listed in the text report.
@@ -134,6 +134,7 @@ pub fn run(cmd: &HeapCmd, stop: &AtomicBool) -> anyhow::Result<bool> {
     {
         let d = diff(a, b);
         if cmd.json {
+            // One document for the series: the diff; each snapshot is in its PREFIX.N.heap.json.
             println!("{}", serde_json::to_string_pretty(&d)?);
         } else {
             println!("\n== snapshot 1 → {count}");
@@ -178,10 +179,12 @@ fn snapshot(cmd: &HeapCmd, opts: &TakeOptions, prefix: &Path, stop: &AtomicBool)
     let pprof_path = PathBuf::from(format!("{}.heap.pb.gz", prefix.display()));
     write_atomically(&json_path, |w| serde_json::to_writer(w, &summary).map_err(std::io::Error::other))?;
     write_atomically(&pprof_path, |w| clrprobe_profile::pprof::to_writer(&profile, w).map_err(std::io::Error::other))?;
-    if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
+    // With --json a series prints one JSON document at its end (the diff).
+    let series = cmd.count.is_some_and(|c| c > 1);
+    if !cmd.json {
         print!("{}", text::summary(&summary, cmd.top));
+    } else if !series {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
     }
     eprintln!("clrprobe: wrote {}", json_path.display());
     eprintln!("clrprobe: wrote {}", pprof_path.display());
