@@ -61,7 +61,7 @@ fn share(what: &str, stacks: &[(i64, Vec<String>)], pred: impl Fn(&[String]) -> 
 
 fn blocked_threads_reach_their_methods(runtime: Runtime) {
     require_root();
-    let mut w = Workload::new("Blockers", runtime).arg(3000).start().unwrap();
+    let mut w = Workload::new("Blockers", runtime).arg(5000).start().unwrap();
     let (s, p) = record_until_exit(&mut w, "offcpu", &["--offcpu"]);
     assert_eq!(s["offcpu"], true, "{s}");
     let mut failed = Vec::new();
@@ -94,7 +94,7 @@ fn off_cpu_time_of_blocked_threads_lies_under_their_methods_on_core31() {
 
 fn cpu_stacks_are_complete(runtime: Runtime) {
     require_root();
-    let mut w = Workload::new("Chain", runtime).arg(3000).start().unwrap();
+    let mut w = Workload::new("Chain", runtime).arg(6000).start().unwrap();
     let (s, p) = record_until_exit(&mut w, "cpu", &["--cpu", "-F", "499"]);
     let main = stacks_of(&p, "cpu", tid_of(&w, "Main"));
     let leaf: Vec<_> = main.iter().filter(|s| s.1.last().is_some_and(|n| n.contains("Chain::Leaf"))).cloned().collect();

@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use clrprobe_symbolizer::Maps;
+use clrprobe_symbolizer::{Maps, ProcessSymbolizer};
 use framehop::{
     FrameAddress, Module, Unwinder as _,
     x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64},
@@ -46,7 +46,11 @@ pub struct UnwindStats {
     pub complete: u64,
     pub merged: u64,
     pub truncated: u64,
-    /// JIT frames whose caller came from the return-address scan (no RBP frame).
+    /// JIT frames unwound from their method's prologue (start known from the perf map).
+    pub jit_prologue_frames: u64,
+    /// OSR frames unwound with their Tier0 frame.
+    pub jit_osr_frames: u64,
+    /// JIT frames whose caller came from the return-address scan (method start unknown).
     pub jit_scanned_frames: u64,
 }
 
@@ -66,6 +70,11 @@ struct Proc {
     mem: Option<File>,
     /// Address → is it a return address (executable, after a call)?
     return_addresses: HashMap<u64, bool>,
+    /// The runtime's perf map (JIT method ranges), when it writes one.
+    perf_map: Option<ProcessSymbolizer>,
+    perf_map_read: Option<Instant>,
+    /// Method start → its first bytes.
+    prologues: HashMap<u64, Vec<u8>>,
 }
 
 /// Per-process unwinders sharing the parsed unwind sections of each file.
@@ -127,6 +136,7 @@ impl Unwinder {
         let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
         let mut address = FrameAddress::from_instruction_pointer(ip);
         let mut ended = false;
+        let mut last_prologue = None;
         while frames.len() < MAX_FRAMES {
             let a = address.address();
             let in_module = self.ensure_mapped(pid, a);
@@ -144,9 +154,28 @@ impl Unwinder {
                 }
             } else {
                 let at_ret = !address.is_return_address() && self.code_byte(pid, a) == Some(0xC3);
+                let prologue = if at_ret { None } else { self.prologue(pid, a) };
+                last_prologue = prologue;
                 let mut read = |addr: u64| read_word(addr);
-                let mut is_ra = |v: u64| self.is_return_address(pid, v);
-                match jit::step(regs.sp(), regs.bp(), at_ret, &mut read, &mut is_ra) {
+                let step = match prologue {
+                    Some(p) if p.osr => {
+                        self.stats.jit_osr_frames += 1;
+                        let mut tier0 = |a: u64| self.prologue(pid, a);
+                        match jit::step_osr(regs.sp(), regs.bp(), p, &mut tier0, &mut read) {
+                            Some((s, _tier0_address)) => Some(s),
+                            None => jit::step_with_prologue(regs.sp(), regs.bp(), p, &mut read),
+                        }
+                    }
+                    Some(p) => {
+                        self.stats.jit_prologue_frames += 1;
+                        jit::step_with_prologue(regs.sp(), regs.bp(), p, &mut read)
+                    }
+                    None => {
+                        let mut is_ra = |v: u64| self.is_return_address(pid, v);
+                        jit::step(regs.sp(), regs.bp(), at_ret, &mut read, &mut is_ra)
+                    }
+                };
+                match step {
                     Some(s) => {
                         if s.scanned && !at_ret {
                             self.stats.jit_scanned_frames += 1;
@@ -166,6 +195,15 @@ impl Unwinder {
                     }
                 }
             };
+            if log::log_enabled!(log::Level::Trace) {
+                log::trace!(
+                    "unwind pid {pid}: {a:#x} module={in_module} sp {:#x}->{:#x} bp {:#x} -> {next:x?} {:?}",
+                    before.0,
+                    regs.sp(),
+                    regs.bp(),
+                    last_prologue.take()
+                );
+            }
             let Some(ra) = next else { break };
             if ra == 0 {
                 ended = true;
@@ -206,6 +244,9 @@ impl Unwinder {
             modules: Vec::new(),
             mem: File::open(format!("/proc/{pid}/mem")).ok(),
             return_addresses: HashMap::new(),
+            perf_map: None,
+            perf_map_read: None,
+            prologues: HashMap::new(),
         })
     }
 
@@ -257,6 +298,39 @@ impl Unwinder {
             let Some(bias) = file.bias(start, offset) else { continue };
             p.unwinder.add_module(Module::new(path, start..end, bias, file.section_info()));
         }
+    }
+
+    /// The prologue of the JIT method holding `addr` up to `addr`, when the runtime's perf map
+    /// names the method (re-read at most every MAPS_REFRESH on a miss).
+    fn prologue(&mut self, pid: u32, addr: u64) -> Option<jit::Prologue> {
+        let p = self.proc(pid);
+        if p.perf_map.is_none() {
+            p.perf_map = ProcessSymbolizer::new(pid).ok();
+            p.perf_map_read = Some(Instant::now());
+        }
+        let lookup = |p: &Proc| {
+            p.perf_map.as_ref()?.perf_map().lookup_sorted(addr).map(|s| (s.start, s.tier.is_some_and(|t| t.contains("OSR"))))
+        };
+        let (start, osr) = match lookup(p) {
+            Some(s) => s,
+            None => {
+                if p.perf_map_read.is_some_and(|t| t.elapsed() < MAPS_REFRESH) {
+                    return None;
+                }
+                p.perf_map_read = Some(Instant::now());
+                let _ = p.perf_map.as_mut()?.refresh_perf_map();
+                lookup(p)?
+            }
+        };
+        if !p.prologues.contains_key(&start) {
+            let mem = p.mem.as_ref()?;
+            let mut b = vec![0u8; jit::PROLOGUE_BYTES];
+            let n = mem.read_at(&mut b, start).ok()?;
+            b.truncate(n);
+            p.prologues.insert(start, b);
+        }
+        let code = p.prologues.get(&start)?;
+        Some(jit::Prologue { osr, ..jit::analyze_prologue(code, (addr - start) as usize) })
     }
 
     fn code_bytes<const N: usize>(&mut self, pid: u32, addr: u64) -> Option<[u8; N]> {
