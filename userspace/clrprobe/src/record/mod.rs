@@ -249,6 +249,7 @@ pub fn run(
         if let Some(b) = s.as_bpf() {
             summary.thread_cpu = b.loaded().thread_cpu().unwrap_or_default();
             summary.cxa_throws = b.loaded().cxa_throws().unwrap_or_default().into_iter().collect();
+            summary.unwind = b.unwind_summary();
         }
     }
     drop(sampler);

@@ -67,13 +67,8 @@ impl BpfSampler {
     }
 
     /// What the userspace unwinder did so far (None without stack copies).
-    pub fn unwind_stats(&self) -> Option<crate::unwind::UnwindStats> {
-        self.copies.as_ref().map(|c| c.unwinder.stats)
-    }
-
-    /// Unwind-table memory per file (empty without stack copies).
-    pub fn unwind_table_memory(&self) -> Vec<crate::unwind::TableMemory> {
-        self.copies.as_ref().map(|c| c.unwinder.table_memory()).unwrap_or_default()
+    pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        self.copies.as_ref().map(|c| c.unwinder.summary())
     }
 
     /// Reads the copied stacks waiting in the ring and unwinds them: CPU samples go to

@@ -1,5 +1,6 @@
-//! The unwind sections of a mapped ELF file (`.eh_frame`, `.eh_frame_hdr`, `.text`) and its
-//! load segments, read once per file and shared by every process that maps it.
+//! The unwind sections of a mapped ELF file (`.eh_frame`, `.eh_frame_hdr`) and its load
+//! segments, read once per file and shared by every process that maps it. `.text` is not kept:
+//! `.eh_frame` describes prologues and epilogues instruction by instruction.
 use std::{io::Read, ops::Range, os::unix::fs::FileTypeExt, sync::Arc};
 
 use object::{Object, ObjectSection, ObjectSegment};
@@ -46,6 +47,8 @@ pub enum ElfError {
     TooLarge { path: String, size: u64 },
     #[error("{path}: not an ELF file clrprobe can read ({source})")]
     Parse { path: String, source: object::Error },
+    #[error("{path}: not an ELF file (unwound with frame pointers)")]
+    NotElf { path: String },
 }
 
 impl ElfUnwind {
@@ -65,6 +68,9 @@ impl ElfUnwind {
         }
         let mut data = Vec::with_capacity(meta.len() as usize);
         f.read_to_end(&mut data).map_err(io)?;
+        if !data.starts_with(b"\x7fELF") {
+            return Err(ElfError::NotElf { path });
+        }
         Self::parse(&data).map_err(|source| ElfError::Parse { path, source })
     }
 
@@ -77,7 +83,7 @@ impl ElfUnwind {
             let Some(s) = file.section_by_name(name) else { continue };
             let svma = s.address()..s.address() + s.size();
             let at = kept.len();
-            if name != ".got"
+            if name != ".got" && name != ".text"
                 && let Ok(d) = s.data()
             {
                 kept.extend_from_slice(d);

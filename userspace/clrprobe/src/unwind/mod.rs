@@ -61,6 +61,41 @@ pub struct TableMemory {
     pub bytes: usize,
 }
 
+/// What the unwinder did over a recording, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnwindSummary {
+    pub stats: UnwindStats,
+    /// Unwind sections kept per mapped file, largest first.
+    pub table_memory: Vec<TableMemory>,
+    pub table_bytes: usize,
+}
+
+impl UnwindSummary {
+    /// Summary lines: how many stacks reached the thread's start, table memory.
+    pub fn text(&self) -> String {
+        let s = &self.stats;
+        let pct = |n: u64| if s.stacks == 0 { 0.0 } else { n as f64 * 100.0 / s.stacks as f64 };
+        let mut o = format!(
+            "stacks: {} unwound from copies (DWARF CFI in ELF files, prologues in JIT code): {:.1}% reach the thread's start, \
+             {:.1}% completed by frame pointers, {:.1}% truncated ({} truncated)\n",
+            s.stacks,
+            pct(s.complete),
+            pct(s.merged),
+            pct(s.truncated),
+            s.truncated
+        );
+        let top: Vec<String> =
+            self.table_memory.iter().take(4).map(|t| format!("{} {:.1} MiB", t.file.rsplit('/').next().unwrap_or(&t.file), t.bytes as f64 / 1048576.0)).collect();
+        o.push_str(&format!(
+            "unwind tables: {:.1} MiB for {} files ({})\n",
+            self.table_bytes as f64 / 1048576.0,
+            self.table_memory.len(),
+            top.join(", ")
+        ));
+        o
+    }
+}
+
 struct Proc {
     maps: Maps,
     maps_read: Option<Instant>,
@@ -105,6 +140,11 @@ impl Unwinder {
             .collect();
         v.sort_by(|a, b| b.bytes.cmp(&a.bytes));
         v
+    }
+
+    pub fn summary(&self) -> UnwindSummary {
+        let table_memory = self.table_memory();
+        UnwindSummary { stats: self.stats, table_bytes: table_memory.iter().map(|t| t.bytes).sum(), table_memory }
     }
 
     /// Forgets a process (its files stay cached for others).
