@@ -78,6 +78,8 @@ pub struct RecordArgs {
     pub all: bool,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
+    /// Each thread at the root of its stacks (`--thread-roots`).
+    pub thread_roots: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -375,6 +377,11 @@ fn build_profile(
         for ((pid, tid, comm, kernel, user), &count) in agg {
             let in_gc = gc_work || gc::is_gc_thread(comm);
             let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+            let is_offcpu = Some(col) == column(kinds::OFF_CPU);
+            let wait = is_offcpu.then(|| {
+                crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+            });
+            let frames = if args.thread_roots { thread_root(frames, comm, *tid) } else { frames };
             let mut ids = Vec::with_capacity(frames.len());
             for f in frames {
                 ids.push(b.intern_frame(f)?);
@@ -384,6 +391,9 @@ fn build_profile(
             let mut labels = LabelSet::thread(*pid, *tid);
             labels.thread_name = Some(comm.as_str().into());
             labels.process_name = Some(pname.as_str().into());
+            if let Some(w) = wait {
+                labels = labels.with_string("wait", w);
+            }
             let labels = b.intern_labels(labels)?;
             let mut values = vec![0i64; types.len()];
             values[col] = count as i64;
@@ -394,6 +404,12 @@ fn build_profile(
         e.write_into(&mut b, resolver)?;
     }
     Ok(b.build())
+}
+
+/// `thread NAME (TID)` as the stack's root frame (`--thread-roots`).
+fn thread_root(mut frames: Vec<clrprobe_profile::Frame>, comm: &str, tid: u32) -> Vec<clrprobe_profile::Frame> {
+    frames.insert(0, clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic));
+    frames
 }
 
 use crate::report::REPORT_COMMENT;

@@ -5,6 +5,7 @@
 //! took at the same moment supplies the rest.
 pub mod elf;
 pub mod jit;
+pub mod wait;
 
 use std::{
     collections::HashMap,
