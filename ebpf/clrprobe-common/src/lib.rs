@@ -24,6 +24,7 @@ pub mod names {
     pub const USTACK_CONFIG: &str = "USTACK_CONFIG";
     pub const USTACKS: &str = "USTACKS";
     pub const USTACK_RING: &str = "USTACK_RING";
+    pub const USTACK_STATS: &str = "USTACK_STATS";
 }
 
 /// Copies of the user stack for unwinding in userspace (code without frame pointers, such as
@@ -42,6 +43,17 @@ pub mod ustack {
     pub const KIND_CPU: u32 = 1;
     /// `UserStackHeader::kind` of an off-CPU switch-out stack.
     pub const KIND_OFFCPU: u32 = 2;
+    /// `USTACK_STATS` slots: stacks copied (CPU samples and off-CPU switch-outs).
+    pub const STAT_COPIES: u32 = 0;
+    /// Off-CPU switch-outs that kept the thread's previous copy (same ip, sp and FP stack).
+    pub const STAT_REUSED: u32 = 1;
+    /// Off-CPU copies sent at switch-in.
+    pub const STAT_SENT_OFFCPU: u32 = 2;
+    /// Copies lost: ring buffer full.
+    pub const STAT_RING_FULL: u32 = 3;
+    /// Off-CPU switch-outs without a copy: `USTACKS` full.
+    pub const STAT_NO_ENTRY: u32 = 4;
+    pub const STATS: u32 = 5;
 }
 
 /// What a copied user stack belongs to, and the registers to start unwinding from.

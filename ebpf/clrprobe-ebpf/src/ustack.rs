@@ -3,8 +3,8 @@
 //!
 //! CPU samples send each copy through `USTACK_RING`. Off-CPU switch-outs keep the copy in the
 //! thread's `USTACKS` entry (not copied again while the thread blocks at the same ip, sp and
-//! frame-pointer stack), and the switch-in sends it once per generation when the interval is
-//! long enough to be recorded.
+//! bp), and the switch-in sends it once per generation when the interval is long enough to be
+//! recorded.
 use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
@@ -28,6 +28,18 @@ pub static USTACKS: HashMap<u32, UserStack> =
 /// A zeroed value to create `USTACKS` entries from (never written).
 #[map(name = "USTACK_ZERO")]
 pub static USTACK_ZERO: PerCpuArray<UserStack> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per-CPU counters: `ustack::STAT_*` slots.
+#[map(name = "USTACK_STATS")]
+pub static USTACK_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ustack::STATS, 0);
+
+#[inline(always)]
+fn count(slot: u32) {
+    if let Some(p) = USTACK_STATS.get_ptr_mut(slot) {
+        // SAFETY: this CPU's slot.
+        unsafe { *p += 1 };
+    }
+}
 
 /// Copies sent to userspace.
 #[map(name = "USTACK_RING")]
@@ -82,7 +94,11 @@ fn copy_stack(data: *mut u8, sp: u64) -> u32 {
 #[inline(always)]
 pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
     let Some((ip, sp, bp)) = user_regs() else { return false };
-    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else { return false };
+    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
+        count(ustack::STAT_RING_FULL);
+        return false;
+    };
+    count(ustack::STAT_COPIES);
     let p = entry.as_mut_ptr();
     // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
     unsafe {
@@ -104,6 +120,7 @@ pub fn save_offcpu(tid: u32, hdr: UserStackHeader) -> u32 {
             let Some(zero) = USTACK_ZERO.get_ptr(0) else { return 0 };
             // SAFETY: a value in a per-CPU map, only read here.
             if USTACKS.insert(&tid, unsafe { &*zero }, BPF_NOEXIST).is_err() {
+                count(ustack::STAT_NO_ENTRY);
                 return 0;
             }
             match USTACKS.get_ptr_mut(&tid) {
@@ -116,9 +133,14 @@ pub fn save_offcpu(tid: u32, hdr: UserStackHeader) -> u32 {
     // switch-in (reading it) happens after.
     unsafe {
         let h = &mut (*entry).hdr;
-        if h.generation != 0 && h.ip == ip && h.sp == sp && h.user_stack_id == hdr.user_stack_id && h.len != 0 {
+        // Same ip, sp and bp as the last copy: the thread blocks at the same place with the
+        // same stack depth, so the frames above are taken to be the same (the frame-pointer
+        // stack id is not compared: a walk from a libc RBP varies with garbage).
+        if h.generation != 0 && h.ip == ip && h.sp == sp && h.bp == bp && h.len != 0 {
+            count(ustack::STAT_REUSED);
             return h.generation;
         }
+        count(ustack::STAT_COPIES);
         let len = copy_stack((*entry).data.as_mut_ptr(), sp);
         let generation = h.generation.wrapping_add(1).max(1);
         let sent_generation = h.sent_generation;
@@ -141,8 +163,10 @@ pub fn send_offcpu(tid: u32, generation: u32) -> bool {
             return true;
         }
         if USTACK_RING.output::<UserStack>(&*entry, 0).is_err() {
+            count(ustack::STAT_RING_FULL);
             return false;
         }
+        count(ustack::STAT_SENT_OFFCPU);
         (*entry).hdr.sent_generation = generation;
     }
     true

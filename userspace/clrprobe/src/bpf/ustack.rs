@@ -1,6 +1,6 @@
 //! User stack copies (`USTACK_*` maps): switching them on and reading them back.
-use aya::maps::{Array, MapData, RingBuf};
-use clrprobe_common::{UserStackHeader, names};
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
+use clrprobe_common::{UserStackHeader, names, ustack};
 
 use super::{BpfError, Loaded};
 
@@ -37,6 +37,43 @@ impl Loaded {
         let name = names::USTACK_RING;
         let map = self.ebpf.take_map(name).ok_or(BpfError::NoMap { name })?;
         RingBuf::try_from(map).map_err(|source| BpfError::Map { name, source })
+    }
+}
+
+/// What the BPF side of the stack copies did (summed over CPUs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct CopyStats {
+    pub copies: u64,
+    pub reused: u64,
+    pub sent_offcpu: u64,
+    pub ring_full: u64,
+    pub no_entry: u64,
+    /// Average run time of the sched_switch and perf_event programs (ns per run), when the
+    /// kernel's BPF run-time statistics are on (`CLRPROBE_BPF_STATS=1`).
+    pub sched_switch_ns: Option<f64>,
+    pub cpu_sample_ns: Option<f64>,
+}
+
+impl Loaded {
+    /// Reads `USTACK_STATS` and the programs' run-time statistics.
+    pub fn copy_stats(&self) -> Result<CopyStats, BpfError> {
+        let name = names::USTACK_STATS;
+        let map = self.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
+        let m: PerCpuArray<&MapData, u64> = PerCpuArray::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+        let slot = |i: u32| m.get(&i, 0).map(|v| v.iter().sum::<u64>()).unwrap_or(0);
+        let avg = |prog: &str| {
+            let info = self.ebpf.program(prog)?.info().ok()?;
+            (info.run_count() > 0).then(|| info.run_time().as_nanos() as f64 / info.run_count() as f64)
+        };
+        Ok(CopyStats {
+            copies: slot(ustack::STAT_COPIES),
+            reused: slot(ustack::STAT_REUSED),
+            sent_offcpu: slot(ustack::STAT_SENT_OFFCPU),
+            ring_full: slot(ustack::STAT_RING_FULL),
+            no_entry: slot(ustack::STAT_NO_ENTRY),
+            sched_switch_ns: avg(names::PROG_SCHED_SWITCH),
+            cpu_sample_ns: avg(names::PROG_CPU_SAMPLE),
+        })
     }
 }
 

@@ -16,6 +16,8 @@ pub struct BpfSampler {
     /// Samples lost between reading a key and deleting it are not counted here: the window
     /// is a few microseconds per key per drain.
     drained: u64,
+    /// Kernel BPF run-time statistics switched on while this fd is open (`CLRPROBE_BPF_STATS=1`).
+    _stats_fd: Option<std::os::fd::OwnedFd>,
     /// User stack copies (None: frame pointers only, `CLRPROBE_UNWIND=fp`).
     copies: Option<StackCopies>,
 }
@@ -48,6 +50,11 @@ impl BpfSampler {
     pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
         let mut bpf = Loaded::load()?;
         bpf.add_targets(pids)?;
+        let _stats_fd = if std::env::var("CLRPROBE_BPF_STATS").is_ok_and(|v| v == "1") {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
         let flags = copy_flags();
         let copies = if flags != 0 {
             bpf.set_ustack_flags(flags)?;
@@ -63,12 +70,18 @@ impl BpfSampler {
         if let Some(freq) = freq {
             bpf.attach_sampler(freq)?;
         }
-        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, copies })
+        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, _stats_fd, copies })
     }
 
     /// What the userspace unwinder did so far (None without stack copies).
+    /// With `CLRPROBE_BPF_STATS=1` also without copies (the programs' run time).
     pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
-        self.copies.as_ref().map(|c| c.unwinder.summary())
+        let base = match self.copies.as_ref() {
+            Some(c) => c.unwinder.summary(),
+            None if self._stats_fd.is_some() => Default::default(),
+            None => return None,
+        };
+        Some(crate::unwind::UnwindSummary { bpf: self.bpf.copy_stats().unwrap_or_default(), ..base })
     }
 
     /// Reads the copied stacks waiting in the ring and unwinds them: CPU samples go to

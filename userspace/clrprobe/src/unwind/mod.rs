@@ -63,12 +63,14 @@ pub struct TableMemory {
 }
 
 /// What the unwinder did over a recording, for the summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct UnwindSummary {
     pub stats: UnwindStats,
     /// Unwind sections kept per mapped file, largest first.
     pub table_memory: Vec<TableMemory>,
     pub table_bytes: usize,
+    /// The BPF side: copies made, reused, lost.
+    pub bpf: crate::bpf::CopyStats,
 }
 
 impl UnwindSummary {
@@ -93,6 +95,15 @@ impl UnwindSummary {
             self.table_memory.len(),
             top.join(", ")
         ));
+        let b = &self.bpf;
+        o.push_str(&format!(
+            "stack copies: {} made, {} off-CPU switch-outs reused the thread's last copy, {} off-CPU copies sent, {} lost (ring full), {} switch-outs without a copy (thread table full)\n",
+            b.copies, b.reused, b.sent_offcpu, b.ring_full, b.no_entry
+        ));
+        if b.sched_switch_ns.is_some() || b.cpu_sample_ns.is_some() {
+            let ns = |v: Option<f64>| v.map(|v| format!("{v:.0} ns")).unwrap_or_else(|| "-".into());
+            o.push_str(&format!("BPF run time per call: sched_switch {}, cpu_sample {}\n", ns(b.sched_switch_ns), ns(b.cpu_sample_ns)));
+        }
         o
     }
 }
@@ -145,7 +156,7 @@ impl Unwinder {
 
     pub fn summary(&self) -> UnwindSummary {
         let table_memory = self.table_memory();
-        UnwindSummary { stats: self.stats, table_bytes: table_memory.iter().map(|t| t.bytes).sum(), table_memory }
+        UnwindSummary { stats: self.stats, table_bytes: table_memory.iter().map(|t| t.bytes).sum(), table_memory, bpf: Default::default() }
     }
 
     /// Forgets a process (its files stay cached for others).
