@@ -150,7 +150,7 @@ impl Unwinder {
             .iter()
             .filter_map(|((path, _), f)| f.as_ref().map(|f| TableMemory { file: path.clone(), bytes: f.bytes }))
             .collect();
-        v.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        v.sort_by_key(|t| std::cmp::Reverse(t.bytes));
         v
     }
 
