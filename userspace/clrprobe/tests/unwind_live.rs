@@ -79,6 +79,25 @@ fn blocked_threads_reach_their_methods(runtime: Runtime) {
             failed.push(format!("{thread} {:.1}%", share * 100.0));
         }
     }
+    // The kind of wait is a label of each off-CPU sample.
+    for (thread, wait) in [("Monitor", "lock"), ("Socket", "socket")] {
+        let tid = tid_of(&w, thread);
+        let col = p.sample_type_index("off-cpu").unwrap();
+        let (mut total, mut labelled) = (0i64, 0i64);
+        for smp in p.samples() {
+            let l = p.labels(smp.labels).unwrap();
+            if l.tid == Some(tid) {
+                total += smp.values[col];
+                if l.strings.iter().any(|(k, v)| &**k == "wait" && &**v == wait) {
+                    labelled += smp.values[col];
+                }
+            }
+        }
+        eprintln!("{runtime:?} {thread}: {:.1}% of off-CPU time labelled wait={wait}", labelled as f64 * 100.0 / total.max(1) as f64);
+        if (labelled as f64) < 0.9 * total as f64 {
+            failed.push(format!("{thread} wait={wait} {labelled} of {total}"));
+        }
+    }
     assert!(failed.is_empty(), "off-CPU time under the blocking method below 90%: {failed:?}");
 }
 

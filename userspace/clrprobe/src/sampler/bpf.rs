@@ -151,6 +151,13 @@ impl BpfSampler {
             let copied = (k.time != 0)
                 .then(|| self.copies.as_ref().and_then(|c| c.offcpu.get(&(k.tid, k.time as u32)).cloned()))
                 .flatten();
+            if let Some(c) = self.copies.as_mut() {
+                match (k.time != 0, copied.is_some()) {
+                    (true, true) => c.unwinder.stats.offcpu_copied += 1,
+                    (true, false) => c.unwinder.stats.offcpu_copy_missing += 1,
+                    _ => c.unwinder.stats.offcpu_without_copy += 1,
+                }
+            }
             let user = match copied {
                 Some(u) => u,
                 None => self.stack(k.user_stack_id)?,

@@ -47,6 +47,11 @@ pub struct UnwindStats {
     pub complete: u64,
     pub merged: u64,
     pub truncated: u64,
+    /// Off-CPU aggregates: with their copy's unwound stack, whose copy was not found, without
+    /// a copy (frame-pointer stack used for the last two).
+    pub offcpu_copied: u64,
+    pub offcpu_copy_missing: u64,
+    pub offcpu_without_copy: u64,
     /// JIT frames unwound from their method's prologue (start known from the perf map).
     pub jit_prologue_frames: u64,
     /// OSR frames unwound with their Tier0 frame.
@@ -95,6 +100,12 @@ impl UnwindSummary {
             self.table_memory.len(),
             top.join(", ")
         ));
+        if s.offcpu_copied + s.offcpu_copy_missing + s.offcpu_without_copy > 0 {
+            o.push_str(&format!(
+                "off-CPU stacks: {} from copies, {} copies missing, {} without a copy (frame pointers used)\n",
+                s.offcpu_copied, s.offcpu_copy_missing, s.offcpu_without_copy
+            ));
+        }
         let b = &self.bpf;
         o.push_str(&format!(
             "stack copies: {} made, {} off-CPU switch-outs reused the thread's last copy, {} off-CPU copies sent, {} lost (ring full), {} switch-outs without a copy (thread table full)\n",
