@@ -23,6 +23,9 @@ use framehop::{
 
 use elf::{Bytes, ElfUnwind};
 
+/// Unwinding that stops this close to the end of a stack that was copied whole reached the
+/// outermost frame.
+const NEAR_STACK_END: u64 = 8192;
 /// Frames per stack at most.
 const MAX_FRAMES: usize = 512;
 /// /proc/PID/maps is re-read at most this often when an address falls outside known mappings.
@@ -282,6 +285,13 @@ impl Unwinder {
             }
         }
         if ended {
+            return (frames, Outcome::Complete);
+        }
+        // The copy ended at the end of the stack mapping and unwinding stopped near it: the
+        // outermost frame (`_start` without an end-of-stack CFI rule; what lies above it is
+        // the process's arguments and environment).
+        let copy_end = sp + stack.len() as u64;
+        if stack.len() < clrprobe_common::ustack::BYTES && copy_end.saturating_sub(regs.sp()) <= NEAR_STACK_END {
             return (frames, Outcome::Complete);
         }
         // Continue with the frame-pointer walk from the last frame both know.
