@@ -237,7 +237,7 @@ impl Unwinder {
                         jit::step_with_prologue(regs.sp(), regs.bp(), p, &mut read)
                     }
                     None => {
-                        let mut is_ra = |v: u64| self.is_return_address(pid, v);
+                        let mut is_ra = |v: u64| self.is_return_address(pid, v) && self.call_reaches(pid, v, a);
                         jit::step(regs.sp(), regs.bp(), at_ret, &mut read, &mut is_ra)
                     }
                 };
@@ -415,6 +415,41 @@ impl Unwinder {
 
     fn code_byte(&mut self, pid: u32, addr: u64) -> Option<u8> {
         self.code_bytes::<1>(pid, addr).map(|b| b[0])
+    }
+
+    /// Could the call ending at `ra` have entered the function holding `addr`? A direct call
+    /// (`call rel32`, `call [rip+cell]`, through at most two `jmp` stubs) must land at or
+    /// below `addr` and within 64 KiB of it; calls through registers cannot be checked. This
+    /// keeps stale return addresses (from a frame's earlier calls) out of the scan.
+    fn call_reaches(&mut self, pid: u32, ra: u64, addr: u64) -> bool {
+        let Some(b) = self.code_bytes::<8>(pid, ra - 8) else { return true };
+        let rel = |x: &[u8]| i32::from_le_bytes([x[0], x[1], x[2], x[3]]) as i64;
+        let mut target = if b[3] == 0xE8 {
+            ra.wrapping_add_signed(rel(&b[4..8]))
+        } else if b[2] == 0xFF && b[3] == 0x15 {
+            let cell = ra.wrapping_add_signed(rel(&b[4..8]));
+            match self.code_bytes::<8>(pid, cell) {
+                Some(c) => u64::from_le_bytes(c),
+                None => return true,
+            }
+        } else {
+            return true;
+        };
+        for _ in 0..2 {
+            let Some(c) = self.code_bytes::<6>(pid, target) else { break };
+            if c[0] == 0xE9 {
+                target = target.wrapping_add(5).wrapping_add_signed(rel(&c[1..5]));
+            } else if c[0] == 0xFF && c[1] == 0x25 {
+                let cell = target.wrapping_add(6).wrapping_add_signed(rel(&c[2..6]));
+                match self.code_bytes::<8>(pid, cell) {
+                    Some(v) => target = u64::from_le_bytes(v),
+                    None => break,
+                }
+            } else {
+                break;
+            }
+        }
+        target <= addr && addr - target < 0x10000
     }
 
     fn is_return_address(&mut self, pid: u32, v: u64) -> bool {
