@@ -209,6 +209,12 @@ pub fn run(
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        // Stack copies arrive through a ring buffer: read it every 100 ms.
+        if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf())
+            && let Err(e) = b.poll_copies()
+        {
+            summary.warnings.push(format!("reading stack copies: {e}"));
+        }
         if !done && targets.poll_due() {
             let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
             targets.poll(args, &mut summary, bpf, &mut resolver);

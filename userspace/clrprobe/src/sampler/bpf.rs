@@ -84,6 +84,11 @@ impl BpfSampler {
         Some(crate::unwind::UnwindSummary { bpf: self.bpf.copy_stats().unwrap_or_default(), ..base })
     }
 
+    /// Empties the ring of stack copies now (between drains, so it does not overflow).
+    pub fn poll_copies(&mut self) -> Result<(), BpfError> {
+        self.read_copies()
+    }
+
     /// Reads the copied stacks waiting in the ring and unwinds them: CPU samples go to
     /// `pending_cpu`, off-CPU stacks to `offcpu`.
     fn read_copies(&mut self) -> Result<(), BpfError> {
@@ -172,14 +177,19 @@ impl BpfSampler {
                 count: ns,
             });
         }
-        // Later intervals of a thread use its latest generation only.
+        // Later intervals of a thread use its latest generation; the one before stays too, for
+        // an interval counted just after the counts were read.
         if let Some(c) = self.copies.as_mut() {
-            let mut latest: HashMap<u32, u32> = HashMap::new();
+            let mut latest: HashMap<u32, [u32; 2]> = HashMap::new();
             for &(tid, g) in c.offcpu.keys() {
-                let e = latest.entry(tid).or_insert(g);
-                *e = (*e).max(g);
+                let e = latest.entry(tid).or_insert([0, 0]);
+                if g > e[0] {
+                    *e = [g, e[0]];
+                } else if g > e[1] {
+                    e[1] = g;
+                }
             }
-            c.offcpu.retain(|&(tid, g), _| latest.get(&tid) == Some(&g));
+            c.offcpu.retain(|&(tid, g), _| latest.get(&tid).is_some_and(|e| g >= e[1]));
         }
         Ok(out)
     }
