@@ -227,10 +227,12 @@ impl ProcessSymbolizer {
             if maps.find(addr).is_none() && !refreshed && self.perf_map.lookup_sorted(addr).is_none() {
                 // New mappings since the last read (a freshly loaded library)?
                 refreshed = true;
+                // Merged, not replaced: an exiting process (a zombie) shows few or no
+                // mappings, and earlier samples still point into them.
                 if let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", self.pid))
                     && let Ok(fresh) = Maps::parse(&text)
                 {
-                    maps = fresh;
+                    maps.update(fresh);
                 }
             }
             frames[i] = match maps.find(addr) {

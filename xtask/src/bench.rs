@@ -15,6 +15,14 @@ enum Config {
     Alone,
     /// `clrprobe record` at this frequency, CPU samples only.
     Clrprobe(u64),
+    /// Same, frame-pointer stacks only (`CLRPROBE_UNWIND=fp`: no user stack copies).
+    ClrprobeFp(u64),
+    /// `clrprobe record --offcpu` (every switch-out of the target): copies + unwinding.
+    Offcpu,
+    /// Same, frame-pointer stacks only.
+    OffcpuFp,
+    /// `perf record -g -e sched:sched_switch`: perf's off-CPU stacks (frame pointers).
+    PerfSwitch,
     /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
     ClrprobeAll(u64),
     Perf(u64),
@@ -25,6 +33,10 @@ impl Config {
         match self {
             Config::Alone => "alone".into(),
             Config::Clrprobe(f) => format!("clrprobe record --cpu -F {f}"),
+            Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
+            Config::Offcpu => "clrprobe record --offcpu".into(),
+            Config::OffcpuFp => "  same, frame pointers only".into(),
+            Config::PerfSwitch => "perf record -g -e sched_switch".into(),
             Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
         }
@@ -32,7 +44,17 @@ impl Config {
 }
 
 /// CPU-bound workload: clrprobe's CPU sampling against perf's.
-const CPU_CONFIGS: [Config; 5] = [Config::Alone, Config::Clrprobe(99), Config::Clrprobe(999), Config::Perf(99), Config::Perf(999)];
+const CPU_CONFIGS: [Config; 7] = [
+    Config::Alone,
+    Config::Clrprobe(99),
+    Config::ClrprobeFp(99),
+    Config::Clrprobe(999),
+    Config::ClrprobeFp(999),
+    Config::Perf(99),
+    Config::Perf(999),
+];
+/// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
+const SWITCH_CONFIGS: [Config; 4] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::PerfSwitch];
 /// Allocation- and exception-heavy workload: every kind on against nothing.
 const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
 
@@ -51,7 +73,11 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     for (workload, configs, title) in [
         ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),
         ("AllocThrow", &EVENT_CONFIGS[..], "allocation- and exception-heavy .NET 8 workload (tests/workloads/AllocThrow.cs)"),
+        ("Switches", &SWITCH_CONFIGS[..], "context-switch-heavy .NET 8 workload (tests/workloads/Switches.cs)"),
     ] {
+        if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload)) {
+            continue;
+        }
         let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         for run in 0..runs {
             // Interleaved, so drift in the machine's load hits every configuration alike.
@@ -94,12 +120,30 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
     let mut attach = None;
     let profiler = match c {
         Config::Alone => None,
-        Config::Clrprobe(f) | Config::ClrprobeAll(f) => Some(
+        Config::Clrprobe(f) | Config::ClrprobeAll(f) | Config::ClrprobeFp(f) => Some(
             Command::new(bin)
                 .args(["record", "--quiet", "--json", "-p", &pid, "-F", &f.to_string(), "--format", "pprof", "-o"])
                 .arg(tmp.join("clrprobe"))
-                .args(if matches!(c, Config::Clrprobe(_)) { &["--cpu"][..] } else { &[][..] })
+                .args(if matches!(c, Config::ClrprobeAll(_)) { &[][..] } else { &["--cpu"][..] })
+                .env("CLRPROBE_UNWIND", if matches!(c, Config::ClrprobeFp(_)) { "fp" } else { "dwarf" })
                 .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::Offcpu | Config::OffcpuFp => Some(
+            Command::new(bin)
+                .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
+                .arg(tmp.join("clrprobe"))
+                .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp) { "fp" } else { "dwarf" })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::PerfSwitch => Some(
+            Command::new("perf")
+                .args(["record", "-g", "-e", "sched:sched_switch", "-p", &pid, "-o"])
+                .arg(tmp.join("perf.data"))
+                .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
@@ -115,10 +159,13 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
     w.wait(Duration::from_secs(seconds as u64 + 30));
     if let Some(p) = profiler {
         let out = p.wait_with_output()?;
-        if let Config::Clrprobe(_) | Config::ClrprobeAll(_) = c {
+        if let Config::Clrprobe(_) | Config::ClrprobeAll(_) | Config::ClrprobeFp(_) = c {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("clrprobe summary")?;
             attach = v["time_to_attach"].as_f64().map(|s| s * 1e3);
         }
+    }
+    if let Some(l) = w.output().iter().find(|l| l.starts_with("switches=")) {
+        eprintln!("  {workload} under {}: {l}", c.name());
     }
     let rounds: f64 = w
         .output()

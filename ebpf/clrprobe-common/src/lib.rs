@@ -21,6 +21,74 @@ pub mod names {
     pub const ONCPU_NS: &str = "ONCPU_NS";
     pub const SWITCH_CONFIG: &str = "SWITCH_CONFIG";
     pub const CXA_THROWS: &str = "CXA_THROWS";
+    pub const USTACK_CONFIG: &str = "USTACK_CONFIG";
+    pub const USTACKS: &str = "USTACKS";
+    pub const USTACK_RING: &str = "USTACK_RING";
+    pub const USTACK_STATS: &str = "USTACK_STATS";
+}
+
+/// Copies of the user stack for unwinding in userspace (code without frame pointers, such as
+/// Debian's libc). Slot 0 of the `USTACK_CONFIG` array holds these flags.
+pub mod ustack {
+    /// CPU samples copy the user stack into `USTACK_RING` instead of aggregating in the kernel.
+    pub const COPY_CPU: u64 = 1;
+    /// Off-CPU switch-outs copy the user stack into the thread's `USTACKS` entry; switch-ins
+    /// after an interval of at least the minimum send it to `USTACK_RING` when it changed.
+    pub const COPY_OFFCPU: u64 = 2;
+    /// Bytes of user stack copied from the stack pointer up (fewer at the stack's end).
+    pub const BYTES: usize = 16_384;
+    /// Entries of `USTACKS` (threads with a saved off-CPU stack) at most.
+    pub const MAX_THREADS: u32 = 4_096;
+    /// `UserStackHeader::kind` of a CPU sample.
+    pub const KIND_CPU: u32 = 1;
+    /// `UserStackHeader::kind` of an off-CPU switch-out stack.
+    pub const KIND_OFFCPU: u32 = 2;
+    /// `USTACK_STATS` slots: stacks copied (CPU samples and off-CPU switch-outs).
+    pub const STAT_COPIES: u32 = 0;
+    /// Off-CPU switch-outs that kept the thread's previous copy (same ip, sp and FP stack).
+    pub const STAT_REUSED: u32 = 1;
+    /// Off-CPU copies sent at switch-in.
+    pub const STAT_SENT_OFFCPU: u32 = 2;
+    /// Copies lost: ring buffer full.
+    pub const STAT_RING_FULL: u32 = 3;
+    /// Off-CPU switch-outs without a copy: `USTACKS` full.
+    pub const STAT_NO_ENTRY: u32 = 4;
+    pub const STATS: u32 = 5;
+}
+
+/// What a copied user stack belongs to, and the registers to start unwinding from.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct UserStackHeader {
+    /// `ustack::KIND_CPU` or `ustack::KIND_OFFCPU`.
+    pub kind: u32,
+    pub pid: u32,
+    pub tid: u32,
+    /// Kernel stack id in STACKS (CPU samples), or negative errno.
+    pub kernel_stack_id: i32,
+    /// Frame-pointer user stack id in STACKS, or negative errno: the rest of the stack when
+    /// the copy ends before the thread's start.
+    pub user_stack_id: i32,
+    /// Bytes of `UserStack::data` that were read.
+    pub len: u32,
+    /// Off-CPU: the copy's generation for this thread (the `SampleKey::time` of its intervals).
+    pub generation: u32,
+    /// Off-CPU: the generation last sent to userspace (BPF bookkeeping).
+    pub sent_generation: u32,
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    /// CPU samples: `bpf_ktime_get_ns()`.
+    pub time_ns: u64,
+    pub comm: [u8; 16],
+}
+
+/// A user stack copy: header and the bytes from `sp` up.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct UserStack {
+    pub hdr: UserStackHeader,
+    pub data: [u8; ustack::BYTES],
 }
 
 /// Slots of the SWITCH_CONFIG array (u64 each), filled by userspace before attaching.
@@ -47,7 +115,8 @@ pub struct OffCpuStart {
     pub pid: u32,
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
-    pub _pad: u32,
+    /// Generation of the thread's `USTACKS` copy taken at this switch-out, 0 without one.
+    pub ustack_generation: u32,
     pub comm: [u8; 16],
 }
 
@@ -126,6 +195,7 @@ mod pod {
     unsafe impl aya::Pod for super::Stats {}
     unsafe impl aya::Pod for super::OffCpuStart {}
     unsafe impl aya::Pod for super::ThreadCpu {}
+    unsafe impl aya::Pod for super::UserStackHeader {}
 }
 
 impl SampleKey {
@@ -145,6 +215,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<Stats>(), 56);
         assert_eq!(core::mem::size_of::<OffCpuStart>(), 40);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
+        assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
+        assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);
     }
     #[test]
     fn comm_stops_at_nul() {

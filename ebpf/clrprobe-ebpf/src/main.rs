@@ -7,6 +7,7 @@ mod maps;
 mod sampler;
 mod sched;
 mod uprobes;
+mod ustack;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -8,7 +8,7 @@ use aya_ebpf::{
     programs::{PerfEventContext, tracing::StackIdContext},
 };
 use aya_ebpf::helpers::bpf_ktime_get_ns;
-use clrprobe_common::{SampleKey, SampleValue, switch_config};
+use clrprobe_common::{SampleKey, SampleValue, UserStackHeader, switch_config, ustack};
 
 use crate::maps::{SAMPLE_COUNTS, STACKS, SWITCH_CONFIG, is_target, with_stats};
 
@@ -57,6 +57,22 @@ pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
         },
     };
     with_stats(|s| s.samples += 1);
+    if crate::ustack::flags() & ustack::COPY_CPU != 0 {
+        let hdr = UserStackHeader {
+            kind: ustack::KIND_CPU,
+            pid: tgid,
+            tid,
+            kernel_stack_id,
+            user_stack_id,
+            // SAFETY: ktime has no preconditions.
+            time_ns: unsafe { bpf_ktime_get_ns() },
+            comm: key.comm,
+            ..Default::default()
+        };
+        if crate::ustack::send_cpu_sample(hdr) {
+            return 0;
+        }
+    }
     if let Some(v) = SAMPLE_COUNTS.get_ptr_mut(&key) {
         // SAFETY: the value lives in the map; a racing increment from another CPU may be lost,
         // which only matters for the same thread sampled on two CPUs at once (impossible).

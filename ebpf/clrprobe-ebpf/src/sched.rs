@@ -9,7 +9,7 @@ use aya_ebpf::{
     macros::tracepoint,
     programs::{TracePointContext, tracing::StackIdContext},
 };
-use clrprobe_common::{OffCpuStart, SampleKey, SampleValue, ThreadCpu, switch_config};
+use clrprobe_common::{OffCpuStart, SampleKey, SampleValue, ThreadCpu, UserStackHeader, switch_config, ustack};
 
 use crate::maps::{
     OFFCPU_NS, OFFCPU_START, ONCPU_NS, ONCPU_START, STACKS, SWITCH_CONFIG, is_target, with_stats,
@@ -38,7 +38,13 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         if flags & switch_config::FLAG_OFFCPU != 0 {
             let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
             let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
-            let start = OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, _pad: 0, comm };
+            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
+                let hdr = UserStackHeader { pid: prev_tgid, tid: prev_tid, kernel_stack_id, user_stack_id, comm, ..Default::default() };
+                crate::ustack::save_offcpu(prev_tid, hdr)
+            } else {
+                0
+            };
+            let start = OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, ustack_generation, comm };
             if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
                 with_stats(|s| s.offcpu_dropped += 1);
             }
@@ -74,13 +80,19 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     if delta < config(switch_config::MIN_OFFCPU_NS) {
         return 0;
     }
+    // With a user stack copy sent, the key's `time` names it: (tid, generation).
+    let generation = if start.ustack_generation != 0 && crate::ustack::send_offcpu(next_tid, start.ustack_generation) {
+        start.ustack_generation as u64
+    } else {
+        0
+    };
     let key = SampleKey {
         pid: start.pid,
         tid: next_tid,
         user_stack_id: start.user_stack_id,
         kernel_stack_id: start.kernel_stack_id,
         comm: start.comm,
-        time: 0,
+        time: generation,
     };
     with_stats(|s| s.offcpu_intervals += 1);
     if let Some(v) = OFFCPU_NS.get_ptr_mut(&key) {

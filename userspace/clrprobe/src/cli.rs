@@ -125,6 +125,9 @@ pub struct RecordCmd {
     /// Shortest off-CPU interval recorded, in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub offcpu_min_us: u64,
+    /// Put each thread (`thread NAME (TID)`) at the root of its stacks.
+    #[arg(long)]
+    pub thread_roots: bool,
     /// Do not open an EventPipe session in the targets.
     #[arg(long)]
     pub no_eventpipe: bool,

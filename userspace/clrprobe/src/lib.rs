@@ -25,3 +25,5 @@ pub mod launch;
 pub mod ps;
 #[cfg(target_os = "linux")]
 pub mod top;
+#[cfg(target_os = "linux")]
+pub mod unwind;

@@ -117,6 +117,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         sampler: cmd.sampler,
         eventpipe: !cmd.no_eventpipe,
         perf_map: !cmd.no_perf_map,
+        thread_roots: cmd.thread_roots,
     };
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;

@@ -2,10 +2,12 @@
 mod logs;
 mod object;
 mod sched;
+mod ustack;
 
 pub use sched::{ThreadCpuTime, next_pid_offset};
 
 pub use logs::LogCollector;
+pub use ustack::{CopiedStack, CopyStats, drain_ring};
 pub use object::embedded_object;
 
 use std::{collections::HashMap, num::NonZeroU32, path::Path};

@@ -78,6 +78,8 @@ pub struct RecordArgs {
     pub all: bool,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
+    /// Each thread at the root of its stacks (`--thread-roots`).
+    pub thread_roots: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -207,6 +209,12 @@ pub fn run(
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        // Stack copies arrive through a ring buffer: read it every 100 ms.
+        if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf())
+            && let Err(e) = b.poll_copies()
+        {
+            summary.warnings.push(format!("reading stack copies: {e}"));
+        }
         if !done && targets.poll_due() {
             let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
             targets.poll(args, &mut summary, bpf, &mut resolver);
@@ -249,6 +257,7 @@ pub fn run(
         if let Some(b) = s.as_bpf() {
             summary.thread_cpu = b.loaded().thread_cpu().unwrap_or_default();
             summary.cxa_throws = b.loaded().cxa_throws().unwrap_or_default().into_iter().collect();
+            summary.unwind = b.unwind_summary();
         }
     }
     drop(sampler);
@@ -374,6 +383,11 @@ fn build_profile(
         for ((pid, tid, comm, kernel, user), &count) in agg {
             let in_gc = gc_work || gc::is_gc_thread(comm);
             let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+            let is_offcpu = Some(col) == column(kinds::OFF_CPU);
+            let wait = is_offcpu.then(|| {
+                crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+            });
+            let frames = if args.thread_roots { thread_root(frames, comm, *tid) } else { frames };
             let mut ids = Vec::with_capacity(frames.len());
             for f in frames {
                 ids.push(b.intern_frame(f)?);
@@ -383,6 +397,9 @@ fn build_profile(
             let mut labels = LabelSet::thread(*pid, *tid);
             labels.thread_name = Some(comm.as_str().into());
             labels.process_name = Some(pname.as_str().into());
+            if let Some(w) = wait {
+                labels = labels.with_string("wait", w);
+            }
             let labels = b.intern_labels(labels)?;
             let mut values = vec![0i64; types.len()];
             values[col] = count as i64;
@@ -393,6 +410,12 @@ fn build_profile(
         e.write_into(&mut b, resolver)?;
     }
     Ok(b.build())
+}
+
+/// `thread NAME (TID)` as the stack's root frame (`--thread-roots`).
+fn thread_root(mut frames: Vec<clrprobe_profile::Frame>, comm: &str, tid: u32) -> Vec<clrprobe_profile::Frame> {
+    frames.insert(0, clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic));
+    frames
 }
 
 use crate::report::REPORT_COMMENT;

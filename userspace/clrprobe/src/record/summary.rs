@@ -49,6 +49,8 @@ pub struct RecordSummary {
     pub warnings: Vec<String>,
     /// BPF map sizes, EventPipe buffer per process, drops (printed at the end of every run).
     pub limits: super::Limits,
+    /// User stacks unwound from copies: completeness and unwind-table memory.
+    pub unwind: Option<crate::unwind::UnwindSummary>,
 }
 
 mod secs {
@@ -121,6 +123,9 @@ pub fn summary_text(s: &RecordSummary) -> String {
         "samples: {} ({} lost, {} user / {} kernel stacks lost)",
         s.samples, st.lost_samples, st.lost_user_stacks, st.lost_kernel_stacks
     );
+    if let Some(u) = &s.unwind {
+        o.push_str(&u.text());
+    }
     if s.managed_samples > 0 {
         let _ = writeln!(
             o,
@@ -164,7 +169,7 @@ pub fn summary_text(s: &RecordSummary) -> String {
             }
         }
     }
-    if s.offcpu {
+    if s.offcpu && s.unwind.is_none() {
         let _ = writeln!(
             o,
             "off-CPU: stacks are walked with frame pointers, which stop in libc (built without them) — frames below a libc wait are missing"

@@ -2,8 +2,8 @@
 //! kernel hash map, drained periodically (read and delete each key).
 use std::{collections::HashMap, sync::Arc};
 
-use aya::maps::{MapData, StackTraceMap};
-use clrprobe_common::names;
+use aya::maps::{MapData, RingBuf, StackTraceMap};
+use clrprobe_common::{names, ustack};
 
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 use crate::bpf::{BpfError, Loaded};
@@ -16,6 +16,28 @@ pub struct BpfSampler {
     /// Samples lost between reading a key and deleting it are not counted here: the window
     /// is a few microseconds per key per drain.
     drained: u64,
+    /// Kernel BPF run-time statistics switched on while this fd is open (`CLRPROBE_BPF_STATS=1`).
+    _stats_fd: Option<std::os::fd::OwnedFd>,
+    /// User stack copies (None: frame pointers only, `CLRPROBE_UNWIND=fp`).
+    copies: Option<StackCopies>,
+}
+
+/// What unwinding the BPF programs' user stack copies needs.
+struct StackCopies {
+    ring: RingBuf<MapData>,
+    unwinder: crate::unwind::Unwinder,
+    /// CPU samples read from the ring while draining off-CPU records.
+    pending_cpu: Vec<RawSample>,
+    /// Off-CPU stacks by (tid, generation): `SampleKey::time` of the intervals using them.
+    offcpu: HashMap<(u32, u32), Arc<[u64]>>,
+}
+
+/// Unwinding mode from `CLRPROBE_UNWIND`: `fp` keeps the frame-pointer walk only.
+fn copy_flags() -> u64 {
+    match std::env::var("CLRPROBE_UNWIND").as_deref() {
+        Ok("fp") => 0,
+        _ => ustack::COPY_CPU | ustack::COPY_OFFCPU,
+    }
 }
 
 impl BpfSampler {
@@ -28,10 +50,73 @@ impl BpfSampler {
     pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
         let mut bpf = Loaded::load()?;
         bpf.add_targets(pids)?;
+        let _stats_fd = if std::env::var("CLRPROBE_BPF_STATS").is_ok_and(|v| v == "1") {
+            aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()
+        } else {
+            None
+        };
+        let flags = copy_flags();
+        let copies = if flags != 0 {
+            bpf.set_ustack_flags(flags)?;
+            Some(StackCopies {
+                ring: bpf.take_ustack_ring()?,
+                unwinder: crate::unwind::Unwinder::new(),
+                pending_cpu: Vec::new(),
+                offcpu: HashMap::new(),
+            })
+        } else {
+            None
+        };
         if let Some(freq) = freq {
             bpf.attach_sampler(freq)?;
         }
-        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0 })
+        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, _stats_fd, copies })
+    }
+
+    /// What the userspace unwinder did so far (None without stack copies).
+    /// With `CLRPROBE_BPF_STATS=1` also without copies (the programs' run time).
+    pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        let base = match self.copies.as_ref() {
+            Some(c) => c.unwinder.summary(),
+            None if self._stats_fd.is_some() => Default::default(),
+            None => return None,
+        };
+        Some(crate::unwind::UnwindSummary { bpf: self.bpf.copy_stats().unwrap_or_default(), ..base })
+    }
+
+    /// Empties the ring of stack copies now (between drains, so it does not overflow).
+    pub fn poll_copies(&mut self) -> Result<(), BpfError> {
+        self.read_copies()
+    }
+
+    /// Reads the copied stacks waiting in the ring and unwinds them: CPU samples go to
+    /// `pending_cpu`, off-CPU stacks to `offcpu`.
+    fn read_copies(&mut self) -> Result<(), BpfError> {
+        let Some(c) = self.copies.as_mut() else { return Ok(()) };
+        let records = crate::bpf::drain_ring(&mut c.ring);
+        for r in records {
+            let h = r.hdr;
+            let fp = self.stack(h.user_stack_id)?;
+            let kernel = if h.kind == ustack::KIND_CPU { self.stack(h.kernel_stack_id)? } else { self.empty.clone() };
+            let Some(c) = self.copies.as_mut() else { break };
+            let (frames, _) = c.unwinder.unwind(h.pid, h.ip, h.sp, h.bp, &r.data, &fp);
+            let user: Arc<[u64]> = Arc::from(frames);
+            if h.kind == ustack::KIND_CPU {
+                self.drained += 1;
+                c.pending_cpu.push(RawSample {
+                    pid: h.pid,
+                    tid: h.tid,
+                    comm: String::from_utf8_lossy(comm_bytes(&h.comm)).into_owned(),
+                    kernel,
+                    user,
+                    time_ns: h.time_ns,
+                    count: 1,
+                });
+            } else {
+                c.offcpu.insert((h.tid, h.generation), user);
+            }
+        }
+        Ok(())
     }
 
     /// The loaded BPF object (to attach more programs to it).
@@ -62,21 +147,57 @@ impl BpfSampler {
 impl BpfSampler {
     /// Off-CPU time recorded since the last call: `count` is nanoseconds.
     pub fn drain_offcpu(&mut self) -> Result<Vec<RawSample>, SamplerError> {
+        // Counts first, then the ring: a count's copy was sent before the count was added.
         let entries = self.bpf.drain_offcpu()?;
+        self.read_copies()?;
         let mut out = Vec::with_capacity(entries.len());
         for (k, ns) in entries {
+            // With a copy, `time` is its generation (see clrprobe-ebpf sched.rs).
+            let copied = (k.time != 0)
+                .then(|| self.copies.as_ref().and_then(|c| c.offcpu.get(&(k.tid, k.time as u32)).cloned()))
+                .flatten();
+            if let Some(c) = self.copies.as_mut() {
+                match (k.time != 0, copied.is_some()) {
+                    (true, true) => c.unwinder.stats.offcpu_copied += 1,
+                    (true, false) => c.unwinder.stats.offcpu_copy_missing += 1,
+                    _ => c.unwinder.stats.offcpu_without_copy += 1,
+                }
+            }
+            let user = match copied {
+                Some(u) => u,
+                None => self.stack(k.user_stack_id)?,
+            };
             out.push(RawSample {
                 pid: k.pid,
                 tid: k.tid,
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
                 kernel: self.stack(k.kernel_stack_id)?,
-                user: self.stack(k.user_stack_id)?,
-                time_ns: k.time << 10,
+                user,
+                time_ns: 0,
                 count: ns,
             });
         }
+        // Later intervals of a thread use its latest generation; the one before stays too, for
+        // an interval counted just after the counts were read.
+        if let Some(c) = self.copies.as_mut() {
+            let mut latest: HashMap<u32, [u32; 2]> = HashMap::new();
+            for &(tid, g) in c.offcpu.keys() {
+                let e = latest.entry(tid).or_insert([0, 0]);
+                if g > e[0] {
+                    *e = [g, e[0]];
+                } else if g > e[1] {
+                    e[1] = g;
+                }
+            }
+            c.offcpu.retain(|&(tid, g), _| latest.get(&tid).is_some_and(|e| g >= e[1]));
+        }
         Ok(out)
     }
+}
+
+fn comm_bytes(c: &[u8; 16]) -> &[u8] {
+    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+    &c[..end]
 }
 
 impl Sampler for BpfSampler {
@@ -88,7 +209,8 @@ impl Sampler for BpfSampler {
         self.bpf.poll_logs();
         let name = names::SAMPLE_COUNTS;
         let entries = self.bpf.drain_counts(name)?;
-        let mut samples = Vec::with_capacity(entries.len());
+        self.read_copies()?;
+        let mut samples = self.copies.as_mut().map(|c| std::mem::take(&mut c.pending_cpu)).unwrap_or_default();
         for (k, count) in entries {
             self.drained += count;
             samples.push(RawSample {

@@ -1,0 +1,173 @@
+//! User stack copies for unwinding in userspace: the registers the thread had in user mode
+//! (its `pt_regs`) and up to `ustack::BYTES` of its stack from the stack pointer up.
+//!
+//! CPU samples send each copy through `USTACK_RING`. Off-CPU switch-outs keep the copy in the
+//! thread's `USTACKS` entry (not copied again while the thread blocks at the same ip, sp and
+//! bp), and the switch-in sends it once per generation when the interval is long enough to be
+//! recorded.
+use aya_ebpf::{
+    bindings::pt_regs,
+    helpers::{
+        bpf_probe_read_kernel,
+        generated::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
+    },
+    macros::map,
+    maps::{Array, HashMap, PerCpuArray, RingBuf},
+};
+use clrprobe_common::{UserStack, UserStackHeader, ustack};
+
+/// Slot 0: `ustack::COPY_*` flags.
+#[map(name = "USTACK_CONFIG")]
+pub static USTACK_CONFIG: Array<u64> = Array::with_max_entries(1, 0);
+
+/// tid → its last off-CPU stack copy. Not preallocated: memory grows with the threads seen.
+#[map(name = "USTACKS")]
+pub static USTACKS: HashMap<u32, UserStack> =
+    HashMap::with_max_entries(ustack::MAX_THREADS, aya_ebpf::bindings::BPF_F_NO_PREALLOC);
+
+/// A zeroed value to create `USTACKS` entries from (never written).
+#[map(name = "USTACK_ZERO")]
+pub static USTACK_ZERO: PerCpuArray<UserStack> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per-CPU counters: `ustack::STAT_*` slots.
+#[map(name = "USTACK_STATS")]
+pub static USTACK_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ustack::STATS, 0);
+
+#[inline(always)]
+fn count(slot: u32) {
+    if let Some(p) = USTACK_STATS.get_ptr_mut(slot) {
+        // SAFETY: this CPU's slot.
+        unsafe { *p += 1 };
+    }
+}
+
+/// Copies sent to userspace.
+#[map(name = "USTACK_RING")]
+pub static USTACK_RING: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+
+const CHUNK: usize = 1024;
+const BPF_NOEXIST: u64 = 1;
+
+#[inline(always)]
+pub fn flags() -> u64 {
+    USTACK_CONFIG.get(0).copied().unwrap_or(0)
+}
+
+/// The current thread's user-mode ip, sp and bp; None for kernel threads.
+#[inline(always)]
+fn user_regs() -> Option<(u64, u64, u64)> {
+    // SAFETY: the current task is valid while the program runs; its pt_regs pointer is read
+    // with probe_read_kernel.
+    let regs = unsafe {
+        let task = bpf_get_current_task_btf();
+        let p = bpf_task_pt_regs(task) as *const pt_regs;
+        bpf_probe_read_kernel(p).ok()?
+    };
+    if regs.rip == 0 || regs.rsp == 0 {
+        return None;
+    }
+    Some((regs.rip, regs.rsp, regs.rbp))
+}
+
+/// Copies the user stack from `sp` into `data`, chunk by chunk, stopping at the first chunk
+/// that cannot be read (the end of the stack mapping). Returns the bytes read.
+#[inline(always)]
+fn copy_stack(data: *mut u8, sp: u64) -> u32 {
+    let mut len = 0u32;
+    let mut i = 0usize;
+    while i < ustack::BYTES / CHUNK {
+        // SAFETY: `data` has ustack::BYTES bytes; the helper faults safely on bad user addresses.
+        let rc = unsafe {
+            bpf_probe_read_user(data.add(i * CHUNK).cast(), CHUNK as u32, (sp + (i * CHUNK) as u64) as *const _)
+        };
+        if rc != 0 {
+            break;
+        }
+        len += CHUNK as u32;
+        i += 1;
+    }
+    len
+}
+
+/// CPU sample: sends the current thread's registers and stack. False when nothing was sent
+/// (kernel thread, ring full): the caller then aggregates the frame-pointer stack instead.
+#[inline(always)]
+pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
+    let Some((ip, sp, bp)) = user_regs() else { return false };
+    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
+        count(ustack::STAT_RING_FULL);
+        return false;
+    };
+    count(ustack::STAT_COPIES);
+    let p = entry.as_mut_ptr();
+    // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
+    unsafe {
+        let len = copy_stack((*p).data.as_mut_ptr(), sp);
+        (*p).hdr = UserStackHeader { len, ip, sp, bp, ..hdr };
+    }
+    entry.submit(0);
+    true
+}
+
+/// Off-CPU switch-out: makes sure the thread's `USTACKS` entry holds its current stack and
+/// returns the entry's generation (0 when there is no copy).
+#[inline(always)]
+pub fn save_offcpu(tid: u32, hdr: UserStackHeader) -> u32 {
+    let Some((ip, sp, bp)) = user_regs() else { return 0 };
+    let entry = match USTACKS.get_ptr_mut(&tid) {
+        Some(e) => e,
+        None => {
+            let Some(zero) = USTACK_ZERO.get_ptr(0) else { return 0 };
+            // SAFETY: a value in a per-CPU map, only read here.
+            if USTACKS.insert(&tid, unsafe { &*zero }, BPF_NOEXIST).is_err() {
+                count(ustack::STAT_NO_ENTRY);
+                return 0;
+            }
+            match USTACKS.get_ptr_mut(&tid) {
+                Some(e) => e,
+                None => return 0,
+            }
+        }
+    };
+    // SAFETY: the entry lives in the map; only this thread's switch-out writes it, and its
+    // switch-in (reading it) happens after.
+    unsafe {
+        let h = &mut (*entry).hdr;
+        // Same ip, sp and bp as the last copy: the thread blocks at the same place with the
+        // same stack depth, so the frames above are taken to be the same (the frame-pointer
+        // stack id is not compared: a walk from a libc RBP varies with garbage).
+        if h.generation != 0 && h.ip == ip && h.sp == sp && h.bp == bp && h.len != 0 {
+            count(ustack::STAT_REUSED);
+            return h.generation;
+        }
+        count(ustack::STAT_COPIES);
+        let len = copy_stack((*entry).data.as_mut_ptr(), sp);
+        let generation = h.generation.wrapping_add(1).max(1);
+        let sent_generation = h.sent_generation;
+        (*entry).hdr = UserStackHeader { len, ip, sp, bp, generation, sent_generation, kind: ustack::KIND_OFFCPU, ..hdr };
+        generation
+    }
+}
+
+/// Off-CPU switch-in after a recorded interval: sends the thread's copy of `generation` if it
+/// was not sent yet. False when it could not be sent (userspace then uses the FP stack).
+#[inline(always)]
+pub fn send_offcpu(tid: u32, generation: u32) -> bool {
+    let Some(entry) = USTACKS.get_ptr_mut(&tid) else { return false };
+    // SAFETY: the entry lives in the map; the thread is not running (it is being switched in).
+    unsafe {
+        if (*entry).hdr.generation != generation {
+            return false;
+        }
+        if (*entry).hdr.sent_generation == generation {
+            return true;
+        }
+        if USTACK_RING.output::<UserStack>(&*entry, 0).is_err() {
+            count(ustack::STAT_RING_FULL);
+            return false;
+        }
+        count(ustack::STAT_SENT_OFFCPU);
+        (*entry).hdr.sent_generation = generation;
+    }
+    true
+}

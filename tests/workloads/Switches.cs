@@ -1,0 +1,52 @@
+// Context switches as fast as two threads can hand a token back and forth (AutoResetEvent
+// ping-pong) for arg0 seconds (default 5). Prints "rounds=<hand-overs>" and
+// "switches=<voluntary + involuntary context switches of the process's threads>".
+using System;
+using System.IO;
+using System.Threading;
+
+public static class Switches
+{
+    static readonly AutoResetEvent Ping = new AutoResetEvent(false);
+    static readonly AutoResetEvent Pong = new AutoResetEvent(false);
+    static volatile bool stop;
+
+    static long ContextSwitches()
+    {
+        long n = 0;
+        foreach (var dir in Directory.GetDirectories("/proc/self/task"))
+        {
+            foreach (var line in File.ReadAllLines(Path.Combine(dir, "status")))
+            {
+                if (line.StartsWith("voluntary_ctxt_switches:") || line.StartsWith("nonvoluntary_ctxt_switches:"))
+                    n += long.Parse(line.Substring(line.IndexOf(':') + 1).Trim());
+            }
+        }
+        return n;
+    }
+
+    public static int Main(string[] args)
+    {
+        double seconds = Workload.Seconds(args);
+        Workload.Ready();
+        var echo = new Thread(() => { while (!stop) { Ping.WaitOne(); Pong.Set(); } }) { Name = "Echo" };
+        echo.Start();
+        long before = ContextSwitches();
+        var clock = Workload.Clock();
+        long rounds = 0;
+        while (clock.Elapsed.TotalSeconds < seconds)
+        {
+            Ping.Set();
+            Pong.WaitOne();
+            rounds++;
+        }
+        long switches = ContextSwitches() - before;
+        stop = true;
+        Ping.Set();
+        echo.Join();
+        Console.WriteLine("rounds=" + rounds);
+        Console.WriteLine("switches=" + switches + " per_s=" + (long)(switches / seconds));
+        Workload.Done();
+        return 0;
+    }
+}

@@ -1,0 +1,477 @@
+//! Userspace unwinding of user stacks the BPF programs copied (registers + the top of the
+//! stack): DWARF CFI (`.eh_frame`, via framehop) in ELF files, so code without frame pointers
+//! (Debian's libc) is walked through; in JIT code a return-address scan then frame pointers
+//! (see [`jit`]). Where the copy ends before the thread's start, the frame-pointer stack BPF
+//! took at the same moment supplies the rest.
+pub mod elf;
+pub mod jit;
+pub mod wait;
+
+use std::{
+    collections::HashMap,
+    fs::File,
+    os::unix::fs::FileExt,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use clrprobe_symbolizer::{Maps, ProcessSymbolizer};
+use framehop::{
+    FrameAddress, Module, Unwinder as _,
+    x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64},
+};
+
+use elf::{Bytes, ElfUnwind};
+
+/// Unwinding that stops this close to the end of a stack that was copied whole reached the
+/// outermost frame.
+const NEAR_STACK_END: u64 = 8192;
+/// Frames per stack at most.
+const MAX_FRAMES: usize = 512;
+/// /proc/PID/maps is re-read at most this often when an address falls outside known mappings.
+const MAPS_REFRESH: Duration = Duration::from_millis(50);
+
+/// How a stack's unwinding ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The unwinder found the outermost frame (CFI says so, or RBP became 0).
+    Complete,
+    /// The copy ended; the frame-pointer stack supplied the rest.
+    MergedWithFramePointers,
+    /// Stopped early (the copy ended and the frame-pointer stack did not continue it, or no
+    /// rule applied).
+    Truncated,
+}
+
+/// Counters of what the unwinder did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UnwindStats {
+    pub stacks: u64,
+    pub complete: u64,
+    pub merged: u64,
+    pub truncated: u64,
+    /// Off-CPU aggregates: with their copy's unwound stack, whose copy was not found, without
+    /// a copy (frame-pointer stack used for the last two).
+    pub offcpu_copied: u64,
+    pub offcpu_copy_missing: u64,
+    pub offcpu_without_copy: u64,
+    /// JIT frames unwound from their method's prologue (start known from the perf map).
+    pub jit_prologue_frames: u64,
+    /// OSR frames unwound with their Tier0 frame.
+    pub jit_osr_frames: u64,
+    /// JIT frames whose caller came from the return-address scan (method start unknown).
+    pub jit_scanned_frames: u64,
+}
+
+/// Unwind-table memory of one mapped file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TableMemory {
+    pub file: String,
+    pub bytes: usize,
+}
+
+/// What the unwinder did over a recording, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct UnwindSummary {
+    pub stats: UnwindStats,
+    /// Unwind sections kept per mapped file, largest first.
+    pub table_memory: Vec<TableMemory>,
+    pub table_bytes: usize,
+    /// The BPF side: copies made, reused, lost.
+    pub bpf: crate::bpf::CopyStats,
+}
+
+impl UnwindSummary {
+    /// Summary lines: how many stacks reached the thread's start, table memory.
+    pub fn text(&self) -> String {
+        let s = &self.stats;
+        let pct = |n: u64| if s.stacks == 0 { 0.0 } else { n as f64 * 100.0 / s.stacks as f64 };
+        let mut o = format!(
+            "stacks: {} unwound from copies (DWARF CFI in ELF files, prologues in JIT code): {:.1}% reach the thread's start, \
+             {:.1}% completed by frame pointers, {:.1}% truncated ({} truncated)\n",
+            s.stacks,
+            pct(s.complete),
+            pct(s.merged),
+            pct(s.truncated),
+            s.truncated
+        );
+        let top: Vec<String> =
+            self.table_memory.iter().take(4).map(|t| format!("{} {:.1} MiB", t.file.rsplit('/').next().unwrap_or(&t.file), t.bytes as f64 / 1048576.0)).collect();
+        o.push_str(&format!(
+            "unwind tables: {:.1} MiB for {} files ({})\n",
+            self.table_bytes as f64 / 1048576.0,
+            self.table_memory.len(),
+            top.join(", ")
+        ));
+        if s.offcpu_copied + s.offcpu_copy_missing + s.offcpu_without_copy > 0 {
+            o.push_str(&format!(
+                "off-CPU stacks: {} from copies, {} copies missing, {} without a copy (frame pointers used)\n",
+                s.offcpu_copied, s.offcpu_copy_missing, s.offcpu_without_copy
+            ));
+        }
+        let b = &self.bpf;
+        o.push_str(&format!(
+            "stack copies: {} made, {} off-CPU switch-outs reused the thread's last copy, {} off-CPU copies sent, {} lost (ring full), {} switch-outs without a copy (thread table full)\n",
+            b.copies, b.reused, b.sent_offcpu, b.ring_full, b.no_entry
+        ));
+        if b.sched_switch_ns.is_some() || b.cpu_sample_ns.is_some() {
+            let ns = |v: Option<f64>| v.map(|v| format!("{v:.0} ns")).unwrap_or_else(|| "-".into());
+            o.push_str(&format!("BPF run time per call: sched_switch {}, cpu_sample {}\n", ns(b.sched_switch_ns), ns(b.cpu_sample_ns)));
+        }
+        o
+    }
+}
+
+struct Proc {
+    maps: Maps,
+    maps_read: Option<Instant>,
+    unwinder: UnwinderX86_64<Bytes>,
+    /// Start addresses of the executable file mappings added as modules.
+    modules: Vec<(u64, u64)>,
+    mem: Option<File>,
+    /// Address → is it a return address (executable, after a call)?
+    return_addresses: HashMap<u64, bool>,
+    /// The runtime's perf map (JIT method ranges), when it writes one.
+    perf_map: Option<ProcessSymbolizer>,
+    perf_map_read: Option<Instant>,
+    /// Method start → its first bytes.
+    prologues: HashMap<u64, Vec<u8>>,
+}
+
+/// Per-process unwinders sharing the parsed unwind sections of each file.
+pub struct Unwinder {
+    files: HashMap<(String, u64), Option<Arc<ElfUnwind>>>,
+    procs: HashMap<u32, Proc>,
+    cache: CacheX86_64,
+    pub stats: UnwindStats,
+}
+
+impl Default for Unwinder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Unwinder {
+    pub fn new() -> Self {
+        Self { files: HashMap::new(), procs: HashMap::new(), cache: CacheX86_64::new(), stats: UnwindStats::default() }
+    }
+
+    /// Unwind-table memory per file read so far (eh_frame, eh_frame_hdr and text kept).
+    pub fn table_memory(&self) -> Vec<TableMemory> {
+        let mut v: Vec<TableMemory> = self
+            .files
+            .iter()
+            .filter_map(|((path, _), f)| f.as_ref().map(|f| TableMemory { file: path.clone(), bytes: f.bytes }))
+            .collect();
+        v.sort_by_key(|t| std::cmp::Reverse(t.bytes));
+        v
+    }
+
+    pub fn summary(&self) -> UnwindSummary {
+        let table_memory = self.table_memory();
+        UnwindSummary { stats: self.stats, table_bytes: table_memory.iter().map(|t| t.bytes).sum(), table_memory, bpf: Default::default() }
+    }
+
+    /// Forgets a process (its files stay cached for others).
+    pub fn remove_process(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Unwinds a copied stack: `ip`, `sp`, `bp` are the user registers, `stack` the bytes from
+    /// `sp` up, `fp_stack` the frame-pointer walk (leaf first) taken at the same moment.
+    /// Returns leaf-first addresses (the ip, then return addresses).
+    pub fn unwind(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
+        self.stats.stacks += 1;
+        let (frames, outcome) = self.unwind_inner(pid, ip, sp, bp, stack, fp_stack);
+        match outcome {
+            Outcome::Complete => self.stats.complete += 1,
+            Outcome::MergedWithFramePointers => self.stats.merged += 1,
+            Outcome::Truncated => self.stats.truncated += 1,
+        }
+        (frames, outcome)
+    }
+
+    fn unwind_inner(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
+        let read_word = |addr: u64| -> Option<u64> {
+            let off = addr.checked_sub(sp)? as usize;
+            let b = stack.get(off..off.checked_add(8)?)?;
+            Some(u64::from_le_bytes(b.try_into().ok()?))
+        };
+        let mut frames = vec![ip];
+        let mut regs = UnwindRegsX86_64::new(ip, sp, bp);
+        let mut address = FrameAddress::from_instruction_pointer(ip);
+        let mut ended = false;
+        let mut last_prologue = None;
+        while frames.len() < MAX_FRAMES {
+            let a = address.address();
+            let in_module = self.ensure_mapped(pid, a);
+            let before = (regs.sp(), a);
+            let next = if in_module {
+                let Some(p) = self.procs.get(&pid) else { break };
+                let mut read = |addr: u64| read_word(addr).ok_or(());
+                match p.unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read) {
+                    Ok(Some(ra)) => Some(ra),
+                    Ok(None) => {
+                        ended = true;
+                        None
+                    }
+                    Err(_) => None,
+                }
+            } else {
+                let at_ret = !address.is_return_address() && self.code_byte(pid, a) == Some(0xC3);
+                let prologue = if at_ret { None } else { self.prologue(pid, a) };
+                last_prologue = prologue;
+                let mut read = |addr: u64| read_word(addr);
+                let step = match prologue {
+                    Some(p) if p.osr => {
+                        self.stats.jit_osr_frames += 1;
+                        let mut tier0 = |a: u64| self.prologue(pid, a);
+                        match jit::step_osr(regs.sp(), regs.bp(), p, &mut tier0, &mut read) {
+                            Some((s, _tier0_address)) => Some(s),
+                            None => jit::step_with_prologue(regs.sp(), regs.bp(), p, &mut read),
+                        }
+                    }
+                    Some(p) => {
+                        self.stats.jit_prologue_frames += 1;
+                        jit::step_with_prologue(regs.sp(), regs.bp(), p, &mut read)
+                    }
+                    None => {
+                        let mut is_ra = |v: u64| self.is_return_address(pid, v) && self.call_reaches(pid, v, a);
+                        jit::step(regs.sp(), regs.bp(), at_ret, &mut read, &mut is_ra)
+                    }
+                };
+                match step {
+                    Some(s) => {
+                        if s.scanned && !at_ret {
+                            self.stats.jit_scanned_frames += 1;
+                        }
+                        regs.set_sp(s.sp);
+                        regs.set_bp(s.bp);
+                        if s.bp == 0 && !s.scanned && s.return_address == 0 {
+                            ended = true;
+                            None
+                        } else {
+                            Some(s.return_address)
+                        }
+                    }
+                    None => {
+                        ended = regs.bp() == 0;
+                        None
+                    }
+                }
+            };
+            if log::log_enabled!(log::Level::Trace) {
+                log::trace!(
+                    "unwind pid {pid}: {a:#x} module={in_module} sp {:#x}->{:#x} bp {:#x} -> {next:x?} {:?}",
+                    before.0,
+                    regs.sp(),
+                    regs.bp(),
+                    last_prologue.take()
+                );
+            }
+            let Some(ra) = next else { break };
+            if ra == 0 {
+                ended = true;
+                break;
+            }
+            if (regs.sp(), ra) == before || regs.sp() < before.0 {
+                break;
+            }
+            frames.push(ra);
+            match FrameAddress::from_return_address(ra) {
+                Some(f) => address = f,
+                None => break,
+            }
+        }
+        if ended {
+            return (frames, Outcome::Complete);
+        }
+        // The copy ended at the end of the stack mapping and unwinding stopped near it: the
+        // outermost frame (`_start` without an end-of-stack CFI rule; what lies above it is
+        // the process's arguments and environment).
+        let copy_end = sp + stack.len() as u64;
+        if stack.len() < clrprobe_common::ustack::BYTES && copy_end.saturating_sub(regs.sp()) <= NEAR_STACK_END {
+            return (frames, Outcome::Complete);
+        }
+        // Continue with the frame-pointer walk from the last frame both know.
+        let last = *frames.last().unwrap_or(&ip);
+        if let Some(i) = fp_stack.iter().rposition(|&a| a == last)
+            && i + 1 < fp_stack.len()
+        {
+            frames.extend_from_slice(&fp_stack[i + 1..]);
+            return (frames, Outcome::MergedWithFramePointers);
+        }
+        if frames.len() < fp_stack.len() && frames.len() <= 2 {
+            // The unwinder got nowhere where frame pointers did: keep theirs.
+            return (fp_stack.to_vec(), Outcome::Truncated);
+        }
+        (frames, Outcome::Truncated)
+    }
+
+    fn proc(&mut self, pid: u32) -> &mut Proc {
+        self.procs.entry(pid).or_insert_with(|| Proc {
+            maps: Maps::default(),
+            maps_read: None,
+            unwinder: UnwinderX86_64::new(),
+            modules: Vec::new(),
+            mem: File::open(format!("/proc/{pid}/mem")).ok(),
+            return_addresses: HashMap::new(),
+            perf_map: None,
+            perf_map_read: None,
+            prologues: HashMap::new(),
+        })
+    }
+
+    /// Is `addr` in a mapped ELF file with unwind tables? Re-reads /proc/PID/maps (at most
+    /// every MAPS_REFRESH) when `addr` is outside every known mapping, so libraries mapped
+    /// after the first reading (launch mode) are found.
+    fn ensure_mapped(&mut self, pid: u32, addr: u64) -> bool {
+        let p = self.proc(pid);
+        let known = p.maps.find(addr).is_some();
+        let stale = p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH);
+        if !known && stale {
+            self.refresh(pid);
+        }
+        let p = self.proc(pid);
+        p.modules.iter().any(|&(s, e)| s <= addr && addr < e)
+    }
+
+    fn refresh(&mut self, pid: u32) {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            self.proc(pid).maps_read = Some(Instant::now());
+            return;
+        };
+        let Ok(newer) = Maps::parse(&text) else { return };
+        let p = self.proc(pid);
+        p.maps.update(newer);
+        p.maps_read = Some(Instant::now());
+        let todo: Vec<(u64, u64, u64, u64, String)> = p
+            .maps
+            .mappings
+            .iter()
+            .filter(|m| m.executable && !p.modules.iter().any(|&(s, _)| s == m.start))
+            .filter_map(|m| m.path().map(|path| (m.start, m.end, m.offset, m.inode, path.to_string())))
+            .collect();
+        for (start, end, offset, inode, path) in todo {
+            let file = self
+                .files
+                .entry((path.clone(), inode))
+                .or_insert_with(|| match ElfUnwind::read_mapped(pid, start, end) {
+                    Ok(f) => Some(Arc::new(f)),
+                    Err(e) => {
+                        log::debug!("unwind tables: {e}");
+                        None
+                    }
+                })
+                .clone();
+            let p = self.proc(pid);
+            p.modules.push((start, end));
+            let Some(file) = file else { continue };
+            let Some(bias) = file.bias(start, offset) else { continue };
+            p.unwinder.add_module(Module::new(path, start..end, bias, file.section_info()));
+        }
+    }
+
+    /// The prologue of the JIT method holding `addr` up to `addr`, when the runtime's perf map
+    /// names the method (re-read at most every MAPS_REFRESH on a miss).
+    fn prologue(&mut self, pid: u32, addr: u64) -> Option<jit::Prologue> {
+        let p = self.proc(pid);
+        if p.perf_map.is_none() {
+            p.perf_map = ProcessSymbolizer::new(pid).ok();
+            p.perf_map_read = Some(Instant::now());
+        }
+        let lookup = |p: &Proc| {
+            p.perf_map.as_ref()?.perf_map().lookup_sorted(addr).map(|s| (s.start, s.tier.is_some_and(|t| t.contains("OSR"))))
+        };
+        let (start, osr) = match lookup(p) {
+            Some(s) => s,
+            None => {
+                if p.perf_map_read.is_some_and(|t| t.elapsed() < MAPS_REFRESH) {
+                    return None;
+                }
+                p.perf_map_read = Some(Instant::now());
+                let _ = p.perf_map.as_mut()?.refresh_perf_map();
+                lookup(p)?
+            }
+        };
+        if !p.prologues.contains_key(&start) {
+            let mem = p.mem.as_ref()?;
+            let mut b = vec![0u8; jit::PROLOGUE_BYTES];
+            let n = mem.read_at(&mut b, start).ok()?;
+            b.truncate(n);
+            p.prologues.insert(start, b);
+        }
+        let code = p.prologues.get(&start)?;
+        Some(jit::Prologue { osr, ..jit::analyze_prologue(code, (addr - start) as usize) })
+    }
+
+    fn code_bytes<const N: usize>(&mut self, pid: u32, addr: u64) -> Option<[u8; N]> {
+        let mem = self.proc(pid).mem.as_ref()?;
+        let mut b = [0u8; N];
+        mem.read_exact_at(&mut b, addr).ok()?;
+        Some(b)
+    }
+
+    fn code_byte(&mut self, pid: u32, addr: u64) -> Option<u8> {
+        self.code_bytes::<1>(pid, addr).map(|b| b[0])
+    }
+
+    /// Could the call ending at `ra` have entered the function holding `addr`? A direct call
+    /// (`call rel32`, `call [rip+cell]`, through at most two `jmp` stubs) must land at or
+    /// below `addr` and within 64 KiB of it; calls through registers cannot be checked. This
+    /// keeps stale return addresses (from a frame's earlier calls) out of the scan.
+    fn call_reaches(&mut self, pid: u32, ra: u64, addr: u64) -> bool {
+        let Some(b) = self.code_bytes::<8>(pid, ra - 8) else { return true };
+        let rel = |x: &[u8]| i32::from_le_bytes([x[0], x[1], x[2], x[3]]) as i64;
+        let mut target = if b[3] == 0xE8 {
+            ra.wrapping_add_signed(rel(&b[4..8]))
+        } else if b[2] == 0xFF && b[3] == 0x15 {
+            let cell = ra.wrapping_add_signed(rel(&b[4..8]));
+            match self.code_bytes::<8>(pid, cell) {
+                Some(c) => u64::from_le_bytes(c),
+                None => return true,
+            }
+        } else {
+            return true;
+        };
+        for _ in 0..2 {
+            let Some(c) = self.code_bytes::<6>(pid, target) else { break };
+            if c[0] == 0xE9 {
+                target = target.wrapping_add(5).wrapping_add_signed(rel(&c[1..5]));
+            } else if c[0] == 0xFF && c[1] == 0x25 {
+                let cell = target.wrapping_add(6).wrapping_add_signed(rel(&c[2..6]));
+                match self.code_bytes::<8>(pid, cell) {
+                    Some(v) => target = u64::from_le_bytes(v),
+                    None => break,
+                }
+            } else {
+                break;
+            }
+        }
+        target <= addr && addr - target < 0x10000
+    }
+
+    fn is_return_address(&mut self, pid: u32, v: u64) -> bool {
+        if v < 4096 {
+            return false;
+        }
+        if let Some(&r) = self.proc(pid).return_addresses.get(&v) {
+            return r;
+        }
+        let p = self.proc(pid);
+        let executable = match p.maps.find(v) {
+            Some(m) => m.executable,
+            None => {
+                // Not mapped as far as we know: maybe new JIT code; one re-read at most.
+                if p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH) {
+                    self.refresh(pid);
+                }
+                self.proc(pid).maps.find(v).is_some_and(|m| m.executable)
+            }
+        };
+        let r = executable && self.code_bytes::<8>(pid, v - 8).is_some_and(|b| jit::ends_with_call(&b));
+        self.proc(pid).return_addresses.insert(v, r);
+        r
+    }
+}
