@@ -10,6 +10,7 @@ mod contention;
 mod exceptions;
 mod gc;
 mod gc_report;
+pub mod http;
 mod profiles;
 mod report;
 mod threads;
