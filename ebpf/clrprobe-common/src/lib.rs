@@ -37,6 +37,8 @@ pub mod switch_config {
     pub const LEN: u32 = 4;
     pub const FLAG_OFFCPU: u64 = 1;
     pub const FLAG_ONCPU: u64 = 2;
+    /// Off-CPU intervals carry their start (`SampleKey::time`), one map entry per interval.
+    pub const FLAG_OFFCPU_TIME: u64 = 4;
 }
 
 /// A thread switched out, waiting to be switched back in.

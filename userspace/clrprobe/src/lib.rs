@@ -2,6 +2,7 @@
 pub mod cli;
 pub mod doctor;
 pub mod formats;
+pub mod http;
 pub mod output;
 pub mod report;
 

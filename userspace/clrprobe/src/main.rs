@@ -97,7 +97,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     use std::time::Duration;
 
     use clrprobe::record::{self, RecordArgs, RecordKinds};
-    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention || cmd.offcpu;
+    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention || cmd.offcpu || cmd.http;
     let kinds = if named {
         RecordKinds { cpu: cmd.cpu, alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention, offcpu: cmd.offcpu }
     } else {
@@ -116,6 +116,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         sampler: cmd.sampler,
         eventpipe: !cmd.no_eventpipe,
         perf_map: !cmd.no_perf_map,
+        net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
     };
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
@@ -149,6 +150,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if cmd.all {
         written.extend(record::write_per_process(&profile, &prefix));
     }
+    written.extend(record::http::write_outputs(&summary, &prefix));
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),
