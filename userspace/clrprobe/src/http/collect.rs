@@ -21,7 +21,12 @@ impl NetCollector {
     pub fn new(http: bool, generic_providers: &[String]) -> Self {
         Self {
             http: http.then(HttpBuilder::new),
-            generic: (!generic_providers.is_empty()).then(|| (generic_providers.iter().cloned().collect(), EventSourceStats::default())),
+            generic: (!generic_providers.is_empty()).then(|| {
+                (
+                    generic_providers.iter().cloned().collect(),
+                    EventSourceStats::default(),
+                )
+            }),
             decode_errors: 0,
         }
     }
@@ -35,7 +40,10 @@ impl NetCollector {
     pub fn on_event(&mut self, ev: &EventRef<'_>) -> bool {
         let md = ev.metadata();
         let for_http = self.http.is_some() && providers::NET.contains(&md.provider.as_str());
-        let for_generic = self.generic.as_ref().is_some_and(|(names, _)| names.contains(&md.provider));
+        let for_generic = self
+            .generic
+            .as_ref()
+            .is_some_and(|(names, _)| names.contains(&md.provider));
         if !for_http && !for_generic {
             return false;
         }
@@ -50,10 +58,16 @@ impl NetCollector {
             None => Vec::new(),
         };
         if let Some((_, stats)) = self.generic.as_mut().filter(|_| for_generic) {
-            let name = if md.name.is_empty() { format!("#{}", md.event_id) } else { md.name.clone() };
+            let name = if md.name.is_empty() {
+                format!("#{}", md.event_id)
+            } else {
+                md.name.clone()
+            };
             stats.add(&md.provider, &name, &fields);
         }
-        let Some(b) = self.http.as_mut().filter(|_| for_http) else { return false };
+        let Some(b) = self.http.as_mut().filter(|_| for_http) else {
+            return false;
+        };
         let before = b.request_count();
         b.on_event(&NetEvent {
             provider: &md.provider,
@@ -72,7 +86,10 @@ impl NetCollector {
 
     /// The requests and the generic summary.
     pub fn finish(self) -> NetOutcome {
-        let (events, unmatched, without_activity) = self.http.as_ref().map_or((0, 0, 0), |b| (b.events, b.unmatched, b.without_activity));
+        let (events, unmatched, without_activity) = self
+            .http
+            .as_ref()
+            .map_or((0, 0, 0), |b| (b.events, b.unmatched, b.without_activity));
         NetOutcome {
             requests: self.http.map(HttpBuilder::finish).unwrap_or_default(),
             generic: self.generic.map(|(_, s)| s.finish()),

@@ -1,7 +1,9 @@
 //! The per-request JSON record of `PREFIX.http.jsonl`, and the per-process HTTP report.
 use serde::{Deserialize, Serialize};
 
-use clrprobe_pipeline::http::{EventSourceStats, HostPathStats, HttpRequest, OtelHistogram, SetupSpan};
+use clrprobe_pipeline::http::{
+    EventSourceStats, HostPathStats, HttpRequest, OtelHistogram, SetupSpan,
+};
 
 /// Phases in milliseconds (see [`clrprobe_pipeline::http::Phases`]); they add up to
 /// `duration_ms - unaccounted_ms`.
@@ -104,7 +106,13 @@ const MS: f64 = 1e6;
 impl HttpLine {
     /// `unix_of` maps a source time to Unix ns, `offset_of` to ms since the recording start;
     /// `stack` is RequestStart's stack named.
-    pub fn new(pid: u32, r: &HttpRequest, start_unix_ns: u64, offset_ms: f64, stack: Vec<String>) -> Self {
+    pub fn new(
+        pid: u32,
+        r: &HttpRequest,
+        start_unix_ns: u64,
+        offset_ms: f64,
+        stack: Vec<String>,
+    ) -> Self {
         let p = &r.phases;
         Self {
             pid,
@@ -131,7 +139,11 @@ impl HttpLine {
             unaccounted_ms: r.unaccounted_ns as f64 / MS,
             complete: r.complete,
             connection_id: r.connection_id,
-            setups: r.setups.iter().map(|s| SetupLine::from_span(s, r.start_ns)).collect(),
+            setups: r
+                .setups
+                .iter()
+                .map(|s| SetupLine::from_span(s, r.start_ns))
+                .collect(),
             queued_ms: r.queued_ns.map(|n| n as f64 / MS),
             redirects: r.redirects,
             start_thread: r.start_tid,

@@ -21,8 +21,15 @@ use clrprobe_pipeline::http::providers;
 /// (as `dotnet-trace --providers System.Net.Http` does), and TplEventSource with only
 /// TasksFlowActivityIds, which makes the runtime give Start/Stop events activity ids.
 pub fn http_providers() -> Vec<ProviderConfig> {
-    let mut v: Vec<ProviderConfig> = providers::NET.iter().map(|n| ProviderConfig::new(n, u64::MAX, Level::Verbose)).collect();
-    v.push(ProviderConfig::new(providers::TPL, providers::TASKS_FLOW_ACTIVITY_IDS, Level::Informational));
+    let mut v: Vec<ProviderConfig> = providers::NET
+        .iter()
+        .map(|n| ProviderConfig::new(n, u64::MAX, Level::Verbose))
+        .collect();
+    v.push(ProviderConfig::new(
+        providers::TPL,
+        providers::TASKS_FLOW_ACTIVITY_IDS,
+        Level::Informational,
+    ));
     v
 }
 
@@ -48,8 +55,14 @@ pub fn jsonl_path(prefix: &Path) -> PathBuf {
 
 /// Writes one JSON object per request, through a new file renamed into place.
 pub fn write_jsonl(path: &Path, reports: &[HttpReport]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut o = std::fs::OpenOptions::new();
@@ -84,7 +97,10 @@ pub fn read_jsonl(path: &Path) -> std::io::Result<Vec<HttpLine>> {
             continue;
         }
         let l: HttpLine = serde_json::from_str(&line).map_err(|e| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{} line {}: {e}", path.display(), i + 1))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} line {}: {e}", path.display(), i + 1),
+            )
         })?;
         out.push(l);
     }
@@ -94,12 +110,18 @@ pub fn read_jsonl(path: &Path) -> std::io::Result<Vec<HttpLine>> {
 /// The `PREFIX.http.jsonl` next to a profile file (`PREFIX.pb.gz`, `PREFIX.cpu.pb.gz`, …).
 pub fn companion_of(profile: &Path) -> Option<PathBuf> {
     let s = profile.to_str()?;
-    let base = s.strip_suffix(".pb.gz").or_else(|| s.strip_suffix(".pb")).unwrap_or(s);
+    let base = s
+        .strip_suffix(".pb.gz")
+        .or_else(|| s.strip_suffix(".pb"))
+        .unwrap_or(s);
     let mut candidates = vec![base.to_string()];
     if let Some((pre, _kind)) = base.rsplit_once('.') {
         candidates.push(pre.to_string());
     }
-    candidates.into_iter().map(|c| jsonl_path(Path::new(&c))).find(|p| p.is_file())
+    candidates
+        .into_iter()
+        .map(|c| jsonl_path(Path::new(&c)))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -110,7 +132,13 @@ mod tests {
     fn providers_merge_by_name() {
         let mut v = http_providers();
         assert_eq!(v.len(), 5);
-        merge_providers(&mut v, &[ProviderConfig::new(providers::TPL, 0x2, Level::Verbose), ProviderConfig::new("X", 1, Level::Error)]);
+        merge_providers(
+            &mut v,
+            &[
+                ProviderConfig::new(providers::TPL, 0x2, Level::Verbose),
+                ProviderConfig::new("X", 1, Level::Error),
+            ],
+        );
         assert_eq!(v.len(), 6);
         let tpl = v.iter().find(|p| p.name == providers::TPL).unwrap();
         assert_eq!((tpl.keywords, tpl.level), (0x82, Level::Verbose));
@@ -118,12 +146,19 @@ mod tests {
 
     #[test]
     fn companion_next_to_either_pprof_name() {
-        let dir = std::env::temp_dir().join(format!("clrprobe-http-companion-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("clrprobe-http-companion-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let j = dir.join("run.http.jsonl");
         write_jsonl(&j, &[]).unwrap();
-        assert_eq!(companion_of(&dir.join("run.pb.gz")).as_deref(), Some(j.as_path()));
-        assert_eq!(companion_of(&dir.join("run.cpu.pb.gz")).as_deref(), Some(j.as_path()));
+        assert_eq!(
+            companion_of(&dir.join("run.pb.gz")).as_deref(),
+            Some(j.as_path())
+        );
+        assert_eq!(
+            companion_of(&dir.join("run.cpu.pb.gz")).as_deref(),
+            Some(j.as_path())
+        );
         assert_eq!(companion_of(&dir.join("other.pb.gz")), None);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -10,7 +10,11 @@ use super::line::{HttpLine, HttpReport};
 pub const SLOWEST: usize = 5;
 
 fn table(o: &mut String, rows: &[HostPathStats]) {
-    let _ = writeln!(o, "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}  host path", "count", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms");
+    let _ = writeln!(
+        o,
+        "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>9}  host path",
+        "count", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms"
+    );
     for r in rows {
         let _ = writeln!(
             o,
@@ -51,7 +55,9 @@ fn slowest(o: &mut String, lines: &[&HttpLine]) {
                 "       meanwhile on its threads: {} CPU samples ({:.1} ms){}",
                 m.cpu_samples,
                 m.cpu_samples as f64 * m.cpu_period_ms,
-                m.offcpu_ms.map(|ms| format!(", {ms:.1} ms off CPU")).unwrap_or_default()
+                m.offcpu_ms
+                    .map(|ms| format!(", {ms:.1} ms off CPU"))
+                    .unwrap_or_default()
             );
             for (s, n) in m.cpu_top.iter().take(3) {
                 let _ = writeln!(o, "         cpu {n:>5}  {s}");
@@ -72,11 +78,19 @@ pub fn summary_text(reports: &[HttpReport]) -> String {
     for r in reports {
         if r.events > 0 || r.request_count > 0 {
             let errors: u64 = r.by_host_path.iter().map(|s| s.errors).sum();
-            let _ = writeln!(o, "HTTP requests of {}: {} ({} errors), {} events", r.pid, r.request_count, errors, r.events);
+            let _ = writeln!(
+                o,
+                "HTTP requests of {}: {} ({} errors), {} events",
+                r.pid, r.request_count, errors, r.events
+            );
             table(&mut o, &r.by_host_path);
             slowest(&mut o, &r.requests.iter().collect::<Vec<_>>());
             if r.without_activity > 0 {
-                let _ = writeln!(o, "  {} starts had no activity id: their phases could not be tied together", r.without_activity);
+                let _ = writeln!(
+                    o,
+                    "  {} starts had no activity id: their phases could not be tied together",
+                    r.without_activity
+                );
             }
         }
         if let Some(g) = &r.generic {
@@ -121,7 +135,11 @@ pub fn generic_text(g: &EventSourceStats) -> String {
                     num(f.max)
                 );
             } else if !f.top_values.is_empty() {
-                let top: Vec<String> = f.top_values.iter().map(|(v, n)| format!("{v:?} ×{n}")).collect();
+                let top: Vec<String> = f
+                    .top_values
+                    .iter()
+                    .map(|(v, n)| format!("{v:?} ×{n}"))
+                    .collect();
                 let _ = writeln!(o, "            {name}: {}", top.join(", "));
             }
         }
@@ -130,5 +148,9 @@ pub fn generic_text(g: &EventSourceStats) -> String {
 }
 
 fn num(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x:.3}") }
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        format!("{x:.3}")
+    }
 }

@@ -4,12 +4,17 @@
 //! request's window, from sample times on the host's monotonic clock).
 use std::collections::{HashMap, HashSet};
 
-use clrprobe_eventpipe::ipc::{ConfigError, ProviderConfig, RUNDOWN_PROVIDER, RUNTIME_PROVIDER, SessionConfig, parse_providers};
+use clrprobe_eventpipe::ipc::{
+    ConfigError, ProviderConfig, RUNDOWN_PROVIDER, RUNTIME_PROVIDER, SessionConfig, parse_providers,
+};
 use clrprobe_pipeline::http::{host_path_stats, otel_duration_histograms};
 use clrprobe_profile::{Marker, Profile, ProfileBuilder, ProfileError};
 
 use super::{AggKey, FrameResolver, gc::TimedSamples};
-use crate::http::{HttpLine, HttpReport, Meanwhile, NetCollector, NetOutcome, SLOWEST, http_providers, merge_providers};
+use crate::http::{
+    HttpLine, HttpReport, Meanwhile, NetCollector, NetOutcome, SLOWEST, http_providers,
+    merge_providers,
+};
 
 /// What `--http` and `--providers` ask of a recording.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -31,7 +36,11 @@ impl NetArgs {
 
     /// EventSources whose events get the generic summary (the runtime's own are not EventSources).
     pub fn generic_names(&self) -> Vec<String> {
-        self.providers.iter().filter(|p| p.name != RUNTIME_PROVIDER && p.name != RUNDOWN_PROVIDER).map(|p| p.name.clone()).collect()
+        self.providers
+            .iter()
+            .filter(|p| p.name != RUNTIME_PROVIDER && p.name != RUNDOWN_PROVIDER)
+            .map(|p| p.name.clone())
+            .collect()
     }
 
     /// Adds the providers to a session.
@@ -55,10 +64,21 @@ pub fn enable_offcpu_times(l: &mut crate::bpf::Loaded) -> Result<(), String> {
     use aya::maps::{Array, MapData};
     use clrprobe_common::{names, switch_config};
     let name = names::SWITCH_CONFIG;
-    let map = l.ebpf.map_mut(name).ok_or_else(|| format!("no map {name}"))?;
-    let mut cfg: Array<&mut MapData, u64> = Array::try_from(map).map_err(|e| format!("map {name}: {e}"))?;
-    let flags = cfg.get(&switch_config::FLAGS, 0).map_err(|e| format!("map {name}: {e}"))?;
-    cfg.set(switch_config::FLAGS, flags | switch_config::FLAG_OFFCPU_TIME, 0).map_err(|e| format!("map {name}: {e}"))
+    let map = l
+        .ebpf
+        .map_mut(name)
+        .ok_or_else(|| format!("no map {name}"))?;
+    let mut cfg: Array<&mut MapData, u64> =
+        Array::try_from(map).map_err(|e| format!("map {name}: {e}"))?;
+    let flags = cfg
+        .get(&switch_config::FLAGS, 0)
+        .map_err(|e| format!("map {name}: {e}"))?;
+    cfg.set(
+        switch_config::FLAGS,
+        flags | switch_config::FLAG_OFFCPU_TIME,
+        0,
+    )
+    .map_err(|e| format!("map {name}: {e}"))
 }
 
 /// One process's EventSource results at the end of a recording.
@@ -80,12 +100,29 @@ pub struct Clock {
 
 /// The per-process HTTP reports: requests with named stacks and times, summaries, and for the
 /// slowest requests what their threads did meanwhile.
-pub fn finish(parts: Vec<NetPart>, resolver: &mut FrameResolver, timed: &TimedSamples, clock: Clock) -> Vec<HttpReport> {
-    parts.into_iter().map(|p| report_of(p, resolver, timed, clock)).collect()
+pub fn finish(
+    parts: Vec<NetPart>,
+    resolver: &mut FrameResolver,
+    timed: &TimedSamples,
+    clock: Clock,
+) -> Vec<HttpReport> {
+    parts
+        .into_iter()
+        .map(|p| report_of(p, resolver, timed, clock))
+        .collect()
 }
 
-fn report_of(part: NetPart, resolver: &mut FrameResolver, timed: &TimedSamples, clock: Clock) -> HttpReport {
-    let NetPart { pid, outcome, origin_mono_ns } = part;
+fn report_of(
+    part: NetPart,
+    resolver: &mut FrameResolver,
+    timed: &TimedSamples,
+    clock: Clock,
+) -> HttpReport {
+    let NetPart {
+        pid,
+        outcome,
+        origin_mono_ns,
+    } = part;
     let origin = origin_mono_ns.unwrap_or(clock.started_mono_ns);
     let mono = |t: u64| origin.saturating_add(t as i64);
     let mut lines: Vec<HttpLine> = outcome
@@ -93,14 +130,22 @@ fn report_of(part: NetPart, resolver: &mut FrameResolver, timed: &TimedSamples, 
         .iter()
         .map(|r| {
             let since_start = mono(r.start_ns) - clock.started_mono_ns;
-            let unix = (clock.start_unix_ns as i64).saturating_add(since_start).max(0) as u64;
+            let unix = (clock.start_unix_ns as i64)
+                .saturating_add(since_start)
+                .max(0) as u64;
             let mut frames = resolver.stack(pid, &[], &r.stack);
             frames.reverse();
-            let stack = frames.into_iter().take(48).map(|f| f.name.to_string()).collect();
+            let stack = frames
+                .into_iter()
+                .take(48)
+                .map(|f| f.name.to_string())
+                .collect();
             HttpLine::new(pid, r, unix, since_start as f64 / 1e6, stack)
         })
         .collect();
-    let mut order: Vec<usize> = (0..lines.len()).filter(|&i| outcome.requests[i].complete).collect();
+    let mut order: Vec<usize> = (0..lines.len())
+        .filter(|&i| outcome.requests[i].complete)
+        .collect();
     order.sort_by_key(|&i| std::cmp::Reverse(outcome.requests[i].duration_ns));
     for &i in order.iter().take(SLOWEST) {
         let r = &outcome.requests[i];
@@ -127,13 +172,27 @@ fn stack_text(resolver: &mut FrameResolver, pid: u32, kernel: &[u64], user: &[u6
     let mut frames = resolver.stack(pid, kernel, user);
     frames.reverse();
     let names: Vec<String> = frames.iter().take(8).map(|f| f.name.to_string()).collect();
-    if names.is_empty() { "[no stack]".into() } else { names.join(" ← ") }
+    if names.is_empty() {
+        "[no stack]".into()
+    } else {
+        names.join(" ← ")
+    }
 }
 
-fn meanwhile(pid: u32, threads: &[u64], (lo, hi): (u64, u64), resolver: &mut FrameResolver, timed: &TimedSamples, clock: Clock) -> Meanwhile {
+fn meanwhile(
+    pid: u32,
+    threads: &[u64],
+    (lo, hi): (u64, u64),
+    resolver: &mut FrameResolver,
+    timed: &TimedSamples,
+    clock: Clock,
+) -> Meanwhile {
     let tids: HashSet<u32> = threads.iter().map(|&t| t as u32).collect();
     let mine = |k: &AggKey| k.0 == pid && tids.contains(&k.1);
-    let mut m = Meanwhile { cpu_period_ms: clock.cpu_period_ms, ..Meanwhile::default() };
+    let mut m = Meanwhile {
+        cpu_period_ms: clock.cpu_period_ms,
+        ..Meanwhile::default()
+    };
     let mut cpu: HashMap<&AggKey, u64> = HashMap::new();
     for (k, t, n) in timed.cpu() {
         if mine(k) && (lo..=hi).contains(t) {
@@ -143,12 +202,15 @@ fn meanwhile(pid: u32, threads: &[u64], (lo, hi): (u64, u64), resolver: &mut Fra
     }
     let mut top: HashMap<String, u64> = HashMap::new();
     for (k, n) in cpu {
-        *top.entry(stack_text(resolver, pid, &k.3, &k.4)).or_insert(0) += n;
+        *top.entry(stack_text(resolver, pid, &k.3, &k.4))
+            .or_insert(0) += n;
     }
     m.cpu_top = sorted(top);
     m.cpu_top.truncate(5);
     if timed.cpu().is_empty() {
-        m.notes.push("no CPU sample times: CPU sampling was off, used perf_event, or recorded --all".into());
+        m.notes.push(
+            "no CPU sample times: CPU sampling was off, used perf_event, or recorded --all".into(),
+        );
     }
     if clock.offcpu && timed.has_offcpu_times() {
         let mut off: HashMap<String, u64> = HashMap::new();
@@ -163,11 +225,15 @@ fn meanwhile(pid: u32, threads: &[u64], (lo, hi): (u64, u64), resolver: &mut Fra
             *off.entry(stack_text(resolver, pid, &[], &k.4)).or_insert(0) += overlap;
         }
         m.offcpu_ms = Some(total as f64 / 1e6);
-        let mut v: Vec<(String, f64)> = sorted(off).into_iter().map(|(s, ns)| (s, ns as f64 / 1e6)).collect();
+        let mut v: Vec<(String, f64)> = sorted(off)
+            .into_iter()
+            .map(|(s, ns)| (s, ns as f64 / 1e6))
+            .collect();
         v.truncate(5);
         m.offcpu_top = v;
     } else {
-        m.notes.push("no off-CPU times: record with --offcpu and the BPF sampler".into());
+        m.notes
+            .push("no off-CPU times: record with --offcpu and the BPF sampler".into());
     }
     m
 }
@@ -194,12 +260,23 @@ pub fn add_markers(profile: Profile, reports: &[HttpReport]) -> Result<Profile, 
             };
             let p = &l.phases;
             let mut data = vec![
-                ("url".to_string(), format!("{}://{}:{}{}", l.scheme, l.host, l.port, l.path)),
+                (
+                    "url".to_string(),
+                    format!("{}://{}:{}{}", l.scheme, l.host, l.port, l.path),
+                ),
                 ("status".into(), status.clone()),
                 ("duration_ms".into(), format!("{:.3}", l.duration_ms)),
                 ("version".into(), l.version.clone()),
             ];
-            for (k, v) in [("queue_ms", p.queue), ("dns_ms", p.dns), ("connect_ms", p.connect), ("tls_ms", p.tls), ("send_ms", p.send), ("wait_ms", p.wait), ("content_ms", p.content)] {
+            for (k, v) in [
+                ("queue_ms", p.queue),
+                ("dns_ms", p.dns),
+                ("connect_ms", p.connect),
+                ("tls_ms", p.tls),
+                ("send_ms", p.send),
+                ("wait_ms", p.wait),
+                ("content_ms", p.content),
+            ] {
                 data.push((k.into(), format!("{v:.3}")));
             }
             b.add_marker(Marker {
@@ -216,12 +293,23 @@ pub fn add_markers(profile: Profile, reports: &[HttpReport]) -> Result<Profile, 
 }
 
 /// Writes `PREFIX.http.jsonl` when `--http` recorded requests (or saw networking events).
-pub fn write_outputs(summary: &super::RecordSummary, prefix: &std::path::Path) -> Vec<super::Written> {
-    if !summary.http.iter().any(|r| r.events > 0 || !r.requests.is_empty()) {
+pub fn write_outputs(
+    summary: &super::RecordSummary,
+    prefix: &std::path::Path,
+) -> Vec<super::Written> {
+    if !summary
+        .http
+        .iter()
+        .any(|r| r.events > 0 || !r.requests.is_empty())
+    {
         return Vec::new();
     }
     let path = crate::http::jsonl_path(prefix);
-    let result = crate::http::write_jsonl(&path, &summary.http).map_err(|source| ProfileError::Write { path: path.clone(), source });
+    let result =
+        crate::http::write_jsonl(&path, &summary.http).map_err(|source| ProfileError::Write {
+            path: path.clone(),
+            source,
+        });
     if result.is_ok() {
         chown_to_sudo_user(&path);
     }

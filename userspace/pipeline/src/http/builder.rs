@@ -80,10 +80,15 @@ impl HttpBuilder {
         match ev.provider {
             providers::HTTP => self.http(ev, name),
             providers::NAME_RESOLUTION => self.setup(ev, name, SetupKind::Dns, "hostNameOrAddress"),
-            providers::SOCKETS if name.starts_with("Connect") => self.setup(ev, name, SetupKind::Connect, "address"),
+            providers::SOCKETS if name.starts_with("Connect") => {
+                self.setup(ev, name, SetupKind::Connect, "address")
+            }
             providers::SECURITY => {
                 // The server side of a handshake (isServer) is not a client request's.
-                if ev.field("isServer").is_some_and(|v| matches!(v, clr_events::Value::Bool(true))) {
+                if ev
+                    .field("isServer")
+                    .is_some_and(|v| matches!(v, clr_events::Value::Bool(true)))
+                {
                     return;
                 }
                 self.setup(ev, name, SetupKind::Tls, "targetHost")
@@ -146,7 +151,10 @@ impl HttpBuilder {
                 }
             }
             "RequestFailed" => {
-                let msg = ev.str_field("exceptionMessage").filter(|s| !s.is_empty()).unwrap_or("failed");
+                let msg = ev
+                    .str_field("exceptionMessage")
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("failed");
                 open.req.error = Some(msg.to_string());
                 if !open.stopped {
                     open.req.end_ns = t;
@@ -191,7 +199,10 @@ impl HttpBuilder {
         let req = HttpRequest {
             scheme: ev.str_field("scheme").unwrap_or("").to_string(),
             host: ev.str_field("host").unwrap_or("").to_string(),
-            port: ev.int_field("port").and_then(|p| u16::try_from(p).ok()).unwrap_or(0),
+            port: ev
+                .int_field("port")
+                .and_then(|p| u16::try_from(p).ok())
+                .unwrap_or(0),
             path: path.to_string(),
             has_query: query,
             version: format!("{major}.{minor}"),
@@ -213,7 +224,12 @@ impl HttpBuilder {
             activity_id: Guid::from_bytes_le(ev.activity_id).to_string(),
         };
         let i = self.requests.len();
-        self.requests.push(Open { req, marks: Marks::default(), stopped: false, last_ns: ev.time_ns });
+        self.requests.push(Open {
+            req,
+            marks: Marks::default(),
+            stopped: false,
+            last_ns: ev.time_ns,
+        });
         if ev.activity_id != ZERO {
             self.by_activity.insert(ev.activity_id, i);
         }
@@ -233,7 +249,11 @@ impl HttpBuilder {
                 linked_by: String::new(),
             };
             self.open_setups.insert(ev.activity_id, self.setups.len());
-            self.setups.push(Setup { span, parent: ev.related_activity_id, open: true });
+            self.setups.push(Setup {
+                span,
+                parent: ev.related_activity_id,
+                open: true,
+            });
         } else if name.ends_with("Stop") || name.ends_with("Failed") {
             let Some(&i) = self.open_setups.get(&ev.activity_id) else {
                 if name.ends_with("Stop") {
@@ -244,7 +264,10 @@ impl HttpBuilder {
             let s = &mut self.setups[i];
             s.span.end_ns = ev.time_ns;
             if name.ends_with("Failed") {
-                let msg = ev.str_field("exceptionMessage").filter(|m| !m.is_empty()).unwrap_or("failed");
+                let msg = ev
+                    .str_field("exceptionMessage")
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("failed");
                 s.span.error = Some(msg.to_string());
             } else {
                 s.open = false;
@@ -280,8 +303,13 @@ impl HttpBuilder {
             .iter()
             .enumerate()
             .filter(|(_, o)| {
-                let send = o.marks.req_headers_start.unwrap_or(o.req.end_ns.max(o.last_ns));
-                o.req.start_ns <= s.span.start_ns && s.span.start_ns <= send && host_matches(&o.req.host, &s.span)
+                let send = o
+                    .marks
+                    .req_headers_start
+                    .unwrap_or(o.req.end_ns.max(o.last_ns));
+                o.req.start_ns <= s.span.start_ns
+                    && s.span.start_ns <= send
+                    && host_matches(&o.req.host, &s.span)
             })
             .min_by_key(|(_, o)| o.req.start_ns)
             .map(|(i, _)| (i, "time"))
@@ -294,7 +322,11 @@ impl HttpBuilder {
         for (i, o) in self.requests.iter().enumerate() {
             if let (Some(c), Some(t)) = (o.req.connection_id, o.marks.req_headers_start) {
                 let e = first_on.entry(c).or_insert(i);
-                if self.requests[*e].marks.req_headers_start.is_some_and(|u| t < u) {
+                if self.requests[*e]
+                    .marks
+                    .req_headers_start
+                    .is_some_and(|u| t < u)
+                {
                     *e = i;
                 }
             }
@@ -344,7 +376,12 @@ fn covered(mut spans: Vec<(u64, u64)>, lo: u64, hi: u64) -> u64 {
 }
 
 fn close(o: Open) -> HttpRequest {
-    let Open { mut req, marks: m, stopped, last_ns } = o;
+    let Open {
+        mut req,
+        marks: m,
+        stopped,
+        last_ns,
+    } = o;
     if !stopped && req.error.is_none() {
         req.end_ns = req.end_ns.max(last_ns);
     }
@@ -353,7 +390,13 @@ fn close(o: Open) -> HttpRequest {
     req.duration_ns = end - start;
     let clamp = |t: u64| t.clamp(start, end);
     let send_start = clamp(m.req_headers_start.unwrap_or(end));
-    let spans_of = |k: SetupKind| req.setups.iter().filter(|s| s.kind == k).map(|s| (s.start_ns, s.end_ns)).collect::<Vec<_>>();
+    let spans_of = |k: SetupKind| {
+        req.setups
+            .iter()
+            .filter(|s| s.kind == k)
+            .map(|s| (s.start_ns, s.end_ns))
+            .collect::<Vec<_>>()
+    };
     let mut p = Phases {
         dns_ns: covered(spans_of(SetupKind::Dns), start, send_start),
         connect_ns: covered(spans_of(SetupKind::Connect), start, send_start),
@@ -361,7 +404,11 @@ fn close(o: Open) -> HttpRequest {
         ..Phases::default()
     };
     // Overlapping spans (a connect inside a DNS lookup's window) are counted once, DNS first.
-    let setup = covered(req.setups.iter().map(|s| (s.start_ns, s.end_ns)).collect(), start, send_start);
+    let setup = covered(
+        req.setups.iter().map(|s| (s.start_ns, s.end_ns)).collect(),
+        start,
+        send_start,
+    );
     let sum = p.dns_ns + p.connect_ns + p.tls_ns;
     if sum > setup {
         let over = sum - setup;
@@ -371,7 +418,13 @@ fn close(o: Open) -> HttpRequest {
     }
     p.queue_ns = (send_start - start).saturating_sub(setup);
     if m.req_headers_start.is_some() {
-        let sent = clamp(m.req_content_stop.into_iter().chain(m.req_headers_stop).max().unwrap_or(send_start));
+        let sent = clamp(
+            m.req_content_stop
+                .into_iter()
+                .chain(m.req_headers_stop)
+                .max()
+                .unwrap_or(send_start),
+        );
         p.send_ns = sent - send_start;
         let headers = clamp(m.resp_headers_stop.unwrap_or(sent).max(sent));
         p.wait_ns = headers - sent;
@@ -405,7 +458,15 @@ mod tests {
     }
 
     fn ev(provider: &'static str, name: &'static str, t: u64, aid: u8, rel: u8) -> Ev {
-        Ev { provider, name, t, tid: 7, aid, rel, fields: Vec::new() }
+        Ev {
+            provider,
+            name,
+            t,
+            tid: 7,
+            aid,
+            rel,
+            fields: Vec::new(),
+        }
     }
 
     impl Ev {
@@ -447,9 +508,11 @@ mod tests {
         let mut b = HttpBuilder::new();
         let evs = [
             start(1_000, 10, "/a?x=1"),
-            ev(providers::NAME_RESOLUTION, "ResolutionStart", 1_100, 11, 10).with("hostNameOrAddress", Value::String("example.test".into())),
+            ev(providers::NAME_RESOLUTION, "ResolutionStart", 1_100, 11, 10)
+                .with("hostNameOrAddress", Value::String("example.test".into())),
             ev(providers::NAME_RESOLUTION, "ResolutionStop", 1_300, 11, 0),
-            ev(providers::SOCKETS, "ConnectStart", 1_300, 12, 10).with("address", Value::String("10.0.0.1:8080".into())),
+            ev(providers::SOCKETS, "ConnectStart", 1_300, 12, 10)
+                .with("address", Value::String("10.0.0.1:8080".into())),
             ev(providers::SOCKETS, "ConnectStop", 1_600, 12, 0),
             ev(H, "ConnectionEstablished", 1_650, 10, 0).with("connectionId", Value::I64(3)),
             ev(H, "RequestHeadersStart", 1_700, 13, 10).with("connectionId", Value::I64(3)),
@@ -458,16 +521,25 @@ mod tests {
             ev(H, "ResponseHeadersStop", 5_000, 14, 0).with("statusCode", Value::I32(200)),
             ev(H, "ResponseContentStart", 5_010, 15, 10),
             ev(H, "ResponseContentStop", 5_500, 15, 0),
-            Ev { tid: 9, ..ev(H, "RequestStop", 5_520, 10, 0).with("statusCode", Value::I32(200)) },
+            Ev {
+                tid: 9,
+                ..ev(H, "RequestStop", 5_520, 10, 0).with("statusCode", Value::I32(200))
+            },
         ];
         evs.iter().for_each(|e| e.feed(&mut b));
         let r = b.finish();
         assert_eq!(r.len(), 1);
         let r = &r[0];
-        assert_eq!((r.path.as_str(), r.has_query, r.status, r.complete), ("/a", true, Some(200), true));
+        assert_eq!(
+            (r.path.as_str(), r.has_query, r.status, r.complete),
+            ("/a", true, Some(200), true)
+        );
         assert_eq!(r.duration_ns, 4_520);
         let p = r.phases;
-        assert_eq!((p.dns_ns, p.connect_ns, p.tls_ns, p.queue_ns), (200, 300, 0, 200));
+        assert_eq!(
+            (p.dns_ns, p.connect_ns, p.tls_ns, p.queue_ns),
+            (200, 300, 0, 200)
+        );
         assert_eq!((p.send_ns, p.wait_ns, p.content_ns), (50, 3_250, 500));
         assert_eq!(r.unaccounted_ns, 20);
         assert_eq!(r.threads, vec![7, 9]);
@@ -493,7 +565,8 @@ mod tests {
             ev(H, "RequestStop", 2_100, 10, 0),
             start(3_000, 20, "/b"),
             ev(H, "RequestHeadersStart", 3_010, 23, 20).with("connectionId", Value::I64(5)),
-            ev(H, "RequestFailed", 3_400, 20, 0).with("exceptionMessage", Value::String("reset".into())),
+            ev(H, "RequestFailed", 3_400, 20, 0)
+                .with("exceptionMessage", Value::String("reset".into())),
             ev(H, "RequestStop", 3_410, 20, 0).with("statusCode", Value::I32(-1)),
         ];
         evs.iter().for_each(|e| e.feed(&mut b));

@@ -39,7 +39,10 @@ pub struct NetEvent<'a> {
 
 impl<'a> NetEvent<'a> {
     pub fn field(&self, name: &str) -> Option<&'a Value> {
-        self.fields.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        self.fields
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v)
     }
 
     pub fn str_field(&self, name: &str) -> Option<&'a str> {
@@ -93,7 +96,14 @@ fn known_name(provider: &str, id: u32) -> Option<&'static str> {
         "Redirect",
     ];
     const DNS: [&str; 3] = ["ResolutionStart", "ResolutionStop", "ResolutionFailed"];
-    const SOCKETS: [&str; 6] = ["ConnectStart", "ConnectStop", "ConnectFailed", "AcceptStart", "AcceptStop", "AcceptFailed"];
+    const SOCKETS: [&str; 6] = [
+        "ConnectStart",
+        "ConnectStop",
+        "ConnectFailed",
+        "AcceptStart",
+        "AcceptStop",
+        "AcceptFailed",
+    ];
     const SECURITY: [&str; 3] = ["HandshakeStart", "HandshakeStop", "HandshakeFailed"];
     let table: &[&str] = match provider {
         providers::HTTP => &HTTP,
@@ -102,7 +112,9 @@ fn known_name(provider: &str, id: u32) -> Option<&'static str> {
         providers::SECURITY => &SECURITY,
         _ => return None,
     };
-    table.get(usize::try_from(id).ok()?.checked_sub(1)?).copied()
+    table
+        .get(usize::try_from(id).ok()?.checked_sub(1)?)
+        .copied()
 }
 
 #[cfg(test)]
@@ -125,7 +137,15 @@ mod tests {
         };
         assert_eq!(ev.event_name(), "ResponseHeadersStop");
         assert_eq!(NetEvent { event_id: 0, ..ev }.event_name(), "");
-        assert_eq!(NetEvent { provider: providers::SOCKETS, event_id: 1, ..ev }.event_name(), "ConnectStart");
+        assert_eq!(
+            NetEvent {
+                provider: providers::SOCKETS,
+                event_id: 1,
+                ..ev
+            }
+            .event_name(),
+            "ConnectStart"
+        );
         assert_eq!(NetEvent { name: "X", ..ev }.event_name(), "X");
     }
 }

@@ -57,7 +57,10 @@ fn number(v: &Value) -> Option<f64> {
         Value::F64(x) => Some(*x),
         Value::Bool(_) | Value::Char(_) | Value::Null | Value::String(_) | Value::Guid(_) => None,
         Value::DateTime(_) | Value::Decimal(_) | Value::Struct(_) | Value::Array(_) => None,
-        v => v.as_i64().map(|i| i as f64).or_else(|| v.as_u64().map(|u| u as f64)),
+        v => v
+            .as_i64()
+            .map(|i| i as f64)
+            .or_else(|| v.as_u64().map(|u| u as f64)),
     }
 }
 
@@ -73,7 +76,7 @@ impl FieldStats {
             self.sum += x;
             self.min = self.min.min(x);
             self.max = self.max.max(x);
-            if self.count % self.stride.max(1) == 0 {
+            if self.count.is_multiple_of(self.stride.max(1)) {
                 if self.values.len() >= MAX_VALUES {
                     let mut i = 0;
                     self.values.retain(|_| {
@@ -96,7 +99,11 @@ impl FieldStats {
     fn finish(&mut self) {
         let mut v = std::mem::take(&mut self.values);
         v.sort_by(f64::total_cmp);
-        (self.p50, self.p90, self.p99) = (percentile(&v, 50.0), percentile(&v, 90.0), percentile(&v, 99.0));
+        (self.p50, self.p90, self.p99) = (
+            percentile(&v, 50.0),
+            percentile(&v, 90.0),
+            percentile(&v, 99.0),
+        );
         let mut top: Vec<(String, u64)> = std::mem::take(&mut self.strings).into_iter().collect();
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         top.truncate(5);
@@ -110,7 +117,11 @@ impl EventSourceStats {
         let i = match self.index.get(&key) {
             Some(&i) => i,
             None => {
-                self.events.push(EventStats { provider: key.0.clone(), event: key.1.clone(), ..EventStats::default() });
+                self.events.push(EventStats {
+                    provider: key.0.clone(),
+                    event: key.1.clone(),
+                    ..EventStats::default()
+                });
                 self.index.insert(key, self.events.len() - 1);
                 self.events.len() - 1
             }
@@ -135,9 +146,15 @@ impl EventSourceStats {
             for (_, f) in &mut e.fields {
                 f.finish();
             }
-            e.fields.retain(|(_, f)| f.count > 0 || !f.top_values.is_empty());
+            e.fields
+                .retain(|(_, f)| f.count > 0 || !f.top_values.is_empty());
         }
-        self.events.sort_by(|a, b| a.provider.cmp(&b.provider).then(b.count.cmp(&a.count)).then_with(|| a.event.cmp(&b.event)));
+        self.events.sort_by(|a, b| {
+            a.provider
+                .cmp(&b.provider)
+                .then(b.count.cmp(&a.count))
+                .then_with(|| a.event.cmp(&b.event))
+        });
         self.index.clear();
         self
     }
@@ -167,7 +184,17 @@ mod tests {
         let w = &s.events[0];
         assert_eq!((w.event.as_str(), w.count), ("Work", 20));
         let count = &w.fields.iter().find(|(n, _)| n == "count").unwrap().1;
-        assert_eq!((count.count, count.sum, count.min, count.max, count.p50, count.p99), (20, 190.0, 0.0, 19.0, 9.0, 19.0));
+        assert_eq!(
+            (
+                count.count,
+                count.sum,
+                count.min,
+                count.max,
+                count.p50,
+                count.p99
+            ),
+            (20, 190.0, 0.0, 19.0, 9.0, 19.0)
+        );
         let ratio = &w.fields.iter().find(|(n, _)| n == "ratio").unwrap().1;
         assert_eq!(ratio.sum, 47.5);
         let name = &w.fields.iter().find(|(n, _)| n == "name").unwrap().1;

@@ -24,4 +24,7 @@ pub use builder::HttpBuilder;
 pub use event::{NetEvent, providers};
 pub use generic::{EventSourceStats, EventStats, FieldStats};
 pub use request::{HttpRequest, Phases, SetupKind, SetupSpan};
-pub use stats::{HostPathStats, OTEL_DURATION_BOUNDS_S, OtelHistogram, host_path_stats, otel_duration_histograms, percentile};
+pub use stats::{
+    HostPathStats, OTEL_DURATION_BOUNDS_S, OtelHistogram, host_path_stats,
+    otel_duration_histograms, percentile,
+};

@@ -47,7 +47,13 @@ pub struct Phases {
 
 impl Phases {
     pub fn total_ns(&self) -> u64 {
-        self.queue_ns + self.dns_ns + self.connect_ns + self.tls_ns + self.send_ns + self.wait_ns + self.content_ns
+        self.queue_ns
+            + self.dns_ns
+            + self.connect_ns
+            + self.tls_ns
+            + self.send_ns
+            + self.wait_ns
+            + self.content_ns
     }
 
     /// (name, ns) in order.
@@ -108,7 +114,9 @@ pub struct HttpRequest {
 impl HttpRequest {
     /// A failure or an HTTP status of 400 and up (OpenTelemetry's client error rule).
     pub fn is_error(&self) -> bool {
-        self.error.is_some() || self.status.is_some_and(|s| s >= 400) || self.status.is_none() && self.complete
+        self.error.is_some()
+            || self.status.is_some_and(|s| s >= 400)
+            || self.status.is_none() && self.complete
     }
 
     pub fn duration_ms(&self) -> f64 {

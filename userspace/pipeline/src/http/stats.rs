@@ -36,14 +36,23 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 pub fn host_path_stats(requests: &[HttpRequest]) -> Vec<HostPathStats> {
     let mut groups: BTreeMap<(String, String), Vec<&HttpRequest>> = BTreeMap::new();
     for r in requests {
-        groups.entry((format!("{}://{}:{}", r.scheme, r.host, r.port), r.path.clone())).or_default().push(r);
+        groups
+            .entry((
+                format!("{}://{}:{}", r.scheme, r.host, r.port),
+                r.path.clone(),
+            ))
+            .or_default()
+            .push(r);
     }
     let mut out: Vec<HostPathStats> = groups
         .into_iter()
         .map(|((host, path), rs)| {
             let mut ms: Vec<f64> = rs.iter().map(|r| r.duration_ms()).collect();
             ms.sort_by(f64::total_cmp);
-            let slowest = rs.iter().max_by_key(|r| r.duration_ns).expect("a group has a request");
+            let slowest = rs
+                .iter()
+                .max_by_key(|r| r.duration_ns)
+                .expect("a group has a request");
             HostPathStats {
                 host,
                 path,
@@ -57,13 +66,19 @@ pub fn host_path_stats(requests: &[HttpRequest]) -> Vec<HostPathStats> {
             }
         })
         .collect();
-    out.sort_by(|a, b| b.p99_ms.total_cmp(&a.p99_ms).then_with(|| a.path.cmp(&b.path)));
+    out.sort_by(|a, b| {
+        b.p99_ms
+            .total_cmp(&a.p99_ms)
+            .then_with(|| a.path.cmp(&b.path))
+    });
     out
 }
 
 /// The bucket boundaries (seconds) OpenTelemetry's HTTP semantic conventions advise for
 /// `http.client.request.duration`.
-pub const OTEL_DURATION_BOUNDS_S: [f64; 14] = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+pub const OTEL_DURATION_BOUNDS_S: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
 
 /// One data point of the `http.client.request.duration` histogram (unit `s`): an explicit-bucket
 /// histogram per attribute set. `http.request.method` is not in the events and is left out.
@@ -90,7 +105,10 @@ pub fn otel_duration_histograms(requests: &[HttpRequest]) -> Vec<OtelHistogram> 
             ("server.address".to_string(), r.host.clone()),
             ("server.port".to_string(), r.port.to_string()),
             ("url.scheme".to_string(), r.scheme.clone()),
-            ("network.protocol.version".to_string(), otel_version(&r.version)),
+            (
+                "network.protocol.version".to_string(),
+                otel_version(&r.version),
+            ),
         ];
         if let Some(s) = r.status {
             attributes.push(("http.response.status_code".into(), s.to_string()));
@@ -100,15 +118,17 @@ pub fn otel_duration_histograms(requests: &[HttpRequest]) -> Vec<OtelHistogram> 
         } else if let Some(s) = r.status.filter(|s| *s >= 400) {
             attributes.push(("error.type".into(), s.to_string()));
         }
-        let p = points.entry(attributes.clone()).or_insert_with(|| OtelHistogram {
-            attributes,
-            bounds: OTEL_DURATION_BOUNDS_S.to_vec(),
-            bucket_counts: vec![0; OTEL_DURATION_BOUNDS_S.len() + 1],
-            count: 0,
-            sum: 0.0,
-            min: f64::INFINITY,
-            max: 0.0,
-        });
+        let p = points
+            .entry(attributes.clone())
+            .or_insert_with(|| OtelHistogram {
+                attributes,
+                bounds: OTEL_DURATION_BOUNDS_S.to_vec(),
+                bucket_counts: vec![0; OTEL_DURATION_BOUNDS_S.len() + 1],
+                count: 0,
+                sum: 0.0,
+                min: f64::INFINITY,
+                max: 0.0,
+            });
         let s = r.duration_ns as f64 / 1e9;
         let i = OTEL_DURATION_BOUNDS_S.partition_point(|b| *b < s);
         p.bucket_counts[i] += 1;
@@ -160,31 +180,87 @@ mod tests {
     #[test]
     fn percentiles_by_nearest_rank() {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!((percentile(&v, 50.0), percentile(&v, 90.0), percentile(&v, 99.0), percentile(&v, 100.0)), (50.0, 90.0, 99.0, 100.0));
+        assert_eq!(
+            (
+                percentile(&v, 50.0),
+                percentile(&v, 90.0),
+                percentile(&v, 99.0),
+                percentile(&v, 100.0)
+            ),
+            (50.0, 90.0, 99.0, 100.0)
+        );
         assert_eq!(percentile(&[3.0], 99.0), 3.0);
         assert_eq!(percentile(&[], 50.0), 0.0);
     }
 
     #[test]
     fn groups_by_host_and_path_slowest_first() {
-        let rs = vec![req("/a", 1, Some(200)), req("/b", 300, Some(200)), req("/a", 3, Some(404)), req("/b", 200, Some(200))];
+        let rs = vec![
+            req("/a", 1, Some(200)),
+            req("/b", 300, Some(200)),
+            req("/a", 3, Some(404)),
+            req("/b", 200, Some(200)),
+        ];
         let s = host_path_stats(&rs);
         assert_eq!(s.len(), 2);
-        assert_eq!((s[0].path.as_str(), s[0].count, s[0].errors, s[0].max_ms, s[0].p50_ms), ("/b", 2, 0, 300.0, 200.0));
-        assert_eq!((s[1].path.as_str(), s[1].count, s[1].errors, s[1].host.as_str()), ("/a", 2, 1, "http://h:80"));
+        assert_eq!(
+            (
+                s[0].path.as_str(),
+                s[0].count,
+                s[0].errors,
+                s[0].max_ms,
+                s[0].p50_ms
+            ),
+            ("/b", 2, 0, 300.0, 200.0)
+        );
+        assert_eq!(
+            (
+                s[1].path.as_str(),
+                s[1].count,
+                s[1].errors,
+                s[1].host.as_str()
+            ),
+            ("/a", 2, 1, "http://h:80")
+        );
     }
 
     #[test]
     fn otel_buckets_and_attributes() {
-        let rs = vec![req("/a", 5, Some(200)), req("/a", 6, Some(200)), req("/a", 2_000, Some(200)), req("/x", 1, Some(503))];
+        let rs = vec![
+            req("/a", 5, Some(200)),
+            req("/a", 6, Some(200)),
+            req("/a", 2_000, Some(200)),
+            req("/x", 1, Some(503)),
+        ];
         let h = otel_duration_histograms(&rs);
         assert_eq!(h.len(), 2);
-        let ok = h.iter().find(|p| p.attributes.iter().any(|(k, v)| k == "http.response.status_code" && v == "200")).unwrap();
+        let ok = h
+            .iter()
+            .find(|p| {
+                p.attributes
+                    .iter()
+                    .any(|(k, v)| k == "http.response.status_code" && v == "200")
+            })
+            .unwrap();
         // 5 ms falls in (0, 0.005], 6 ms in (0.005, 0.01], 2 s in (1, 2.5].
-        assert_eq!((ok.bucket_counts[0], ok.bucket_counts[1], ok.bucket_counts[10], ok.count), (1, 1, 1, 3));
+        assert_eq!(
+            (
+                ok.bucket_counts[0],
+                ok.bucket_counts[1],
+                ok.bucket_counts[10],
+                ok.count
+            ),
+            (1, 1, 1, 3)
+        );
         assert!((ok.sum - 2.011).abs() < 1e-9);
-        assert!(ok.attributes.contains(&("network.protocol.version".into(), "1.1".into())));
-        let err = h.iter().find(|p| p.attributes.contains(&("error.type".into(), "503".into()))).unwrap();
+        assert!(
+            ok.attributes
+                .contains(&("network.protocol.version".into(), "1.1".into()))
+        );
+        let err = h
+            .iter()
+            .find(|p| p.attributes.contains(&("error.type".into(), "503".into())))
+            .unwrap();
         assert_eq!(err.count, 1);
     }
 }
