@@ -135,8 +135,17 @@ fn report_of(
                 .max(0) as u64;
             let mut frames = resolver.stack(pid, &[], &r.stack);
             frames.reverse();
+            // From the caller of HttpClient on: the EventSource plumbing above it says nothing.
+            let plumbing = frames
+                .iter()
+                .rposition(|f| {
+                    f.name.starts_with("System.Diagnostics.Tracing.")
+                        || f.name.contains("HttpTelemetry::")
+                })
+                .map_or(0, |i| i + 1);
             let stack = frames
                 .into_iter()
+                .skip(plumbing)
                 .take(48)
                 .map(|f| f.name.to_string())
                 .collect();

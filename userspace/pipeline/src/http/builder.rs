@@ -50,6 +50,8 @@ pub struct HttpBuilder {
     setups: Vec<Setup>,
     /// ConnectionEstablished: (activity, connection id).
     connections: Vec<(Aid, i64)>,
+    /// Connection id → its HTTP version.
+    versions: HashMap<i64, String>,
     /// Events of the networking sources seen.
     pub events: u64,
     /// Requests and spans whose events carried no activity id (activity tracking off).
@@ -126,6 +128,11 @@ impl HttpBuilder {
         if name == "ConnectionEstablished" {
             if let Some(id) = ev.int_field("connectionId") {
                 self.connections.push((ev.activity_id, id));
+                if let (Some(major), Some(minor)) =
+                    (ev.int_field("versionMajor"), ev.int_field("versionMinor"))
+                {
+                    self.versions.insert(id, format!("{major}.{minor}"));
+                }
             }
             return;
         }
@@ -240,11 +247,16 @@ impl HttpBuilder {
             if ev.activity_id == ZERO {
                 self.without_activity += 1;
             }
+            let target = ev.str_field(target_field).unwrap_or("");
             let span = SetupSpan {
                 kind,
                 start_ns: ev.time_ns,
                 end_ns: ev.time_ns,
-                target: ev.str_field(target_field).unwrap_or("").to_string(),
+                target: if kind == SetupKind::Connect {
+                    socket_address(target)
+                } else {
+                    target.to_string()
+                },
                 error: None,
                 linked_by: String::new(),
             };
@@ -342,10 +354,48 @@ impl HttpBuilder {
         for (i, span) in links {
             self.requests[i].req.setups.push(span);
         }
+        for o in &mut self.requests {
+            if let Some(v) = o.req.connection_id.and_then(|c| self.versions.get(&c)) {
+                o.req.version.clone_from(v);
+            }
+        }
         let mut out: Vec<HttpRequest> = self.requests.into_iter().map(close).collect();
         out.sort_by_key(|r| r.start_ns);
         out
     }
+}
+
+/// `SocketAddress.ToString()` as System.Net.Sockets logs it (`InterNetwork:16:{p,p,a,b,c,d,…}`,
+/// `InterNetworkV6:28:{p,p,flow×4,addr×16,scope×4}`) as `a.b.c.d:port` / `[v6]:port`; anything
+/// else unchanged.
+pub fn socket_address(s: &str) -> String {
+    let parse = || -> Option<String> {
+        let (family, rest) = s.split_once(':')?;
+        let bytes: Vec<u8> = rest
+            .split_once('{')?
+            .1
+            .strip_suffix('}')?
+            .split(',')
+            .map(|b| b.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let port = u16::from_be_bytes([*bytes.first()?, *bytes.get(1)?]);
+        match family {
+            "InterNetwork" => {
+                let a: [u8; 4] = bytes.get(2..6)?.try_into().ok()?;
+                Some(format!("{}:{port}", std::net::Ipv4Addr::from(a)))
+            }
+            "InterNetworkV6" => {
+                let a: [u8; 16] = bytes.get(6..22)?.try_into().ok()?;
+                let ip = std::net::Ipv6Addr::from(a);
+                Some(match ip.to_ipv4_mapped() {
+                    Some(v4) => format!("{v4}:{port}"),
+                    None => format!("[{ip}]:{port}"),
+                })
+            }
+            _ => None,
+        }
+    };
+    parse().unwrap_or_else(|| s.to_string())
 }
 
 /// A span's target names the request's host (DNS and TLS name it; connects give an address).
@@ -557,7 +607,10 @@ mod tests {
             start(1_000, 10, "/a"),
             ev(providers::SOCKETS, "ConnectStart", 1_100, 31, 30),
             ev(providers::SOCKETS, "ConnectStop", 1_400, 31, 0),
-            ev(H, "ConnectionEstablished", 1_450, 30, 0).with("connectionId", Value::I64(5)),
+            ev(H, "ConnectionEstablished", 1_450, 30, 0)
+                .with("versionMajor", Value::U8(2))
+                .with("versionMinor", Value::U8(0))
+                .with("connectionId", Value::I64(5)),
             ev(H, "RequestHeadersStart", 1_500, 13, 10).with("connectionId", Value::I64(5)),
             ev(H, "RequestHeadersStop", 1_510, 13, 0),
             ev(H, "ResponseHeadersStart", 1_520, 14, 10),
@@ -576,6 +629,10 @@ mod tests {
         assert_eq!(r[0].setups[0].linked_by, "connection");
         assert_eq!((r[0].phases.connect_ns, r[0].phases.queue_ns), (300, 200));
         assert_eq!(r[0].status, Some(404));
+        assert_eq!(
+            r[0].version, "2.0",
+            "the connection's version, not the one asked for"
+        );
         assert!(r[0].is_error());
         assert!(r[1].setups.is_empty());
         assert_eq!((r[1].status, r[1].error.as_deref()), (None, Some("reset")));
@@ -593,6 +650,20 @@ mod tests {
         assert_eq!(r, 1);
         assert!(!out[0].complete);
         assert_eq!(out[0].duration_ns, 50);
+    }
+
+    #[test]
+    fn socket_addresses_as_logged_become_readable() {
+        assert_eq!(
+            socket_address("InterNetwork:16:{166,53,127,0,0,1,0,0,0,0,0,0,0,0}"),
+            "127.0.0.1:42549"
+        );
+        let v6 = "InterNetworkV6:28:{132,9,0,0,0,0,0,0,0,0,0,0,0,0,0,0,255,255,127,0,0,1,0,0,0,0}";
+        assert_eq!(socket_address(v6), "127.0.0.1:33801");
+        let v6 = "InterNetworkV6:28:{0,80,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,1,0,0,0,0}";
+        assert_eq!(socket_address(v6), "[::1]:80");
+        assert_eq!(socket_address("Unix:5:{1,2}"), "Unix:5:{1,2}");
+        assert_eq!(socket_address("garbage"), "garbage");
     }
 
     #[test]

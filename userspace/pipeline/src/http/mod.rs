@@ -20,7 +20,7 @@ mod generic;
 mod request;
 mod stats;
 
-pub use builder::HttpBuilder;
+pub use builder::{HttpBuilder, socket_address};
 pub use event::{NetEvent, providers};
 pub use generic::{EventSourceStats, EventStats, FieldStats};
 pub use request::{HttpRequest, Phases, SetupKind, SetupSpan};
