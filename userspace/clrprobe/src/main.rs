@@ -103,6 +103,10 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         RecordKinds::default()
     };
+    anyhow::ensure!(
+        !(cmd.no_eventpipe && (cmd.http || cmd.providers.is_some())),
+        "--http and --providers read EventPipe: drop --no-eventpipe"
+    );
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
     let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
     let args = RecordArgs {

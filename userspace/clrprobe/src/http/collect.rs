@@ -86,16 +86,19 @@ impl NetCollector {
 
     /// The requests and the generic summary.
     pub fn finish(self) -> NetOutcome {
-        let (events, unmatched, without_activity) = self
+        let http_on = self.http.is_some();
+        let (events, unmatched, without_activity, dropped) = self
             .http
             .as_ref()
-            .map_or((0, 0, 0), |b| (b.events, b.unmatched, b.without_activity));
+            .map_or((0, 0, 0, 0), |b| (b.events, b.unmatched, b.without_activity, b.dropped));
         NetOutcome {
             requests: self.http.map(HttpBuilder::finish).unwrap_or_default(),
             generic: self.generic.map(|(_, s)| s.finish()),
             events,
             unmatched,
             without_activity,
+            dropped,
+            http_on,
             decode_errors: self.decode_errors,
         }
     }
@@ -109,6 +112,10 @@ pub struct NetOutcome {
     pub events: u64,
     pub unmatched: u64,
     pub without_activity: u64,
+    /// Requests past the builder's limit, not kept.
+    pub dropped: u64,
+    /// `--http` was on (false: only `--providers`).
+    pub http_on: bool,
     pub decode_errors: u64,
 }
 

@@ -194,6 +194,10 @@ pub struct HttpReport {
     pub unmatched: u64,
     /// Starts without an activity id (activity tracking was off: requests cannot be tied together).
     pub without_activity: u64,
+    /// Requests past the limit kept per process (counted, not listed).
+    pub dropped: u64,
+    /// `--http` was on for this process.
+    pub http_on: bool,
     pub decode_errors: u64,
     /// In `PREFIX.http.jsonl`; not repeated in the JSON summary.
     #[serde(skip)]

@@ -76,7 +76,13 @@ fn slowest(o: &mut String, lines: &[&HttpLine]) {
 pub fn summary_text(reports: &[HttpReport]) -> String {
     let mut o = String::new();
     for r in reports {
-        if r.events > 0 || r.request_count > 0 {
+        if r.http_on && r.events == 0 {
+            let _ = writeln!(
+                o,
+                "HTTP requests of {}: none seen (no System.Net events: no requests made, or a runtime before .NET 5, which has no HTTP telemetry)",
+                r.pid
+            );
+        } else if r.events > 0 || r.request_count > 0 {
             let errors: u64 = r.by_host_path.iter().map(|s| s.errors).sum();
             let _ = writeln!(
                 o,
@@ -85,6 +91,9 @@ pub fn summary_text(reports: &[HttpReport]) -> String {
             );
             table(&mut o, &r.by_host_path);
             slowest(&mut o, &r.requests.iter().collect::<Vec<_>>());
+            if r.dropped > 0 {
+                let _ = writeln!(o, "  {} more requests were counted but not kept (limit {})", r.dropped, r.request_count);
+            }
             if r.without_activity > 0 {
                 let _ = writeln!(
                     o,

@@ -166,6 +166,8 @@ fn report_of(
         events: outcome.events,
         unmatched: outcome.unmatched,
         without_activity: outcome.without_activity,
+        dropped: outcome.dropped,
+        http_on: outcome.http_on,
         decode_errors: outcome.decode_errors,
         request_count: lines.len(),
         by_host_path: host_path_stats(&outcome.requests),

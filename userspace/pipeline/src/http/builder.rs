@@ -10,6 +10,10 @@ type Aid = [u8; 16];
 const ZERO: Aid = [0; 16];
 /// Deepest activity nesting followed from an event to its request.
 const MAX_DEPTH: usize = 64;
+/// Requests kept (about 1 KB each with their stack); later ones are counted in `dropped`.
+pub const MAX_REQUESTS: usize = 100_000;
+/// Activity parent links kept (48 bytes each).
+const MAX_ACTIVITIES: usize = 2_000_000;
 
 #[derive(Debug, Default, Clone)]
 struct Marks {
@@ -58,6 +62,8 @@ pub struct HttpBuilder {
     pub without_activity: u64,
     /// Stop/Failed events whose Start was not seen (the session began mid-request).
     pub unmatched: u64,
+    /// Requests not kept: more than [`MAX_REQUESTS`].
+    pub dropped: u64,
 }
 
 impl HttpBuilder {
@@ -76,7 +82,11 @@ impl HttpBuilder {
         }
         self.events += 1;
         let name = ev.event_name();
-        if ev.is_start() && ev.activity_id != ZERO && ev.related_activity_id != ZERO {
+        if ev.is_start()
+            && ev.activity_id != ZERO
+            && ev.related_activity_id != ZERO
+            && self.parents.len() < MAX_ACTIVITIES
+        {
             self.parents.insert(ev.activity_id, ev.related_activity_id);
         }
         match ev.provider {
@@ -140,7 +150,7 @@ impl HttpBuilder {
             return;
         }
         let Some(i) = self.request_of(ev.activity_id) else {
-            if matches!(name, "RequestStop" | "RequestFailed") {
+            if matches!(name, "RequestStop" | "RequestFailed") && self.dropped == 0 {
                 self.unmatched += 1;
             }
             return;
@@ -193,6 +203,10 @@ impl HttpBuilder {
     }
 
     fn start_request(&mut self, ev: &NetEvent<'_>) {
+        if self.requests.len() >= MAX_REQUESTS {
+            self.dropped += 1;
+            return;
+        }
         if ev.activity_id == ZERO {
             self.without_activity += 1;
         }
