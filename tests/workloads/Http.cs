@@ -1,11 +1,13 @@
 // mcs: -r:System.Net.Http
-// An HttpListener server on loopback and an HttpClient in one process. After arg3 ms (default
-// 1500, so a session can attach) the client runs arg1 rounds (default 10); each round sends
+// An HttpListener server on loopback and an HttpClient in one process. Once an EventPipe session
+// has enabled TplEventSource (as `--http` does), or after arg3 ms (default 1500) without one, the
+// client runs arg1 rounds (default 10); each round sends
 // GET /fast (200), GET /slow?ms=<arg2> (the server waits arg2 ms, default 200, then 200) and
 // GET /missing (404) concurrently. Prints "port=<p>", then per path "count <path> <status> <n>"
 // (the client's own tally), "elapsed_ms=<ms of the request loop>", then "sent <total>".
 using System;
 using System.Collections.Generic;
+using System.Diagnostics.Tracing;
 using System.Net;
 using System.Net.Http;
 using System.Net.Sockets;
@@ -22,6 +24,13 @@ public static class Http
         int port = ((IPEndPoint)l.LocalEndpoint).Port;
         l.Stop();
         return port;
+    }
+
+    static bool TplEnabled()
+    {
+        foreach (var s in EventSource.GetSources())
+            if (s.Name == "System.Threading.Tasks.TplEventSource" && s.IsEnabled()) return true;
+        return false;
     }
 
     static void Serve(HttpListener listener, int slowMs)
@@ -73,7 +82,9 @@ public static class Http
         Console.WriteLine("port=" + port);
         Workload.Ready();
         var clock = Workload.Clock();
-        Thread.Sleep(startDelayMs);
+        Task.Run(() => { }).Wait(); // creates TplEventSource
+        while (clock.ElapsedMilliseconds < startDelayMs && !TplEnabled()) Thread.Sleep(10);
+        Console.WriteLine("session=" + (TplEnabled() ? "on" : "off"));
         string root = "http://127.0.0.1:" + port;
         string[] paths = { "/fast", "/slow?ms=" + slowMs, "/missing" };
         var tally = new SortedDictionary<string, int>();

@@ -25,13 +25,14 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// The Http workload: requests start 2.5 s after `ready` (time to attach); it lives 8 s.
+/// The Http workload: requests start once a session has enabled TplEventSource (the workload
+/// prints `session=on`; at most 30 s after `ready`); it lives 6 s or until its requests are done.
 fn start_http() -> Running {
     Workload::new("Http", Runtime::Net8)
-        .arg(8)
+        .arg(6)
         .arg(ROUNDS)
         .arg(SLOW_MS)
-        .arg(2500)
+        .arg(30_000)
         .start()
         .unwrap()
 }
@@ -45,8 +46,13 @@ fn port_of(w: &Running) -> u16 {
 
 /// (path, status) → count, as the client tallied them.
 fn client_tally(w: &Running) -> BTreeMap<(String, i32), u64> {
-    w.wait_for_line("sent ", Duration::from_secs(30))
+    w.wait_for_line("sent ", Duration::from_secs(60))
         .expect("the client finished its requests");
+    assert!(
+        w.output().iter().any(|l| l == "session=on"),
+        "the requests ran before the session was on: {:?}",
+        w.output()
+    );
     w.output()
         .iter()
         .filter_map(|l| l.strip_prefix("count "))
@@ -347,11 +353,11 @@ fn a_trace_of_the_same_providers_replays_into_the_same_requests() {
 #[test]
 fn providers_named_on_record_get_counts_and_field_summaries() {
     require_root();
-    // 20 events Work(name "item-i", count i, bytes i*1000, ratio i/4) 2 s after `ready`.
+    // 20 events Work(name "item-i", count i, bytes i*1000, ratio i/4) 4 s after `ready`.
     let mut w = Workload::new("Telemetry", Runtime::Net8)
-        .arg(4)
+        .arg(6)
         .arg(20)
-        .arg(2000)
+        .arg(4000)
         .start()
         .unwrap();
     let dir = scratch("providers");
@@ -360,7 +366,7 @@ fn providers_named_on_record_get_counts_and_field_summaries() {
             "record",
             "--providers",
             "Clrprobe-Telemetry",
-            "--cpu",
+            "--contention",
             "--json",
             "--quiet",
             "-p",
