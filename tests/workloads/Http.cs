@@ -3,7 +3,7 @@
 // has enabled TplEventSource (as `--http` does), or after arg3 ms (default 1500) without one, the
 // client runs arg1 rounds (default 10); each round sends
 // GET /fast (200), GET /slow?ms=<arg2> (the server waits arg2 ms, default 200, then 200) and
-// GET /missing (404) concurrently. Prints "port=<p>", then per path "count <path> <status> <n>"
+// GET /missing (404) concurrently, to host arg4 (default 127.0.0.1; `localhost` adds DNS lookups). Prints "port=<p>", then per path "count <path> <status> <n>"
 // (the client's own tally), "elapsed_ms=<ms of the request loop>", then "sent <total>".
 using System;
 using System.Collections.Generic;
@@ -72,9 +72,11 @@ public static class Http
         int rounds = Workload.IntArg(args, 1, 10);
         int slowMs = Workload.IntArg(args, 2, 200);
         int startDelayMs = Workload.IntArg(args, 3, 1500);
+        string host = args.Length > 4 ? args[4] : "127.0.0.1";
         int port = FreePort();
         var listener = new HttpListener();
         listener.Prefixes.Add("http://127.0.0.1:" + port + "/");
+        listener.Prefixes.Add("http://localhost:" + port + "/");
         listener.Start();
         var server = new Thread(() => Serve(listener, slowMs));
         server.IsBackground = true;
@@ -85,7 +87,7 @@ public static class Http
         Task.Run(() => { }).Wait(); // creates TplEventSource
         while (clock.ElapsedMilliseconds < startDelayMs && !TplEnabled()) Thread.Sleep(10);
         Console.WriteLine("session=" + (TplEnabled() ? "on" : "off"));
-        string root = "http://127.0.0.1:" + port;
+        string root = "http://" + host + ":" + port;
         string[] paths = { "/fast", "/slow?ms=" + slowMs, "/missing" };
         var tally = new SortedDictionary<string, int>();
         int total = 0;

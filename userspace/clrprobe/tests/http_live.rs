@@ -27,12 +27,14 @@ fn scratch(name: &str) -> PathBuf {
 
 /// The Http workload: requests start once a session has enabled TplEventSource (the workload
 /// prints `session=on`; at most 30 s after `ready`); it lives 6 s or until its requests are done.
-fn start_http() -> Running {
+/// `host`: `localhost` adds a DNS lookup to each new connection.
+fn start_http(host: &str) -> Running {
     Workload::new("Http", Runtime::Net8)
         .arg(6)
         .arg(ROUNDS)
         .arg(SLOW_MS)
         .arg(30_000)
+        .arg(host)
         .start()
         .unwrap()
 }
@@ -77,7 +79,7 @@ fn tally_of(lines: &[HttpLine]) -> BTreeMap<(String, i32), u64> {
 
 /// The checks of the issue on one request list: every request with its path and status, counts
 /// equal to the client's, the delayed path at least the delay, phases adding up to the total.
-fn check_requests(lines: &[HttpLine], tally: &BTreeMap<(String, i32), u64>) {
+fn check_requests(lines: &[HttpLine], tally: &BTreeMap<(String, i32), u64>, host: &str) {
     assert_eq!(
         &tally_of(lines),
         tally,
@@ -89,7 +91,7 @@ fn check_requests(lines: &[HttpLine], tally: &BTreeMap<(String, i32), u64>) {
         assert!(l.complete && l.error.is_none(), "{l:?}");
         assert_eq!(
             (l.scheme.as_str(), l.host.as_str(), l.version.as_str()),
-            ("http", "127.0.0.1", "1.1")
+            ("http", host, "1.1")
         );
         if l.path == "/slow" {
             assert!(l.has_query);
@@ -133,6 +135,22 @@ fn check_requests(lines: &[HttpLine], tally: &BTreeMap<(String, i32), u64>) {
             .filter(|l| !l.setups.is_empty())
             .all(|l| l.phases.connect > 0.0)
     );
+    // By name: each new connection looked the host up first.
+    if host == "localhost" {
+        let with_dns: Vec<&HttpLine> = lines
+            .iter()
+            .filter(|l| l.setups.iter().any(|s| s.kind == "dns"))
+            .collect();
+        assert!(!with_dns.is_empty(), "no DNS span linked to a request");
+        assert!(with_dns.iter().all(|l| {
+            l.phases.dns > 0.0
+                && l.setups
+                    .iter()
+                    .any(|s| s.kind == "dns" && s.target == "localhost")
+        }));
+    } else {
+        assert!(lines.iter().all(|l| l.phases.dns == 0.0));
+    }
 }
 
 #[test]
@@ -140,7 +158,7 @@ fn record_http_lists_every_request_with_path_status_phases_and_markers() {
     require_root();
     let dir = scratch("record");
     let prefix = dir.join("p");
-    let mut w = start_http();
+    let mut w = start_http("localhost");
     let port = port_of(&w);
     let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args([
@@ -175,7 +193,7 @@ fn record_http_lists_every_request_with_path_status_phases_and_markers() {
             l.duration_ms, l.path, l.status, l.phases, l.unaccounted_ms
         );
     }
-    check_requests(&mine, &tally);
+    check_requests(&mine, &tally, "localhost");
     // Start time on the Unix clock, inside the recording; RequestStart's stack named.
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -223,7 +241,7 @@ fn record_http_lists_every_request_with_path_status_phases_and_markers() {
     let rows = http["by_host_path"].as_array().unwrap();
     let row = |p: &str| {
         rows.iter()
-            .find(|r| r["path"] == p && r["host"] == format!("http://127.0.0.1:{port}"))
+            .find(|r| r["path"] == p && r["host"] == format!("http://localhost:{port}"))
             .unwrap()
     };
     assert_eq!(
@@ -308,7 +326,7 @@ fn a_trace_of_the_same_providers_replays_into_the_same_requests() {
     require_root();
     let dir = scratch("trace");
     let file = dir.join("http.nettrace");
-    let mut w = start_http();
+    let mut w = start_http("127.0.0.1");
     let port = port_of(&w);
     let providers = "System.Net.Http,System.Net.NameResolution,System.Net.Sockets,System.Net.Security,System.Threading.Tasks.TplEventSource:0x80:4";
     let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
@@ -346,7 +364,7 @@ fn a_trace_of_the_same_providers_replays_into_the_same_requests() {
         .filter(|r| r.port == port)
         .map(|r| HttpLine::new(w.pid, r, r.start_ns, 0.0, Vec::new()))
         .collect();
-    check_requests(&lines, &tally);
+    check_requests(&lines, &tally, "127.0.0.1");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
