@@ -4,7 +4,8 @@
 // client runs arg1 rounds (default 10); each round sends
 // GET /fast (200), GET /slow?ms=<arg2> (the server waits arg2 ms, default 200, then 200) and
 // GET /missing (404) concurrently, to host arg4 (default 127.0.0.1; `localhost` adds DNS lookups). Prints "port=<p>", then per path "count <path> <status> <n>"
-// (the client's own tally), "elapsed_ms=<ms of the request loop>", then "sent <total>".
+// (the client's own tally), "elapsed_ms=<ms of the request loop>", "cpu_ms=<process CPU in it>",
+// then "sent <total>".
 using System;
 using System.Collections.Generic;
 using System.Diagnostics.Tracing;
@@ -92,6 +93,7 @@ public static class Http
         var tally = new SortedDictionary<string, int>();
         int total = 0;
         var loop = Workload.Clock();
+        TimeSpan cpu0 = System.Diagnostics.Process.GetCurrentProcess().TotalProcessorTime;
         using (var client = new HttpClient())
         {
             for (int i = 0; i < rounds; i++)
@@ -110,8 +112,10 @@ public static class Http
             }
         }
         double elapsedMs = loop.Elapsed.TotalMilliseconds;
+        double cpuMs = (System.Diagnostics.Process.GetCurrentProcess().TotalProcessorTime - cpu0).TotalMilliseconds;
         foreach (var kv in tally) Console.WriteLine("count " + kv.Key + " " + kv.Value);
         Console.WriteLine("elapsed_ms=" + elapsedMs.ToString(System.Globalization.CultureInfo.InvariantCulture));
+        Console.WriteLine("cpu_ms=" + cpuMs.ToString(System.Globalization.CultureInfo.InvariantCulture));
         Console.WriteLine("sent " + total);
         Console.Out.Flush();
         while (clock.Elapsed.TotalSeconds < seconds) Thread.Sleep(50);

@@ -75,9 +75,35 @@ fn observer(c: Config, w: &Running, dir: &Path) -> Option<Child> {
     )
 }
 
-/// One run: the client's request-loop time in ms.
-fn one(c: Config, rounds: u32, dir: &Path) -> f64 {
-    // Requests start 2.5 s after `ready` (time to attach); /slow waits 0 ms; exits when done.
+/// What one run measured.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    /// The client's request loop, wall ms.
+    wall_ms: f64,
+    /// The target's CPU (all threads) during the loop, ms.
+    cpu_ms: f64,
+    /// The observer's CPU over its whole run (attach to exit), ms.
+    observer_cpu_ms: f64,
+}
+
+/// Waits for a child and returns its user + system CPU time in ms.
+fn wait_cpu(child: Child) -> (std::process::ExitStatus, f64) {
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data, written by wait4 for our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointers to locals.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    (
+        std::os::unix::process::ExitStatusExt::from_raw(status),
+        ms(ru.ru_utime) + ms(ru.ru_stime),
+    )
+}
+
+fn one(c: Config, rounds: u32, dir: &Path) -> Sample {
+    // Requests start once a session is on (at most 2.5 s after `ready`: alone); /slow waits 0 ms.
     let mut w = Workload::new("Http", Runtime::Net8)
         .arg(0)
         .arg(rounds)
@@ -87,20 +113,24 @@ fn one(c: Config, rounds: u32, dir: &Path) -> f64 {
         .unwrap();
     let obs = observer(c, &w, dir);
     w.wait(Duration::from_secs(120));
-    if let Some(mut o) = obs {
-        let st = o.wait().unwrap();
+    let mut s = Sample::default();
+    if let Some(o) = obs {
+        let (st, cpu) = wait_cpu(o);
         assert!(st.success(), "{} failed", c.name());
+        s.observer_cpu_ms = cpu;
     }
-    w.output()
-        .iter()
-        .find_map(|l| {
-            l.strip_prefix("elapsed_ms=")
-                .map(|v| v.trim().parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("no elapsed_ms: {:?}", w.output()))
+    let value = |k: &str| -> f64 {
+        w.output()
+            .iter()
+            .find_map(|l| l.strip_prefix(k).map(|v| v.trim().parse().unwrap()))
+            .unwrap_or_else(|| panic!("no {k}: {:?}", w.output()))
+    };
+    s.wall_ms = value("elapsed_ms=");
+    s.cpu_ms = value("cpu_ms=");
+    s
 }
 
-fn median(v: &mut [f64]) -> f64 {
+fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
@@ -125,32 +155,43 @@ fn main() {
         Config::Http,
         Config::HttpCpuOffcpu,
     ];
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let load0 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); configs.len()];
     for run in 0..runs {
+        // Interleaved, so drift in the machine's load hits every configuration alike.
         for (i, &c) in configs.iter().enumerate() {
-            let ms = one(c, rounds, &dir);
+            let s = one(c, rounds, &dir);
             eprintln!(
-                "run {}/{runs}: {:<42} {ms:>9.1} ms for {} requests",
+                "run {}/{runs}: {:<42} wall {:>8.1} ms  target CPU {:>8.1} ms  observer CPU {:>7.1} ms",
                 run + 1,
                 c.name(),
-                3 * rounds
+                s.wall_ms,
+                s.cpu_ms,
+                s.observer_cpu_ms
             );
-            times[i].push(ms);
+            samples[i].push(s);
         }
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "HTTP workload (tests/workloads/Http.cs, .NET 8): {} requests per run, {runs} runs interleaved; load {}",
+        "HTTP workload (tests/workloads/Http.cs, .NET 8): {} requests per run, {runs} runs interleaved; load before {} after {}",
         3 * rounds,
-        load.trim()
+        load0.split_whitespace().next().unwrap_or("?"),
+        load.split_whitespace().next().unwrap_or("?"),
     );
-    let alone = median(&mut times[0].clone());
+    let med = |i: usize, f: fn(&Sample) -> f64| median(samples[i].iter().map(f).collect());
+    let (wall0, cpu0) = (med(0, |s| s.wall_ms), med(0, |s| s.cpu_ms));
     for (i, c) in configs.iter().enumerate() {
-        let m = median(&mut times[i]);
+        let (wall, cpu, obs) = (
+            med(i, |s| s.wall_ms),
+            med(i, |s| s.cpu_ms),
+            med(i, |s| s.observer_cpu_ms),
+        );
         println!(
-            "  {:<42} median {m:>9.1} ms  ({:+.1}% vs alone)",
+            "  {:<42} wall {wall:>8.1} ms ({:+6.1}%)  target CPU {cpu:>8.1} ms ({:+6.1}%)  observer CPU {obs:>7.1} ms",
             c.name(),
-            (m / alone - 1.0) * 100.0
+            (wall / wall0 - 1.0) * 100.0,
+            (cpu / cpu0 - 1.0) * 100.0,
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
