@@ -25,6 +25,8 @@ enum Config {
     Floor,
     /// `record --http`.
     Http,
+    /// `record --http --no-perf-map`: without the perf map .NET 8 writes for clrprobe.
+    HttpNoPerfMap,
     /// `record --http --cpu --offcpu` (what the slowest requests' threads did).
     HttpCpuOffcpu,
 }
@@ -35,6 +37,7 @@ impl Config {
             Config::Alone => "alone",
             Config::Floor => "floor: trace same providers -o /dev/null",
             Config::Http => "record --http",
+            Config::HttpNoPerfMap => "record --http --no-perf-map",
             Config::HttpCpuOffcpu => "record --http --cpu --offcpu",
         }
     }
@@ -58,6 +61,19 @@ fn observer(c: Config, w: &Running, dir: &Path) -> Option<Child> {
         Config::Http => cmd
             .args([
                 "record", "--http", "-q", "--format", "pprof", "-p", &pid, "-o",
+            ])
+            .arg(&prefix),
+        Config::HttpNoPerfMap => cmd
+            .args([
+                "record",
+                "--http",
+                "--no-perf-map",
+                "-q",
+                "--format",
+                "pprof",
+                "-p",
+                &pid,
+                "-o",
             ])
             .arg(&prefix),
         Config::HttpCpuOffcpu => cmd
@@ -153,6 +169,7 @@ fn main() {
         Config::Alone,
         Config::Floor,
         Config::Http,
+        Config::HttpNoPerfMap,
         Config::HttpCpuOffcpu,
     ];
     let load0 = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
