@@ -21,6 +21,19 @@ fn fnv1a(data: &[u8], mut h: u64) -> u64 {
     h
 }
 
+/// The `-r:Assembly` references a workload asks for in leading `// mcs: -r:…` comment lines.
+fn references(main: &Path) -> Result<Vec<String>, TestbedError> {
+    let text = fs::read_to_string(main)?;
+    Ok(text
+        .lines()
+        .take_while(|l| l.starts_with("//"))
+        .filter_map(|l| l.strip_prefix("// mcs:"))
+        .flat_map(str::split_whitespace)
+        .filter(|a| a.starts_with("-r:"))
+        .map(str::to_string)
+        .collect())
+}
+
 static COMPILE_LOCK: Mutex<()> = Mutex::new(());
 
 /// Compiles `tests/workloads/<name>.cs` (with Common.cs) for `runtime` and returns the dll path,
@@ -47,6 +60,7 @@ pub fn compile(name: &str, runtime: Runtime) -> Result<PathBuf, TestbedError> {
         fs::create_dir_all(&scratch)?;
         let tmp = scratch.join(format!("{name}.dll"));
         let out = Command::new("mcs")
+            .args(references(&main)?)
             .arg("-target:exe")
             .arg("-optimize+")
             .arg("-debug-")

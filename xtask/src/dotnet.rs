@@ -44,7 +44,9 @@ pub fn setup() -> Result<()> {
 }
 
 fn ensure_mcs() -> Result<()> {
-    util::ensure_apt("mcs", "mono-mcs", "the C# compiler for the test workloads")
+    util::ensure_apt("mcs", "mono-mcs", "the C# compiler for the test workloads")?;
+    // The HTTP workload compiles against mono's System.Net.Http (`-r:System.Net.Http`).
+    util::ensure_apt_file("/usr/lib/mono/4.5/System.Net.Http.dll", "libmono-system-net-http4.0-cil", "System.Net.Http for the HTTP test workload")
 }
 
 fn install_runtime(cache: &Path, rt: &Runtime) -> Result<()> {

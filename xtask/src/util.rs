@@ -64,6 +64,18 @@ pub fn ensure_apt(program: &str, package: &str, why: &str) -> Result<()> {
     if have(program) {
         return Ok(());
     }
+    install_apt(program, package, why)
+}
+
+/// Installs Debian package `package` unless the file `path` exists (needs root).
+pub fn ensure_apt_file(path: &str, package: &str, why: &str) -> Result<()> {
+    if std::path::Path::new(path).is_file() {
+        return Ok(());
+    }
+    install_apt(path, package, why)
+}
+
+fn install_apt(program: &str, package: &str, why: &str) -> Result<()> {
     if !is_root() {
         bail!("{program} ({why}) is missing and installing it needs root: run `sudo apt-get install -y {package}`");
     }

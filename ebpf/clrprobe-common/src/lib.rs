@@ -105,6 +105,8 @@ pub mod switch_config {
     pub const LEN: u32 = 4;
     pub const FLAG_OFFCPU: u64 = 1;
     pub const FLAG_ONCPU: u64 = 2;
+    /// Off-CPU intervals carry their start (`SampleKey::time`), one map entry per interval.
+    pub const FLAG_OFFCPU_TIME: u64 = 4;
 }
 
 /// A thread switched out, waiting to be switched back in.
@@ -154,7 +156,12 @@ pub struct SampleKey {
     pub comm: [u8; 16],
     /// CPU samples when `switch_config::SAMPLE_TIME` is set: `bpf_ktime_get_ns() >> 10`
     /// (CLOCK_MONOTONIC in ~µs units), which makes each sample its own entry; else 0.
+    /// Off-CPU intervals: their start, in the same units, when times are asked for; else 0.
     pub time: u64,
+    /// Off-CPU with a user stack copy sent: the copy's generation for this thread (the copy
+    /// is keyed by (tid, generation)); 0 without a copy.
+    pub generation: u32,
+    pub _pad: u32,
 }
 
 /// Value of the sample aggregation map.

@@ -55,6 +55,8 @@ pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
         } else {
             0
         },
+        generation: 0,
+        _pad: 0,
     };
     with_stats(|s| s.samples += 1);
     if crate::ustack::flags() & ustack::COPY_CPU != 0 {

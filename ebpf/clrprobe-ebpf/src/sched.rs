@@ -80,9 +80,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     if delta < config(switch_config::MIN_OFFCPU_NS) {
         return 0;
     }
-    // With a user stack copy sent, the key's `time` names it: (tid, generation).
+    // With a user stack copy sent, the key's `generation` names it: (tid, generation).
     let generation = if start.ustack_generation != 0 && crate::ustack::send_offcpu(next_tid, start.ustack_generation) {
-        start.ustack_generation as u64
+        start.ustack_generation
     } else {
         0
     };
@@ -92,7 +92,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         user_stack_id: start.user_stack_id,
         kernel_stack_id: start.kernel_stack_id,
         comm: start.comm,
-        time: generation,
+        time: if flags & switch_config::FLAG_OFFCPU_TIME != 0 { start.start_ns >> 10 } else { 0 },
+        generation,
+        _pad: 0,
     };
     with_stats(|s| s.offcpu_intervals += 1);
     if let Some(v) = OFFCPU_NS.get_ptr_mut(&key) {

@@ -122,6 +122,16 @@ pub struct RecordCmd {
     /// Record off-CPU time (sched_switch).
     #[arg(long)]
     pub offcpu: bool,
+    /// Record outgoing HTTP requests (System.Net EventSources with activity tracking): writes
+    /// PREFIX.http.jsonl, a table per host and path, Firefox Profiler markers. Only when named;
+    /// add --cpu --offcpu to see what the slowest requests' threads did meanwhile.
+    #[arg(long)]
+    pub http: bool,
+    /// EventSources to add to the session, as in `trace --providers`
+    /// (`Name[:keywords[:level[:key=value;…]]]`, comma separated); each gets a summary of its
+    /// events (counts, numeric fields summed and as percentiles).
+    #[arg(long)]
+    pub providers: Option<String>,
     /// Shortest off-CPU interval recorded, in microseconds.
     #[arg(long, default_value_t = 1000)]
     pub offcpu_min_us: u64,

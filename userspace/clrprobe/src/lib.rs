@@ -3,6 +3,7 @@ pub mod cli;
 pub mod doctor;
 pub mod formats;
 pub mod heap;
+pub mod http;
 pub mod output;
 pub mod report;
 

@@ -98,12 +98,16 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     use std::time::Duration;
 
     use clrprobe::record::{self, RecordArgs, RecordKinds};
-    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention || cmd.offcpu;
+    let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention || cmd.offcpu || cmd.http;
     let kinds = if named {
         RecordKinds { cpu: cmd.cpu, alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention, offcpu: cmd.offcpu }
     } else {
         RecordKinds::default()
     };
+    anyhow::ensure!(
+        !(cmd.no_eventpipe && (cmd.http || cmd.providers.is_some())),
+        "--http and --providers read EventPipe: drop --no-eventpipe"
+    );
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
     let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
     let args = RecordArgs {
@@ -118,6 +122,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         eventpipe: !cmd.no_eventpipe,
         perf_map: !cmd.no_perf_map,
         thread_roots: cmd.thread_roots,
+        net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
     };
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
@@ -151,6 +156,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if cmd.all {
         written.extend(record::write_per_process(&profile, &prefix));
     }
+    written.extend(record::http::write_outputs(&summary, &prefix));
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),

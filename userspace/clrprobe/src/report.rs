@@ -38,10 +38,17 @@ pub struct Report {
     pub contended_sites: Vec<ContendedSite>,
     /// Per process, as recorded (wait percentiles need every wait, which pprof does not keep).
     pub events: Vec<(u32, EventReport)>,
+    /// HTTP requests from the `PREFIX.http.jsonl` next to the profile (`record --http`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http: Vec<crate::http::HttpLine>,
 }
 
 pub fn read(path: &Path, top: usize) -> Result<Report, ProfileError> {
-    build(&pprof::read_file(path)?, top)
+    let mut r = build(&pprof::read_file(path)?, top)?;
+    if let Some(j) = crate::http::companion_of(path) {
+        r.http = crate::http::read_jsonl(&j).map_err(|source| ProfileError::Read { path: j, source })?;
+    }
+    Ok(r)
 }
 
 pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
@@ -113,7 +120,7 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
             Some((pid.parse().ok()?, serde_json::from_str(json).ok()?))
         })
         .collect();
-    Ok(Report { kinds, exceptions, contended_sites, events })
+    Ok(Report { kinds, exceptions, contended_sites, events, http: Vec::new() })
 }
 
 fn unit_value(v: i64, unit: &str) -> String {
@@ -149,6 +156,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(o, "  {:>10.1} ms  {:>6} waits  {}  (owner {})", s.wait_ns as f64 / 1e6, s.waits, s.site, s.owner);
         }
     }
+    o.push_str(&crate::http::report_text(&r.http));
     for (pid, e) in &r.events {
         if e.gc.collections > 0 || e.gc.cpu.is_some() {
             let _ = writeln!(o, "== garbage collections of {pid} ==");

@@ -11,6 +11,7 @@ mod exceptions;
 mod gc;
 mod gc_report;
 pub mod heap;
+pub mod http;
 mod profiles;
 mod report;
 mod threads;

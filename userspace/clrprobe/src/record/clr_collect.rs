@@ -29,6 +29,8 @@ pub struct ClrCollector {
     seen_stacks: HashSet<Arc<[u64]>>,
     pub events: u64,
     pub decode_errors: u64,
+    /// HTTP requests and `--providers` EventSource summaries (None: neither asked for).
+    pub net: Option<crate::http::NetCollector>,
 }
 
 impl ClrCollector {
@@ -41,11 +43,17 @@ impl ClrCollector {
             seen_stacks: HashSet::new(),
             events: 0,
             decode_errors: 0,
+            net: None,
         }
     }
 
     pub fn on_event(&mut self, ev: &EventRef<'_>, pointer_size: u32) {
         self.events += 1;
+        if let Some(net) = self.net.as_mut()
+            && net.on_event(ev)
+        {
+            self.note_stack(ev.stack());
+        }
         let mut raw = ev.raw_event();
         raw.pointer_size = pointer_size as u8;
         let decoded = match decode(&raw) {
@@ -70,11 +78,19 @@ impl ClrCollector {
             event: &decoded,
             stack,
         });
-        if self.profiles.pending().len() != before && !stack.is_empty() {
-            let s: Arc<[u64]> = Arc::from(stack);
-            if self.seen_stacks.insert(s.clone()) {
-                self.new_stacks.push(s);
-            }
+        if self.profiles.pending().len() != before {
+            self.note_stack(stack);
+        }
+    }
+
+    /// Hands a new event stack to the symbolizer (through `new_stacks`).
+    fn note_stack(&mut self, stack: &[u64]) {
+        if stack.is_empty() {
+            return;
+        }
+        let s: Arc<[u64]> = Arc::from(stack);
+        if self.seen_stacks.insert(s.clone()) {
+            self.new_stacks.push(s);
         }
     }
 

@@ -95,11 +95,18 @@ pub fn session_config(extra_runtime_keywords: u64, verbose: bool) -> SessionConf
 impl RuntimeSession {
     /// Opens the session and starts reading it.
     pub fn start(pid: u32, config: &SessionConfig, kinds: Kinds) -> Result<Self, SessionError> {
+        Self::start_with(pid, config, kinds, None)
+    }
+
+    /// [`RuntimeSession::start`], with EventSource events also going to `net`.
+    pub fn start_with(pid: u32, config: &SessionConfig, kinds: Kinds, net: Option<crate::http::NetCollector>) -> Result<Self, SessionError> {
         let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
         let requested_mono_ns = super::gc::monotonic_ns();
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
-        let live = Arc::new(Mutex::new(ClrCollector::new(pid, kinds)));
+        let mut collector = ClrCollector::new(pid, kinds);
+        collector.net = net;
+        let live = Arc::new(Mutex::new(collector));
         let shared = Arc::clone(&live);
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))

@@ -7,6 +7,7 @@ mod cxa;
 mod frames;
 mod limits;
 mod gc;
+pub mod http;
 mod perfmap;
 mod split;
 mod summary;
@@ -80,6 +81,8 @@ pub struct RecordArgs {
     pub resume_after_attach: bool,
     /// Each thread at the root of its stacks (`--thread-roots`).
     pub thread_roots: bool,
+    /// `--http` and `--providers`.
+    pub net: http::NetArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -165,6 +168,12 @@ pub fn run(
                 Err(e) => summary.warnings.push(format!("no off-CPU profile: {e}")),
             },
             None => summary.warnings.push("no off-CPU profile: it needs the BPF sampler".into()),
+        }
+        if args.net.http
+            && let Some(b) = bpf.as_deref_mut()
+            && let Err(e) = http::enable_offcpu_times(b.loaded())
+        {
+            summary.warnings.push(format!("no off-CPU times for HTTP requests: {e}"));
         }
     } else if let Some(b) = bpf.as_deref_mut() {
         // On-CPU time per thread only (GC thread CPU).
@@ -263,9 +272,13 @@ pub fn run(
     drop(sampler);
 
     let mut event_profiles = Vec::new();
+    let mut net_parts = Vec::new();
     for s in std::mem::take(&mut targets.sessions) {
         let pid = s.pid();
-        let outcome = s.finish();
+        let mut outcome = s.finish();
+        if let Some(net) = outcome.collector.net.take() {
+            net_parts.push(http::NetPart { pid, outcome: net.finish(), origin_mono_ns: outcome.collector.profiles.clock.map(|c| c.0) });
+        }
         if let Some(e) = &outcome.error {
             summary.warnings.push(e.to_string());
         } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
@@ -293,6 +306,9 @@ pub fn run(
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, started_mono)?;
+    let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
+    summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
+    let profile = http::add_markers(profile, &summary.http)?;
     for mut g in std::mem::take(&mut targets.guards) {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
@@ -323,7 +339,10 @@ fn drain(
     if summary.offcpu
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
-                Ok(batch) => absorb(offcpu, batch, resolver),
+                Ok(batch) => {
+                    batch.iter().for_each(|s| timed.note_offcpu(s));
+                    absorb(offcpu, batch, resolver)
+                }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
             }
         }

@@ -47,6 +47,8 @@ pub struct RecordSummary {
     /// Per process: exceptions, contention and allocation report from the runtime's events.
     pub events: Vec<(u32, clrprobe_pipeline::EventReport)>,
     pub warnings: Vec<String>,
+    /// Per process: HTTP requests (`--http`) and EventSource summaries (`--providers`).
+    pub http: Vec<crate::http::HttpReport>,
     /// BPF map sizes, EventPipe buffer per process, drops (printed at the end of every run).
     pub limits: super::Limits,
     /// User stacks unwound from copies: completeness and unwind-table memory.
@@ -169,6 +171,7 @@ pub fn summary_text(s: &RecordSummary) -> String {
             }
         }
     }
+    o.push_str(&crate::http::summary_text(&s.http));
     if s.offcpu && s.unwind.is_none() {
         let _ = writeln!(
             o,

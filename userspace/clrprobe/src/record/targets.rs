@@ -106,7 +106,8 @@ impl Targets {
             let keywords = kind_keywords(kinds.events());
             let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
             config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
-            match RuntimeSession::start(pid, &config, kinds.events()) {
+            args.net.extend_session(&mut config);
+            match RuntimeSession::start_with(pid, &config, kinds.events(), args.net.collector()) {
                 Ok(s) => self.sessions.push(s),
                 Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
             }

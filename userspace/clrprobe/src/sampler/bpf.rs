@@ -28,7 +28,7 @@ struct StackCopies {
     unwinder: crate::unwind::Unwinder,
     /// CPU samples read from the ring while draining off-CPU records.
     pending_cpu: Vec<RawSample>,
-    /// Off-CPU stacks by (tid, generation): `SampleKey::time` of the intervals using them.
+    /// Off-CPU stacks by (tid, generation): `SampleKey::generation` of the intervals using them.
     offcpu: HashMap<(u32, u32), Arc<[u64]>>,
 }
 
@@ -152,12 +152,12 @@ impl BpfSampler {
         self.read_copies()?;
         let mut out = Vec::with_capacity(entries.len());
         for (k, ns) in entries {
-            // With a copy, `time` is its generation (see clrprobe-ebpf sched.rs).
-            let copied = (k.time != 0)
-                .then(|| self.copies.as_ref().and_then(|c| c.offcpu.get(&(k.tid, k.time as u32)).cloned()))
+            // With a copy, `generation` names it (see clrprobe-ebpf sched.rs).
+            let copied = (k.generation != 0)
+                .then(|| self.copies.as_ref().and_then(|c| c.offcpu.get(&(k.tid, k.generation)).cloned()))
                 .flatten();
             if let Some(c) = self.copies.as_mut() {
-                match (k.time != 0, copied.is_some()) {
+                match (k.generation != 0, copied.is_some()) {
                     (true, true) => c.unwinder.stats.offcpu_copied += 1,
                     (true, false) => c.unwinder.stats.offcpu_copy_missing += 1,
                     _ => c.unwinder.stats.offcpu_without_copy += 1,
@@ -173,7 +173,7 @@ impl BpfSampler {
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
                 kernel: self.stack(k.kernel_stack_id)?,
                 user,
-                time_ns: 0,
+                time_ns: k.time << 10,
                 count: ns,
             });
         }
