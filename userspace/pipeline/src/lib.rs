@@ -13,6 +13,7 @@ mod gc_report;
 mod profiles;
 mod report;
 mod threads;
+pub mod stream;
 
 pub use gc::{GcRecord, GcTimeline, pause_mode_name};
 pub use gc_report::{GcCpu, GcReport};
