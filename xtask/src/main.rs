@@ -85,6 +85,8 @@ fn test(extra: &[String]) -> Result<()> {
     util::ensure_apt("go", "golang-go", "go tool pprof, an independent pprof reader for the tests")?;
     // `clrprobe top` runs in a real terminal under tmux in its live test.
     util::ensure_apt("tmux", "tmux", "a terminal for the `clrprobe top` live test")?;
+    // `clrprobe agent` is scraped by a real Prometheus server in its live test.
+    util::ensure_apt("prometheus", "prometheus", "a Prometheus server scraping `clrprobe agent` in its live test")?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();

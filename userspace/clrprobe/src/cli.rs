@@ -28,6 +28,9 @@ pub enum Command {
     Report(ReportCmd),
     /// .NET Framework runtime counters from the CLR's shared IPC block (Windows).
     Counters(CountersCmd),
+    /// Runs until stopped, profiling every .NET process; serves Prometheus `/metrics` and
+    /// Go-style `/debug/pprof/*` over HTTP.
+    Agent(crate::agent_cli::AgentCmd),
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
+pub mod agent_cli;
 pub mod doctor;
 pub mod formats;
 pub mod output;
@@ -24,3 +25,7 @@ pub mod launch;
 pub mod ps;
 #[cfg(target_os = "linux")]
 pub mod top;
+#[cfg(target_os = "linux")]
+pub mod pipeline;
+#[cfg(target_os = "linux")]
+pub mod agent;

@@ -6,7 +6,7 @@ pub(crate) mod clr_session;
 mod cxa;
 mod frames;
 mod limits;
-mod gc;
+pub(crate) mod gc;
 mod perfmap;
 mod split;
 mod summary;
