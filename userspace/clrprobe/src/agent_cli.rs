@@ -23,6 +23,9 @@ pub struct AgentCmd {
     /// With --all: sample the CPU of the .NET processes only (no native CPU for the rest).
     #[arg(long)]
     pub dotnet_only: bool,
+    /// Follow only the .NET processes whose parent is this process (a supervisor or a shell).
+    #[arg(long, value_name = "PID")]
+    pub parent: Option<u32>,
     /// CPU sampling frequency in Hz.
     #[arg(short = 'F', long, default_value_t = 49, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub freq: u64,

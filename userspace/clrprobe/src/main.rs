@@ -314,6 +314,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             kinds: Kinds { alloc: !cmd.no_alloc, exceptions: true, contention: true },
             eventpipe: true,
             perf_map: true,
+            parent: cmd.parent,
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

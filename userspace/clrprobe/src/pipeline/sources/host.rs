@@ -44,6 +44,8 @@ pub struct HostConfig {
     pub kinds: Kinds,
     pub eventpipe: bool,
     pub perf_map: bool,
+    /// Follow only .NET processes whose parent is this process (a supervisor, a shell).
+    pub parent: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -119,12 +121,14 @@ impl HostSource {
             if last_poll.elapsed() >= POLL {
                 last_poll = Instant::now();
                 self.discover();
+                log::debug!("discovery took {:?}", last_poll.elapsed());
             }
             if last_drain.elapsed() >= DRAIN {
                 last_drain = Instant::now();
                 if self.drain().is_err() {
                     break; // the aggregator is gone
                 }
+                log::debug!("drain took {:?}", last_drain.elapsed());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -141,7 +145,7 @@ impl HostSource {
         let candidates: Vec<u32> =
             if self.cfg.all { self.scanner.scan() } else { self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect() };
         for pid in candidates {
-            if self.done.contains(&pid) {
+            if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
                 continue;
             }
             if (self.cfg.eventpipe || self.cfg.perf_map) && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
@@ -200,6 +204,7 @@ impl HostSource {
     fn drain(&mut self) -> Result<(), crossbeam_channel::SendError<Record>> {
         match self.sampler.drain() {
             Ok(batch) => {
+                log::debug!("{} CPU sample entries", batch.len());
                 for s in batch {
                     self.tx.send(Record::Cpu(stack_record(s)))?;
                 }

@@ -6,4 +6,4 @@ mod proc_stat;
 
 pub use eventpipe::EventPipeSource;
 pub use host::{HostConfig, HostSource, SourceError};
-pub use proc_stat::{container_id, monotonic_ns};
+pub use proc_stat::{container_id, monotonic_ns, ppid};

@@ -39,6 +39,12 @@ pub fn cpu_records(pid: u32, out: &mut Vec<Record>) {
     }
 }
 
+/// The parent of `pid`.
+pub fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The container id of `pid` from its cgroup path (the last 64-hex-digit name in it, as
 /// Docker, containerd and CRI-O name their cgroups), or "".
 pub fn container_id(pid: u32) -> String {
