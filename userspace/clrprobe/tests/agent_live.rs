@@ -250,19 +250,78 @@ fn go_tool_pprof_reads_cpu_allocs_mutex_and_block_endpoints() {
     }
     let base = format!("http://127.0.0.1:{}/debug/pprof", agent.port);
     let raw = go_pprof_raw(&format!("{base}/profile?seconds=3&pid={}", cpu.pid));
-    assert!(raw.contains("samples/count cpu/nanoseconds"), "{raw}");
+    assert!(raw.contains("samples/count[dflt] cpu/nanoseconds"), "{raw}");
     assert!(raw.contains("Cpu::Spin"), "CPU profile lacks the workload's managed frames:\n{raw}");
     assert!(!raw.contains("AllocTypes::"), "the pid filter keeps one process:\n{raw}");
     std::thread::sleep(Duration::from_secs(3));
     let raw = go_pprof_raw(&format!("{base}/allocs?pid={}", alloc.pid));
-    assert!(raw.contains("alloc_objects/count alloc_space/bytes"), "{raw}");
+    assert!(raw.contains("alloc_objects/count[dflt] alloc_space/bytes"), "{raw}");
     assert!(raw.contains("Four") && raw.contains("One"), "allocs lack the allocated types:\n{raw}");
     let raw = go_pprof_raw(&format!("{base}/mutex?pid={}", cont.pid));
-    assert!(raw.contains("contentions/count delay/nanoseconds"), "{raw}");
+    assert!(raw.contains("contentions/count[dflt] delay/nanoseconds"), "{raw}");
     assert!(raw.contains("Contention::Wait"), "mutex lacks the contended site:\n{raw}");
     let raw = go_pprof_raw(&format!("{base}/block?pid={}", sleeper.pid));
-    assert!(raw.contains("contentions/count delay/nanoseconds"), "{raw}");
+    assert!(raw.contains("contentions/count[dflt] delay/nanoseconds"), "{raw}");
     assert!(raw.contains("futex_wait") || raw.contains("nanosleep"), "block lacks the sleeper's waits:\n{raw}");
     let raw = go_pprof_raw(&format!("{base}/exceptions"));
-    assert!(raw.contains("exceptions/count"), "{raw}");
+    assert!(raw.contains("exceptions/count[dflt]"), "{raw}");
+}
+
+/// GC CPU (GC threads + user threads inside their own pauses) of `pid` from a `record --json`
+/// summary, seconds.
+fn record_gc_cpu_s(summary: &Value, pid: u32) -> f64 {
+    let events = summary["events"].as_array().expect("events");
+    let r = events.iter().find(|e| e[0].as_u64() == Some(u64::from(pid))).unwrap_or_else(|| panic!("{pid} not in {summary}"));
+    let cpu = &r[1]["gc"]["cpu"];
+    eprintln!("record: pid {pid}: gc cpu {cpu}; paused {} ms in {} GCs", r[1]["gc"]["pause_total_ms"], r[1]["gc"]["collections"]);
+    (cpu["gc_threads_ns"].as_f64().unwrap_or(0.0) + cpu["user_thread_gc_ns"].as_f64().unwrap_or(0.0)) / 1e9
+}
+
+fn agent_gc_cpu_s(metrics: &str, pid: u32) -> f64 {
+    let prefix = format!("clrprobe_gc_cpu_seconds_total{{pid=\"{pid}\"");
+    metrics.lines().filter(|l| l.starts_with(&prefix)).map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap()).sum()
+}
+
+#[test]
+fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent() {
+    require_root();
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "-F", "999"]);
+    let dir = std::env::temp_dir().join(format!("clrprobe-agent-gc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spawn = |args: &[&str], name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+            .args(["record", "--json", "--quiet", "--cpu", "-F", "999", "--format", "pprof", "-o"])
+            .arg(dir.join(name))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // `record --all` runs before the workload starts and finds it, as the agent does.
+    let all = spawn(&["--all", "-d", "14"], "all");
+    std::thread::sleep(Duration::from_secs(2));
+    // Non-concurrent workstation GC: the GC work runs on the allocating thread, inside its
+    // pauses; 4 s after "ready" it starts, so every recorder is attached by then.
+    let mut w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(5).arg(4000).arg(5).arg(400).start().unwrap();
+    let by_pid = spawn(&["-p", &w.pid.to_string()], "p");
+    agent.wait_followed(w.pid, Duration::from_secs(3));
+    assert!(w.wait(Duration::from_secs(30)).success(), "{:?}", w.output());
+    // The agent checks the last samples against the GC pauses a second after the exit.
+    std::thread::sleep(Duration::from_secs(4));
+    let metrics = agent.metrics();
+    let summary = |c: Child| {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let p = record_gc_cpu_s(&summary(by_pid), w.pid);
+    let a = record_gc_cpu_s(&summary(all), w.pid);
+    let g = agent_gc_cpu_s(&metrics, w.pid);
+    let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("GC CPU: record -p {p:.3} s, record --all {a:.3} s ({:+.1}%), agent {g:.3} s ({:+.1}%)", (a / p - 1.0) * 100.0, (g / p - 1.0) * 100.0);
+    assert!(p > 0.2, "too little GC CPU to compare: {p} s");
+    assert!((a / p - 1.0).abs() <= 0.10, "record --all {a} s vs -p {p} s");
+    assert!((g / p - 1.0).abs() <= 0.10, "agent {g} s vs -p {p} s");
 }

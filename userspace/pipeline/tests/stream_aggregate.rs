@@ -154,3 +154,23 @@ fn profiles_have_go_sample_types_and_the_fed_values() {
     assert_eq!(a.profile(ProfileKind::Cpu, None, T0 + 2_000 * MS, &mut Names).unwrap().total(0), 0);
     assert_eq!(a.profile(ProfileKind::Exceptions, Some(1), 0, &mut Names).unwrap().total(0), 0);
 }
+
+#[test]
+fn timed_samples_in_any_order_meet_the_pauses_that_arrive_after_them() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, ..ProcessInfo::default() }));
+    // Samples first (a drain, newest first), then the GC events of their time.
+    for k in (0..4).rev() {
+        a.absorb(cpu(11, T0 + 102 * MS + k * MS, &[0x5100]));
+    }
+    a.absorb(cpu(11, T0 + 900 * MS, &[0x5100]));
+    a.absorb(Record::Tick { time_ns: T0 + 500 * MS });
+    for r in gc(1, 0, 11, T0 + 100 * MS, 10) {
+        a.absorb(r);
+    }
+    // The newest event says little of later samples: the one at 900 ms waits.
+    a.absorb(clr(11, T0 + 400 * MS, id::GC_RESTART_EE_END, 1, Payload::new(8).u16(0), &[]));
+    a.absorb(Record::Tick { time_ns: T0 + 1_000 * MS });
+    let text = a.metrics_text();
+    assert!(text.contains("thread_kind=\"user_threads\"} 0.04\n"), "{text}");
+}

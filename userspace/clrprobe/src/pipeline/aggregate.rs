@@ -28,6 +28,7 @@ struct Names<'r>(&'r mut FrameResolver);
 
 impl Namer for Names<'_> {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        self.0.ensure_process(pid);
         self.0.stack(pid, kernel, user)
     }
     fn process_name(&mut self, pid: u32) -> String {
@@ -69,9 +70,12 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
 impl State {
     fn absorb(&mut self, r: Record) {
         match &r {
+            // The .NET processes' code is named as it arrives (JIT code moves, processes end);
+            // other processes' when a profile asks for it, which keeps host-wide sampling cheap.
             Record::Cpu(c) | Record::OffCpu(c) => {
-                self.resolver.ensure_process(c.pid);
-                self.resolver.note_addresses(c.pid, &c.user, c.count);
+                if self.agg.follows(c.pid) {
+                    self.resolver.note_addresses(c.pid, &c.user, c.count);
+                }
                 self.last_seen.insert(c.pid, Instant::now());
             }
             Record::Started(i) => {

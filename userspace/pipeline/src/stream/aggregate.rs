@@ -139,6 +139,11 @@ impl Aggregator {
         self.procs.values().map(|p| (&p.info, &p.counters, p.exited_at.is_some()))
     }
 
+    /// Is `pid` a followed .NET process (exited ones until let go)?
+    pub fn follows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
     /// Method code ranges from MethodLoadVerbose / rundown since the last call:
     /// (pid, start, size, `Namespace::Method`), for the symbolizer.
     pub fn take_jit_methods(&mut self) -> Vec<(u32, u64, u32, String)> {
@@ -341,17 +346,26 @@ impl Aggregator {
         let now = self.now_ns;
         let period_ns = 1_000_000_000 / self.cfg.freq_hz.max(1);
         for p in self.procs.values_mut() {
-            let ready_before = p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(now.saturating_sub(TIMED_HOLD_NS));
-            while let Some(&(tid, time, count)) = p.timed.front() {
+            // An exited process's last events have arrived a second after its exit.
+            let ready_before = if p.exited_at.is_some_and(|x| now >= x.saturating_add(1_000_000_000)) {
+                u64::MAX
+            } else {
+                p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(now.saturating_sub(TIMED_HOLD_NS))
+            };
+            // Samples arrive in no particular order (a drain reads a hash map).
+            let windows = &p.windows;
+            let mut gc_ns = 0;
+            p.timed.retain(|&(tid, time, count)| {
                 if time > ready_before {
-                    break;
+                    return true;
                 }
-                p.timed.pop_front();
-                if p.windows.iter().any(|&(s, e, wtid)| wtid == u64::from(tid) && s <= time && time <= e) {
-                    p.counters.user_threads_gc_cpu_ns += count * period_ns;
+                if windows.iter().any(|&(s, e, wtid)| wtid == u64::from(tid) && s <= time && time <= e) {
+                    gc_ns += count * period_ns;
                 }
-            }
-            let oldest = p.timed.front().map_or(ready_before, |t| t.1);
+                false
+            });
+            p.counters.user_threads_gc_cpu_ns += gc_ns;
+            let oldest = p.timed.iter().map(|t| t.1).min().unwrap_or(ready_before);
             while p.windows.front().is_some_and(|w| w.1 < oldest) {
                 p.windows.pop_front();
             }
