@@ -107,7 +107,7 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
             return;
         }
         n += 1;
-        if n % 256 == 0 {
+        if n.is_multiple_of(256) {
             lost(pid, &reader.stats(), &mut dropped, tx);
         }
     }

@@ -178,7 +178,7 @@ impl HostSource {
         if self.tx.send(Record::Started(info)).is_err() {
             return;
         }
-        if !(self.cfg.all && !self.cfg.dotnet_only)
+        if (!self.cfg.all || self.cfg.dotnet_only)
             && let Err(e) = self.sampler.add_pids(&[pid])
         {
             log::warn!("sampling {pid}: {e}");
