@@ -24,12 +24,23 @@ pub enum Query {
     Now(oneshot::Sender<u64>),
 }
 
-struct Names<'r>(&'r mut FrameResolver);
+/// Names for one profile: the followed .NET processes' from the long-lived resolver, every
+/// other process's from a resolver made for this profile and dropped after it, so the images
+/// of whatever else runs on the host (compilers with huge symbol tables…) are not kept.
+struct Names<'r> {
+    dotnet: &'r mut FrameResolver,
+    followed: HashSet<u32>,
+    native: Option<FrameResolver>,
+}
 
 impl Namer for Names<'_> {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-        self.0.ensure_process(pid);
-        self.0.stack(pid, kernel, user)
+        if self.followed.contains(&pid) {
+            return self.dotnet.stack(pid, kernel, user);
+        }
+        let r = self.native.get_or_insert_with(FrameResolver::new);
+        r.ensure_process(pid);
+        r.stack(pid, kernel, user)
     }
     fn process_name(&mut self, pid: u32) -> String {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| pid.to_string())
@@ -72,10 +83,8 @@ impl State {
         match &r {
             // The .NET processes' code is named as it arrives (JIT code moves, processes end);
             // other processes' when a profile asks for it, which keeps host-wide sampling cheap.
-            Record::Cpu(c) | Record::OffCpu(c) => {
-                if self.agg.follows(c.pid) {
-                    self.resolver.note_addresses(c.pid, &c.user, c.count);
-                }
+            Record::Cpu(c) | Record::OffCpu(c) if self.agg.follows(c.pid) => {
+                self.resolver.note_addresses(c.pid, &c.user, c.count);
                 self.last_seen.insert(c.pid, Instant::now());
             }
             Record::Started(i) => {
@@ -136,9 +145,10 @@ impl State {
                 let _ = reply.send(self.agg.now_ns());
             }
             Query::Profile { kind, pid, since_ns, reply } => {
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
                 let bytes = self
                     .agg
-                    .profile(kind, pid, since_ns, &mut Names(&mut self.resolver))
+                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None })
                     .and_then(|p| {
                         let mut out = Vec::new();
                         clrprobe_profile::pprof::to_writer(&p, &mut out)?;

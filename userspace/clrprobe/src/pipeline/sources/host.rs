@@ -78,7 +78,9 @@ pub struct HostSource {
 
 /// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
 const SOCKET_WAIT_POLLS: u32 = 20;
-const POLL: Duration = Duration::from_millis(250);
+/// Discovery period: an agent is not in a hurry, and each scan reads /proc/PID/maps of
+/// every young process on the host (`record --all` scans every 250 ms).
+const POLL: Duration = Duration::from_secs(1);
 const DRAIN: Duration = Duration::from_secs(1);
 
 impl HostSource {
