@@ -101,6 +101,9 @@ impl HostSource {
                 }
             }
         }
+        // Loading the object parsed the kernel's BTF: give that memory back.
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe { libc::malloc_trim(0) };
         Ok(Self {
             cfg,
             tx,
