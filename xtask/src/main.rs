@@ -1,5 +1,6 @@
 //! `cargo xtask`: builds the BPF programs, sets up the .NET test bed, and runs every test.
 mod bench;
+mod bench_agent;
 mod cache;
 mod demo;
 mod dotnet;
@@ -45,6 +46,15 @@ enum Cmd {
         #[arg(long, default_value_t = 6)]
         seconds: u32,
     },
+    /// `clrprobe agent --all` for minutes with three busy .NET processes: their slowdown, the
+    /// agent's CPU and RSS.
+    BenchAgent {
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        /// Seconds of the runs without the agent, before and after.
+        #[arg(long, default_value_t = 60)]
+        baseline: u64,
+    },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
     /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
@@ -73,6 +83,7 @@ fn main() -> Result<()> {
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
         Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
+        Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())
@@ -85,6 +96,8 @@ fn test(extra: &[String]) -> Result<()> {
     util::ensure_apt("go", "golang-go", "go tool pprof, an independent pprof reader for the tests")?;
     // `clrprobe top` runs in a real terminal under tmux in its live test.
     util::ensure_apt("tmux", "tmux", "a terminal for the `clrprobe top` live test")?;
+    // `clrprobe agent` is scraped by a real Prometheus server in its live test.
+    util::ensure_apt("prometheus", "prometheus", "a Prometheus server scraping `clrprobe agent` in its live test")?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();

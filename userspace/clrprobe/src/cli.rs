@@ -30,6 +30,9 @@ pub enum Command {
     Heap(crate::heap::HeapCmd),
     /// .NET Framework runtime counters from the CLR's shared IPC block (Windows).
     Counters(CountersCmd),
+    /// Runs until stopped, profiling every .NET process; serves Prometheus `/metrics` and
+    /// Go-style `/debug/pprof/*` over HTTP.
+    Agent(crate::agent_cli::AgentCmd),
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
+pub mod agent_cli;
 pub mod doctor;
 pub mod formats;
 pub mod heap;
@@ -28,3 +29,7 @@ pub mod ps;
 pub mod top;
 #[cfg(target_os = "linux")]
 pub mod unwind;
+#[cfg(target_os = "linux")]
+pub mod pipeline;
+#[cfg(target_os = "linux")]
+pub mod agent;

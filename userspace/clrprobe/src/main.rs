@@ -36,6 +36,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trace(cmd) => trace(cmd),
         Command::Heap(cmd) => Ok(if clrprobe::heap::run(&cmd, trace_stop_flag())? { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
         Command::Counters(cmd) => counters(cmd),
+        Command::Agent(cmd) => agent(cmd),
         Command::Report(cmd) => {
             let r = clrprobe::report::read(&cmd.file, cmd.top)?;
             if cmd.json {
@@ -301,4 +302,50 @@ fn ps(_cmd: clrprobe::cli::PsCmd) -> anyhow::Result<ExitCode> {
 #[cfg(not(target_os = "linux"))]
 fn top(_cmd: clrprobe::cli::TopCmd) -> anyhow::Result<ExitCode> {
     anyhow::bail!("`clrprobe top` needs Linux")
+}
+
+#[cfg(target_os = "linux")]
+fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
+    use std::time::Duration;
+
+    use clrprobe_pipeline::Kinds;
+    let args = clrprobe::agent::AgentArgs {
+        listen: cmd.listen,
+        host: clrprobe::pipeline::sources::HostConfig {
+            all: cmd.all || cmd.pids.is_empty(),
+            dotnet_only: cmd.dotnet_only,
+            pids: cmd.pids.clone(),
+            freq: cmd.freq,
+            sampler: cmd.sampler,
+            offcpu: !cmd.no_offcpu,
+            offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
+            kinds: Kinds { alloc: !cmd.no_alloc, exceptions: true, contention: true },
+            eventpipe: true,
+            perf_map: true,
+            parent: cmd.parent,
+        },
+        window_s: cmd.window,
+        exited_grace_s: cmd.exited_grace,
+    };
+    let stop = clrprobe::signals::stop_flag();
+    let result = clrprobe::agent::run(&args, stop, |addr, fallback| {
+        if let Some(why) = fallback {
+            eprintln!("clrprobe: warning: {why}");
+        }
+        eprintln!("clrprobe agent: serving http://{addr}/metrics and http://{addr}/debug/pprof/");
+    });
+    if let Err(e) = result {
+        let doctor = doctor::Report::probe();
+        if doctor.has_missing() {
+            eprint!("{doctor}");
+        }
+        return Err(anyhow::Error::new(e).context("agent failed"));
+    }
+    eprintln!("clrprobe agent: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn agent(_cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`clrprobe agent` needs Linux (BPF + EventPipe)")
 }

@@ -164,6 +164,21 @@ impl GcTimeline {
         self.records.get_mut(i)
     }
 
+    /// Drops the finished collections and pauses (a long-running reader keeps memory bounded
+    /// after reading them): only between collections, keeping the last ended one for the
+    /// GCHeapStats that follows its GCEnd. True when something was dropped.
+    pub fn forget_finished(&mut self) -> bool {
+        if !self.open.is_empty() || self.suspend.is_some() || (self.records.len() <= 1 && self.pauses.is_empty()) {
+            return false;
+        }
+        let last = self.last_ended.and_then(|i| self.records.get(i).cloned());
+        self.records.clear();
+        self.records.extend(last);
+        self.last_ended = (!self.records.is_empty()).then_some(0);
+        self.pauses.clear();
+        true
+    }
+
     /// Pause intervals `(start, end, tid)` of `tid` (ns, source clock): the windows in which
     /// that thread did the work of a blocking collection (workstation GC).
     pub fn pauses_of(&self, tid: u64) -> impl Iterator<Item = (u64, u64)> + '_ {

@@ -15,6 +15,7 @@ pub mod http;
 mod profiles;
 mod report;
 mod threads;
+pub mod stream;
 
 pub use gc::{GcRecord, GcTimeline, pause_mode_name};
 pub use gc_report::{GcCpu, GcReport};

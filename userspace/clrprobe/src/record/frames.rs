@@ -62,6 +62,18 @@ impl FrameResolver {
         }
     }
 
+    /// Forgets processes (gone ones, in a long-running agent): their maps and names.
+    pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.processes.retain(|p, _| !pids.contains(p));
+        self.named.retain(|(p, _), _| !pids.contains(p));
+        self.unnamed.retain(|(p, _), _| !pids.contains(p));
+    }
+
+    /// The processes known.
+    pub fn pids(&self) -> Vec<u32> {
+        self.processes.keys().copied().collect()
+    }
+
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
     pub fn refresh(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {

@@ -6,7 +6,7 @@ pub(crate) mod clr_session;
 mod cxa;
 mod frames;
 mod limits;
-mod gc;
+pub(crate) mod gc;
 pub mod http;
 mod perfmap;
 mod split;
@@ -181,8 +181,10 @@ pub fn run(
             summary.warnings.push(format!("no per-thread on-CPU time: {e}"));
         }
     }
-    // Sample times place CPU samples in workstation-GC windows (not for every process).
-    if let (true, false, Some(b)) = (kinds.cpu, args.all, bpf.as_deref_mut())
+    // Sample times place CPU samples in workstation-GC windows. Under --all too (one map
+    // entry per sample: 99 Hz × CPUs a second, far below the map's 65,536 keys per drain);
+    // only the .NET targets' timed samples are kept.
+    if let (true, Some(b)) = (kinds.cpu, bpf.as_deref_mut())
         && let Err(e) = gc::enable_sample_time(b.loaded())
     {
         summary.warnings.push(format!("no sample times (workstation GC not separated): {e}"));
@@ -237,7 +239,7 @@ pub fn run(
                 proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
             }
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
@@ -328,10 +330,11 @@ fn drain(
     resolver: &mut FrameResolver,
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
+    targets: &[u32],
 ) {
     match s.drain() {
         Ok(batch) => {
-            batch.iter().for_each(|s| timed.note(s));
+            batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.note(s));
             absorb(cpu, batch, resolver)
         }
         Err(e) => summary.warnings.push(format!("reading samples: {e}")),

@@ -1,0 +1,99 @@
+//! `clrprobe agent`: always-on profiling. The host source and one EventPipe reader per .NET
+//! process feed the aggregator thread; an HTTP server (axum on tokio) answers Prometheus
+//! (`/metrics`) and pprof scrapers (`/debug/pprof/*`) from it. Runs until SIGINT/SIGTERM;
+//! then every session is stopped and every perf map clrprobe switched on is switched off.
+use std::{
+    net::SocketAddr,
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use clrprobe_pipeline::stream::AggregatorConfig;
+
+use crate::pipeline::{
+    aggregate,
+    sinks::http,
+    sources::{HostConfig, HostSource, SourceError, monotonic_ns},
+};
+
+#[derive(Debug, Clone)]
+pub struct AgentArgs {
+    pub listen: SocketAddr,
+    pub host: HostConfig,
+    /// Seconds of CPU samples kept (the longest `profile?seconds=`).
+    pub window_s: u64,
+    /// Seconds an exited process's series stay.
+    pub exited_grace_s: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("cannot listen on {addr}: {source} (is another agent running there? choose another with --listen)")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("starting a thread or the HTTP runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("HTTP server: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Runs the agent until `stop` is set.
+pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(SocketAddr, Option<&str>)) -> Result<(), AgentError> {
+    let listener = std::net::TcpListener::bind(args.listen).map_err(|source| AgentError::Listen { addr: args.listen, source })?;
+    listener.set_nonblocking(true).map_err(|source| AgentError::Listen { addr: args.listen, source })?;
+    let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
+    // Bounded: a stalled aggregator slows the sources (the runtimes then drop events, counted)
+    // instead of growing memory.
+    let (rec_tx, rec_rx) = crossbeam_channel::bounded(65_536);
+    let (q_tx, q_rx) = crossbeam_channel::unbounded();
+    let cfg = AggregatorConfig {
+        freq_hz: args.host.freq,
+        buckets: args.window_s.max(1) as usize,
+        exited_grace_ns: args.exited_grace_s * 1_000_000_000,
+        kinds: args.host.kinds,
+        unix_offset_ns: unix_offset_ns(),
+        ..AggregatorConfig::default()
+    };
+    let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(AgentError::Runtime)?;
+    // The sampler holds BPF handles that stay on the thread that loaded them.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let host_cfg = args.host.clone();
+    let host = std::thread::Builder::new()
+        .name("host-source".into())
+        .spawn(move || match HostSource::start(host_cfg, rec_tx) {
+            Ok(source) => {
+                let _ = ready_tx.send(Ok(source.fallback.clone()));
+                source.run(stop);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(AgentError::Runtime)?;
+    let fallback = match ready_rx.recv() {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
+            let _ = host.join();
+            return Err(e.into());
+        }
+        Err(_) => return Err(AgentError::Runtime(std::io::Error::other("the host source thread ended"))),
+    };
+    on_ready(local, fallback.as_deref());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(AgentError::Runtime)?;
+    let served = rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        http::serve(listener, q_tx, args.window_s as f64, stop).await
+    });
+    stop.store(true, Ordering::SeqCst);
+    let _ = host.join();
+    let _ = aggregator.join();
+    rt.shutdown_timeout(Duration::from_secs(1));
+    served.map_err(AgentError::Serve)
+}
+
+/// Unix time minus host monotonic time, ns.
+fn unix_offset_ns() -> i64 {
+    let unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0);
+    unix - monotonic_ns()
+}

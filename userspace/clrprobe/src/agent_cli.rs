@@ -1,0 +1,50 @@
+//! `clrprobe agent` arguments.
+use clap::Args;
+
+use crate::cli::SamplerChoice;
+
+#[derive(Debug, Args)]
+#[command(after_help = "Defaults keep the cost low for always-on use: CPU at 49 Hz, off-CPU intervals of 5 ms and \
+more, allocation events (AllocationTick, one per ~100 KB allocated, each with a stack walk) in every .NET process. \
+--no-alloc drops the allocation events (the costliest part for allocation-heavy apps); --freq raises the rate.\n\n\
+Endpoints: /metrics (Prometheus text, OpenTelemetry .NET runtime metric names), /debug/pprof/profile?seconds=N, \
+/debug/pprof/allocs, /debug/pprof/mutex, /debug/pprof/block (off-CPU), /debug/pprof/exceptions; &pid=P keeps one process.")]
+pub struct AgentCmd {
+    /// Address to serve HTTP on.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub listen: std::net::SocketAddr,
+    /// Every process on the host (the default): CPU of every process, every .NET process
+    /// followed, ones that start later too.
+    #[arg(short = 'a', long, conflicts_with = "pids")]
+    pub all: bool,
+    /// Only these processes.
+    #[arg(short = 'p', long = "pid", num_args = 1.., value_delimiter = ',')]
+    pub pids: Vec<u32>,
+    /// With --all: sample the CPU of the .NET processes only (no native CPU for the rest).
+    #[arg(long)]
+    pub dotnet_only: bool,
+    /// Follow only the .NET processes whose parent is this process (a supervisor or a shell).
+    #[arg(long, value_name = "PID")]
+    pub parent: Option<u32>,
+    /// CPU sampling frequency in Hz.
+    #[arg(short = 'F', long, default_value_t = 49, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub freq: u64,
+    /// Shortest off-CPU interval recorded, in microseconds.
+    #[arg(long, default_value_t = 5000)]
+    pub offcpu_min_us: u64,
+    /// No off-CPU (block) profile.
+    #[arg(long)]
+    pub no_offcpu: bool,
+    /// No allocation events (no allocs profile, no allocated-bytes metric).
+    #[arg(long)]
+    pub no_alloc: bool,
+    /// Seconds of CPU samples kept (the longest profile?seconds=).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub window: u64,
+    /// Seconds an exited process's series and profiles stay.
+    #[arg(long, default_value_t = 30)]
+    pub exited_grace: u64,
+    /// Which CPU sampler to use.
+    #[arg(long, value_enum, default_value_t = SamplerChoice::Auto)]
+    pub sampler: SamplerChoice,
+}

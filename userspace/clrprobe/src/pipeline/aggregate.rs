@@ -1,0 +1,171 @@
+//! The aggregator thread: absorbs every record, owns the symbolizer, answers the sinks'
+//! queries (metrics text, gzipped pprof of a kind and window) between records.
+use std::{
+    collections::{HashMap, HashSet},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use clrprobe_pipeline::stream::{Aggregator, AggregatorConfig, Namer, ProfileKind, Record};
+use clrprobe_profile::Frame;
+use crossbeam_channel::{Receiver, select};
+use tokio::sync::oneshot;
+
+use crate::record::{FrameResolver, JitMethod, alive};
+
+/// What a sink asks of the aggregator.
+pub enum Query {
+    /// Prometheus text of the followed processes and the aggregator's health.
+    Metrics(oneshot::Sender<String>),
+    /// A profile as gzipped pprof bytes: CPU samples taken at or after `since_ns` (host
+    /// monotonic), the cumulative kinds whole.
+    Profile { kind: ProfileKind, pid: Option<u32>, since_ns: u64, reply: oneshot::Sender<Result<Vec<u8>, String>> },
+    /// The sources' clock as the aggregator last saw it.
+    Now(oneshot::Sender<u64>),
+}
+
+/// Names for one profile: the followed .NET processes' from the long-lived resolver, every
+/// other process's from a resolver made for this profile and dropped after it, so the images
+/// of whatever else runs on the host (compilers with huge symbol tables…) are not kept.
+struct Names<'r> {
+    dotnet: &'r mut FrameResolver,
+    followed: HashSet<u32>,
+    native: Option<FrameResolver>,
+}
+
+impl Namer for Names<'_> {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        if self.followed.contains(&pid) {
+            return self.dotnet.stack(pid, kernel, user);
+        }
+        let r = self.native.get_or_insert_with(FrameResolver::new);
+        r.ensure_process(pid);
+        r.stack(pid, kernel, user)
+    }
+    fn process_name(&mut self, pid: u32) -> String {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| pid.to_string())
+    }
+}
+
+/// Processes not seen for this long (and gone) are forgotten by the symbolizer.
+const FORGET_AFTER: Duration = Duration::from_secs(180);
+
+struct State {
+    agg: Aggregator,
+    resolver: FrameResolver,
+    last_seen: HashMap<u32, Instant>,
+    last_forget: Instant,
+}
+
+/// Starts the aggregator thread; it ends when every record sender is gone.
+pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver<Query>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name("aggregator".into()).spawn(move || {
+        let mut s = State { agg: Aggregator::new(cfg), resolver: FrameResolver::new(), last_seen: HashMap::new(), last_forget: Instant::now() };
+        let mut queries = queries;
+        loop {
+            select! {
+                recv(records) -> r => match r {
+                    Ok(r) => s.absorb(r),
+                    Err(_) => break,
+                },
+                recv(queries) -> q => match q {
+                    Ok(q) => s.answer(q),
+                    // The sinks are gone: drain the sources to their end.
+                    Err(_) => queries = crossbeam_channel::never(),
+                },
+            }
+        }
+    })
+}
+
+impl State {
+    fn absorb(&mut self, r: Record) {
+        match &r {
+            // The .NET processes' code is named as it arrives (JIT code moves, processes end);
+            // other processes' when a profile asks for it, which keeps host-wide sampling cheap.
+            Record::Cpu(c) | Record::OffCpu(c) if self.agg.follows(c.pid) => {
+                self.resolver.note_addresses(c.pid, &c.user, c.count);
+                self.last_seen.insert(c.pid, Instant::now());
+            }
+            Record::Started(i) => {
+                self.resolver.add_process(i.pid);
+                self.resolver.refresh(i.pid);
+                self.last_seen.insert(i.pid, Instant::now());
+            }
+            Record::Tick { .. } => {
+                let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
+                for pid in live {
+                    self.resolver.refresh(pid);
+                    self.last_seen.insert(pid, Instant::now());
+                }
+                self.forget_gone();
+            }
+            _ => {}
+        }
+        self.agg.absorb(r);
+        let jit = self.agg.take_jit_methods();
+        if !jit.is_empty() {
+            let mut by_pid: HashMap<u32, Vec<JitMethod>> = HashMap::new();
+            for (pid, start, size, name) in jit {
+                by_pid.entry(pid).or_default().push(JitMethod { start, size, name, from_rundown: false });
+            }
+            for (pid, methods) in by_pid {
+                self.resolver.add_jit_methods(pid, &methods);
+            }
+        }
+        for (pid, stack) in self.agg.take_new_stacks() {
+            self.resolver.note_addresses(pid, &stack, 0);
+        }
+    }
+
+    fn forget_gone(&mut self) {
+        if self.last_forget.elapsed() < Duration::from_secs(60) {
+            return;
+        }
+        self.last_forget = Instant::now();
+        let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+        let gone: HashSet<u32> = self
+            .resolver
+            .pids()
+            .into_iter()
+            .filter(|p| !followed.contains(p) && self.last_seen.get(p).is_none_or(|t| t.elapsed() > FORGET_AFTER) && !alive(*p))
+            .collect();
+        if !gone.is_empty() {
+            self.resolver.forget(&gone);
+            self.last_seen.retain(|p, _| !gone.contains(p));
+        }
+    }
+
+    fn answer(&mut self, q: Query) {
+        match q {
+            Query::Metrics(reply) => {
+                let _ = reply.send(self.agg.metrics_text());
+            }
+            Query::Now(reply) => {
+                let _ = reply.send(self.agg.now_ns());
+            }
+            Query::Profile { kind, pid, since_ns, reply } => {
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+                let bytes = self
+                    .agg
+                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None })
+                    .and_then(|p| {
+                        let mut out = Vec::new();
+                        clrprobe_profile::pprof::to_writer(&p, &mut out)?;
+                        Ok(out)
+                    })
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(bytes);
+                release_free_memory();
+            }
+        }
+    }
+}
+
+/// Hands the memory freed after a profile (the per-request symbolizer's images) back to the
+/// OS: glibc keeps a thread's freed arena memory otherwise, and an agent's RSS would keep the
+/// peak of every request.
+fn release_free_memory() {
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe { libc::malloc_trim(0) };
+}

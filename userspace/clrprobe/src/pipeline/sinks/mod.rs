@@ -1,0 +1,2 @@
+//! Where snapshots go: HTTP (`clrprobe agent`).
+pub mod http;

@@ -1,0 +1,266 @@
+//! The host source: the CPU sampler and off-CPU drains, discovery of .NET processes (their
+//! perf map switched on, an EventPipe session each), their CPU times from /proc, and the
+//! clock ticks that roll the aggregator's windows. Runs on its own thread until stopped.
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use clrprobe_pipeline::{
+    Kinds,
+    stream::{ProcessInfo, Record, StackRecord},
+};
+use crossbeam_channel::Sender;
+
+use super::{EventPipeSource, container_id, monotonic_ns, proc_stat::cpu_records};
+use crate::{
+    record::{
+        EVENTPIPE_BUFFER_MB, PerfMapGuard, PerfMapState, alive,
+        clr_session::{kind_keywords, session_config},
+        is_dotnet,
+    },
+    sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError},
+};
+
+/// What the host source samples and follows.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Sample every process's CPU and follow every .NET process found (new ones too).
+    pub all: bool,
+    /// With `all`: sample only the .NET processes' CPU.
+    pub dotnet_only: bool,
+    /// Processes to follow (without `all`).
+    pub pids: Vec<u32>,
+    pub freq: u64,
+    pub sampler: SamplerChoice,
+    /// Off-CPU intervals (sched_switch) of at least `offcpu_min`.
+    pub offcpu: bool,
+    pub offcpu_min: Duration,
+    /// Event kinds asked of each runtime (allocations, exceptions, contention).
+    pub kinds: Kinds,
+    pub eventpipe: bool,
+    pub perf_map: bool,
+    /// Follow only .NET processes whose parent is this process (a supervisor, a shell).
+    pub parent: Option<u32>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Sampler(#[from] SamplerError),
+}
+
+/// A followed .NET process.
+struct Followed {
+    _guard: Option<PerfMapGuard>,
+    session: Option<EventPipeSource>,
+}
+
+pub struct HostSource {
+    cfg: HostConfig,
+    tx: Sender<Record>,
+    sampler: Box<dyn Sampler>,
+    /// Why the BPF sampler was not used, if it was not.
+    pub fallback: Option<String>,
+    /// Problems met while following processes (one line each), for the log.
+    pub offcpu_on: bool,
+    followed: HashMap<u32, Followed>,
+    /// Pids seen and set up (or given up on), so they are not set up twice.
+    done: HashSet<u32>,
+    waiting: HashMap<u32, u32>,
+    scanner: crate::discover::Scanner,
+    lost_sent: u64,
+}
+
+/// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
+const SOCKET_WAIT_POLLS: u32 = 20;
+/// Discovery period: an agent is not in a hurry, and each scan reads /proc/PID/maps of
+/// every young process on the host (`record --all` scans every 250 ms).
+const POLL: Duration = Duration::from_secs(1);
+const DRAIN: Duration = Duration::from_secs(1);
+
+impl HostSource {
+    /// Loads the sampler (and the off-CPU program) and returns the source, not yet running.
+    pub fn start(cfg: HostConfig, tx: Sender<Record>) -> Result<Self, SourceError> {
+        let targets = if cfg.all && !cfg.dotnet_only { vec![0] } else { cfg.pids.clone() };
+        let (mut sampler, fallback) = sampler::start(cfg.sampler, &targets, cfg.freq)?;
+        let mut offcpu_on = false;
+        if let Some(b) = sampler.as_bpf() {
+            // Per-sample times: CPU samples inside a thread's own GC pause are GC work.
+            if let Err(e) = crate::record::gc::enable_sample_time(b.loaded()) {
+                log::warn!("no sample times (GC on user threads not measured): {e}");
+            }
+            if cfg.offcpu {
+                match b.loaded().attach_sched_switch(true, false, cfg.offcpu_min.as_nanos() as u64) {
+                    Ok(()) => offcpu_on = true,
+                    Err(e) => log::warn!("no off-CPU profile: {e}"),
+                }
+            }
+        }
+        // Loading the object parsed the kernel's BTF: give that memory back.
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe { libc::malloc_trim(0) };
+        Ok(Self {
+            cfg,
+            tx,
+            sampler,
+            fallback,
+            offcpu_on,
+            followed: HashMap::new(),
+            done: HashSet::new(),
+            waiting: HashMap::new(),
+            scanner: crate::discover::Scanner::new(),
+            lost_sent: 0,
+        })
+    }
+
+    /// Runs until `stop` is set; then stops every session and restores every perf map.
+    pub fn run(mut self, stop: &AtomicBool) {
+        let mut last_poll = Instant::now() - POLL;
+        let mut last_drain = Instant::now();
+        while !stop.load(Ordering::SeqCst) {
+            if last_poll.elapsed() >= POLL {
+                last_poll = Instant::now();
+                self.discover();
+                log::debug!("discovery took {:?}", last_poll.elapsed());
+            }
+            if last_drain.elapsed() >= DRAIN {
+                last_drain = Instant::now();
+                if self.drain().is_err() {
+                    break; // the aggregator is gone
+                }
+                log::debug!("drain took {:?}", last_drain.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Stop the sessions first (each ends its stream), then the guards switch maps off.
+        for (_, f) in self.followed.drain() {
+            if let Some(s) = f.session {
+                s.stop();
+            }
+        }
+        let _ = self.drain();
+    }
+
+    fn discover(&mut self) {
+        let candidates: Vec<u32> =
+            if self.cfg.all { self.scanner.scan() } else { self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect() };
+        for pid in candidates {
+            if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
+                continue;
+            }
+            if (self.cfg.eventpipe || self.cfg.perf_map) && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
+                let n = self.waiting.entry(pid).or_insert(0);
+                *n += 1;
+                if *n < SOCKET_WAIT_POLLS && alive(pid) {
+                    continue;
+                }
+            }
+            self.waiting.remove(&pid);
+            self.done.insert(pid);
+            if alive(pid) {
+                self.follow(pid);
+            }
+        }
+        // Forget exited pids that were never followed (a reused pid is new again).
+        self.done.retain(|p| self.followed.contains_key(p) || alive(*p));
+    }
+
+    fn follow(&mut self, pid: u32) {
+        let described = crate::discover::describe(pid);
+        let info = ProcessInfo {
+            pid,
+            name: described.as_ref().map(|d| d.comm.clone()).unwrap_or_default(),
+            container_id: container_id(pid),
+            runtime_version: described.and_then(|d| d.runtime_version).unwrap_or_default(),
+        };
+        let guard = self.cfg.perf_map.then(|| PerfMapGuard::ensure(pid));
+        let perf_map_names = guard.as_ref().is_some_and(|g| matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe));
+        if self.tx.send(Record::Started(info)).is_err() {
+            return;
+        }
+        if (!self.cfg.all || self.cfg.dotnet_only)
+            && let Err(e) = self.sampler.add_pids(&[pid])
+        {
+            log::warn!("sampling {pid}: {e}");
+        }
+        let session = if self.cfg.eventpipe {
+            let mut config = session_config(kind_keywords(self.cfg.kinds), self.cfg.kinds.alloc || !perf_map_names);
+            config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+            match EventPipeSource::start(pid, &config, self.tx.clone()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    log::warn!("no EventPipe session for {pid}: {e}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.followed.insert(pid, Followed { _guard: guard, session });
+    }
+
+    /// Sends the samples, off-CPU time and CPU times gathered since the last drain, lets
+    /// exited processes go, then a tick. Err: the aggregator is gone.
+    fn drain(&mut self) -> Result<(), crossbeam_channel::SendError<Record>> {
+        match self.sampler.drain() {
+            Ok(batch) => {
+                log::debug!("{} CPU sample entries", batch.len());
+                for s in batch {
+                    self.tx.send(Record::Cpu(stack_record(s)))?;
+                }
+            }
+            Err(e) => log::warn!("reading samples: {e}"),
+        }
+        if self.offcpu_on
+            && let Some(b) = self.sampler.as_bpf()
+        {
+            match b.drain_offcpu() {
+                Ok(batch) => {
+                    for s in batch {
+                        self.tx.send(Record::OffCpu(stack_record(s)))?;
+                    }
+                }
+                Err(e) => log::warn!("reading off-CPU time: {e}"),
+            }
+        }
+        let lost = self.sampler.stats().lost_samples;
+        if lost > self.lost_sent {
+            self.tx.send(Record::Lost { pid: None, source: "cpu-samples", count: lost - self.lost_sent })?;
+            self.lost_sent = lost;
+        }
+        let now = monotonic_ns() as u64;
+        let exited: Vec<u32> = self.followed.keys().copied().filter(|&p| !alive(p)).collect();
+        for pid in exited {
+            // Dropping the source and the guard: the stream has ended, the map files go.
+            self.followed.remove(&pid);
+            self.tx.send(Record::Exited { pid, time_ns: now })?;
+        }
+        let mut recs = Vec::new();
+        for &pid in self.followed.keys() {
+            cpu_records(pid, &mut recs);
+        }
+        for r in recs {
+            self.tx.send(r)?;
+        }
+        self.tx.send(Record::Tick { time_ns: now })
+    }
+
+    /// Pids followed now.
+    pub fn followed(&self) -> Vec<u32> {
+        self.followed.keys().copied().collect()
+    }
+
+    /// Is the session of `pid` still reading?
+    pub fn session_alive(&self, pid: u32) -> bool {
+        self.followed.get(&pid).and_then(|f| f.session.as_ref()).is_some_and(|s| !s.ended() && s.pid() == pid)
+    }
+}
+
+fn stack_record(s: RawSample) -> StackRecord {
+    StackRecord { pid: s.pid, tid: s.tid, comm: Arc::from(s.comm), time_ns: s.time_ns, kernel: s.kernel, user: s.user, count: s.count }
+}

@@ -1,0 +1,378 @@
+//! The aggregator: absorbs records one at a time and owns all per-process state. CPU samples
+//! go into one-second buckets kept for [`AggregatorConfig::buckets`] seconds (a rolling
+//! window, host-wide); allocation, exception, contention and off-CPU samples add up per
+//! followed .NET process (cumulative, as Go's profiles are) and go when the process has
+//! exited and its grace period passed; counters likewise.
+use std::{
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    sync::Arc,
+};
+
+use clr_events::{ClrEvent, RawEvent, decode};
+
+use super::{
+    counters::Counters,
+    records::{ClrRecord, ProcessInfo, Record, StackRecord},
+};
+use crate::{EventInput, EventProfiles, Kinds};
+
+/// (pid, tid, thread name, kernel stack, user stack).
+pub(crate) type StackKey = (u32, u32, Arc<str>, Arc<[u64]>, Arc<[u64]>);
+
+#[derive(Debug, Clone)]
+pub struct AggregatorConfig {
+    /// CPU sampling frequency (the period of a CPU sample).
+    pub freq_hz: u64,
+    /// Length of one CPU bucket, ns.
+    pub bucket_ns: u64,
+    /// CPU buckets kept (the longest `?seconds=` window).
+    pub buckets: usize,
+    /// How long an exited process's series and profiles stay (so a last scrape sees them).
+    pub exited_grace_ns: u64,
+    /// Most distinct off-CPU stacks kept per process; more are counted as lost.
+    pub max_offcpu_keys: usize,
+    /// Most distinct CPU stacks per bucket; more are counted as lost.
+    pub max_cpu_keys: usize,
+    /// Event kinds turned into samples.
+    pub kinds: Kinds,
+    /// Host monotonic → Unix time (ns), for profile start times.
+    pub unix_offset_ns: i64,
+}
+
+impl Default for AggregatorConfig {
+    fn default() -> Self {
+        Self {
+            freq_hz: 99,
+            bucket_ns: 1_000_000_000,
+            buckets: 120,
+            exited_grace_ns: 30_000_000_000,
+            max_offcpu_keys: 20_000,
+            max_cpu_keys: 50_000,
+            kinds: Kinds::ALL,
+            unix_offset_ns: 0,
+        }
+    }
+}
+
+/// The agent's own health, beside what it measures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Health {
+    pub records: u64,
+    /// Lost data by source (increments summed).
+    pub lost: BTreeMap<&'static str, u64>,
+    pub decode_errors: u64,
+    pub processes_followed: u64,
+    pub processes_exited: u64,
+}
+
+pub(crate) struct Bucket {
+    pub start_ns: u64,
+    pub samples: HashMap<StackKey, u64>,
+}
+
+pub(crate) struct Proc {
+    pub info: ProcessInfo,
+    pub counters: Counters,
+    pub events: EventProfiles,
+    pub exited_at: Option<u64>,
+    /// Off-CPU per (tid, comm, kernel, user): (ns, intervals).
+    pub offcpu: HashMap<StackKey, (u64, u64)>,
+    pauses_read: usize,
+    contention_start: HashMap<u64, u64>,
+    /// Timed CPU samples (tid, time, count) waiting until the GC events of their time arrived.
+    timed: VecDeque<(u32, u64, u64)>,
+    /// GC pauses (start, end, suspending tid) that timed samples may still fall into.
+    windows: VecDeque<(u64, u64, u64)>,
+    last_event_ns: u64,
+    /// tid → (comm, CPU ns at first sight, CPU ns now).
+    threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    seen_stacks: HashSet<Arc<[u64]>>,
+}
+
+/// The dedicated GC threads of CoreCLR by their (15-byte) names.
+pub fn is_gc_thread(comm: &str) -> bool {
+    comm.starts_with(".NET Server GC") || comm.starts_with(".NET BGC")
+}
+
+/// How far behind the newest event of a process a timed sample must be before it is checked
+/// against the GC pauses (the runtime flushes its event buffers in blocks).
+const EVENT_LAG_NS: u64 = 200_000_000;
+/// Timed samples older than this are checked whatever has arrived.
+const TIMED_HOLD_NS: u64 = 5_000_000_000;
+
+pub struct Aggregator {
+    pub(crate) cfg: AggregatorConfig,
+    pub(crate) now_ns: u64,
+    pub(crate) first_ns: Option<u64>,
+    pub(crate) procs: BTreeMap<u32, Proc>,
+    pub(crate) cpu: VecDeque<Bucket>,
+    pub health: Health,
+    jit: Vec<(u32, u64, u32, String)>,
+    new_stacks: Vec<(u32, Arc<[u64]>)>,
+}
+
+impl Aggregator {
+    pub fn new(cfg: AggregatorConfig) -> Self {
+        Self {
+            cfg,
+            now_ns: 0,
+            first_ns: None,
+            procs: BTreeMap::new(),
+            cpu: VecDeque::new(),
+            health: Health::default(),
+            jit: Vec::new(),
+            new_stacks: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &AggregatorConfig {
+        &self.cfg
+    }
+
+    /// The sources' clock as last seen (host monotonic ns).
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Followed processes (exited ones included until let go).
+    pub fn processes(&self) -> impl Iterator<Item = (&ProcessInfo, &Counters, bool)> + '_ {
+        self.procs.values().map(|p| (&p.info, &p.counters, p.exited_at.is_some()))
+    }
+
+    /// Is `pid` a followed .NET process (exited ones until let go)?
+    pub fn follows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
+    /// Method code ranges from MethodLoadVerbose / rundown since the last call:
+    /// (pid, start, size, `Namespace::Method`), for the symbolizer.
+    pub fn take_jit_methods(&mut self) -> Vec<(u32, u64, u32, String)> {
+        std::mem::take(&mut self.jit)
+    }
+
+    /// Event stacks not seen before (to be named while their process lives).
+    pub fn take_new_stacks(&mut self) -> Vec<(u32, Arc<[u64]>)> {
+        std::mem::take(&mut self.new_stacks)
+    }
+
+    pub fn absorb(&mut self, r: Record) {
+        self.health.records += 1;
+        match r {
+            Record::Cpu(s) => self.cpu_sample(s),
+            Record::OffCpu(s) => self.offcpu(s),
+            Record::Clr(c) => self.clr(&c),
+            Record::Started(info) => self.started(info),
+            Record::Exited { pid, time_ns } => {
+                if let Some(p) = self.procs.get_mut(&pid)
+                    && p.exited_at.is_none()
+                {
+                    p.exited_at = Some(time_ns.max(self.now_ns));
+                    self.health.processes_exited += 1;
+                }
+            }
+            Record::ThreadCpu { pid, tid, comm, cpu_ns } => {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    let e = p.threads.entry(tid).or_insert((comm.clone(), cpu_ns, cpu_ns));
+                    e.0 = comm;
+                    e.2 = cpu_ns.max(e.2);
+                    p.counters.gc_threads_cpu_ns =
+                        p.threads.values().filter(|t| is_gc_thread(&t.0)).map(|t| t.2.saturating_sub(t.1)).sum();
+                }
+            }
+            Record::ProcessCpu { pid, user_ns, system_ns } => {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.counters.cpu_user_ns = user_ns.max(p.counters.cpu_user_ns);
+                    p.counters.cpu_system_ns = system_ns.max(p.counters.cpu_system_ns);
+                }
+            }
+            Record::Lost { pid, source, count } => {
+                *self.health.lost.entry(source).or_insert(0) += count;
+                if source == "eventpipe"
+                    && let Some(p) = pid.and_then(|pid| self.procs.get_mut(&pid))
+                {
+                    p.counters.dropped_events += count;
+                }
+            }
+            Record::Tick { time_ns } => self.tick(time_ns),
+        }
+    }
+
+    fn advance(&mut self, t: u64) {
+        if t > self.now_ns {
+            self.now_ns = t;
+        }
+        self.first_ns.get_or_insert(t);
+    }
+
+    fn started(&mut self, info: ProcessInfo) {
+        let pid = info.pid;
+        // A reused pid, or a process found again: start afresh only if the old one exited.
+        if self.procs.get(&pid).is_some_and(|p| p.exited_at.is_none()) {
+            self.procs.get_mut(&pid).expect("present").info = info;
+            return;
+        }
+        self.health.processes_followed += 1;
+        self.procs.insert(
+            pid,
+            Proc {
+                info,
+                counters: Counters::default(),
+                events: EventProfiles::new(self.cfg.kinds),
+                exited_at: None,
+                offcpu: HashMap::new(),
+                pauses_read: 0,
+                contention_start: HashMap::new(),
+                timed: VecDeque::new(),
+                windows: VecDeque::new(),
+                last_event_ns: 0,
+                threads: HashMap::new(),
+                seen_stacks: HashSet::new(),
+            },
+        );
+    }
+
+    fn bucket(&mut self, t: u64) -> Option<&mut Bucket> {
+        let b = self.cfg.bucket_ns.max(1);
+        let start = t / b * b;
+        if self.cpu.back().is_none_or(|last| last.start_ns < start) {
+            self.cpu.push_back(Bucket { start_ns: start, samples: HashMap::new() });
+            while self.cpu.len() > self.cfg.buckets.max(1) {
+                self.cpu.pop_front();
+            }
+        }
+        // Late samples go into the bucket they belong to while it is kept.
+        self.cpu.iter_mut().rev().find(|k| k.start_ns <= start)
+    }
+
+    fn cpu_sample(&mut self, s: StackRecord) {
+        // Untimed samples (perf fallback, or times off) belong to the drain's moment.
+        let t = if s.time_ns == 0 { self.now_ns } else { s.time_ns };
+        self.advance(t);
+        if let Some(p) = self.procs.get_mut(&s.pid) {
+            p.counters.cpu_samples += s.count;
+            if s.time_ns != 0 && !is_gc_thread(&s.comm) {
+                p.timed.push_back((s.tid, s.time_ns, s.count));
+            }
+        }
+        let max = self.cfg.max_cpu_keys;
+        let key = (s.pid, s.tid, s.comm, s.kernel, s.user);
+        let Some(b) = self.bucket(t) else {
+            *self.health.lost.entry("cpu-too-late").or_insert(0) += s.count;
+            return;
+        };
+        if let Some(n) = b.samples.get_mut(&key) {
+            *n += s.count;
+        } else if b.samples.len() < max {
+            b.samples.insert(key, s.count);
+        } else {
+            *self.health.lost.entry("cpu-keys-full").or_insert(0) += s.count;
+        }
+    }
+
+    fn offcpu(&mut self, s: StackRecord) {
+        self.advance(s.time_ns);
+        let max = self.cfg.max_offcpu_keys;
+        let Some(p) = self.procs.get_mut(&s.pid) else { return };
+        p.counters.offcpu_ns += s.count;
+        let key = (s.pid, s.tid, s.comm, s.kernel, s.user);
+        if let Some(v) = p.offcpu.get_mut(&key) {
+            v.0 += s.count;
+            v.1 += 1;
+        } else if p.offcpu.len() < max {
+            p.offcpu.insert(key, (s.count, 1));
+        } else {
+            *self.health.lost.entry("offcpu-keys-full").or_insert(0) += 1;
+        }
+    }
+
+    fn clr(&mut self, c: &ClrRecord) {
+        self.advance(c.time_ns);
+        let Some(p) = self.procs.get_mut(&c.pid) else { return };
+        let raw = RawEvent { provider: &c.provider, event_id: c.event_id, version: c.version, payload: &c.payload, pointer_size: c.pointer_size };
+        let ev = match decode(&raw) {
+            Ok(ClrEvent::Unknown) => return,
+            Ok(e) => e,
+            Err(_) => {
+                p.counters.decode_errors += 1;
+                self.health.decode_errors += 1;
+                return;
+            }
+        };
+        p.last_event_ns = p.last_event_ns.max(c.time_ns);
+        p.counters.on_event(&ev);
+        match &ev {
+            ClrEvent::MethodLoadVerbose(m) | ClrEvent::MethodDcStartVerbose(m) | ClrEvent::MethodDcEndVerbose(m)
+                if m.start_address != 0 && m.size != 0 =>
+            {
+                let ns = m.namespace.map(|s| s.to_string_lossy()).unwrap_or_default();
+                let name = m.name.map(|s| s.to_string_lossy()).unwrap_or_default();
+                let full = if ns.is_empty() { name } else { format!("{ns}::{name}") };
+                self.jit.push((c.pid, m.start_address, m.size, full));
+            }
+            ClrEvent::ContentionStart(_) => {
+                p.contention_start.insert(c.tid, c.time_ns);
+            }
+            ClrEvent::ContentionStop(s) => {
+                let start = p.contention_start.remove(&c.tid);
+                let ns = match (s.duration_ns, start) {
+                    (Some(d), _) if d > 0.0 => d as u64,
+                    (_, Some(t0)) => c.time_ns.saturating_sub(t0),
+                    _ => 0,
+                };
+                p.counters.contention_ns += ns;
+            }
+            _ => {}
+        }
+        let before = p.events.pending().len();
+        p.events.on_event(EventInput { pid: c.pid, tid: c.tid, time_ns: c.time_ns, event: &ev, stack: &c.stack });
+        if p.events.pending().len() != before && !c.stack.is_empty() && p.seen_stacks.insert(c.stack.clone()) {
+            self.new_stacks.push((c.pid, c.stack.clone()));
+        }
+        // New GC pauses: counted, and kept as windows for the timed CPU samples.
+        let gc = &p.events.gc;
+        for &(s, e, tid) in gc.pauses.iter().skip(p.pauses_read) {
+            p.counters.on_pause(e - s);
+            p.windows.push_back((s, e, tid));
+        }
+        p.pauses_read = gc.pauses.len();
+        if p.events.gc.forget_finished() {
+            p.pauses_read = 0;
+        }
+    }
+
+    /// Checks timed samples against the GC pauses, rolls windows, lets exited processes go.
+    fn tick(&mut self, t: u64) {
+        self.advance(t);
+        let now = self.now_ns;
+        let period_ns = 1_000_000_000 / self.cfg.freq_hz.max(1);
+        for p in self.procs.values_mut() {
+            // An exited process's last events have arrived a second after its exit.
+            let ready_before = if p.exited_at.is_some_and(|x| now >= x.saturating_add(1_000_000_000)) {
+                u64::MAX
+            } else {
+                p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(now.saturating_sub(TIMED_HOLD_NS))
+            };
+            // Samples arrive in no particular order (a drain reads a hash map).
+            let windows = &p.windows;
+            let mut gc_ns = 0;
+            p.timed.retain(|&(tid, time, count)| {
+                if time > ready_before {
+                    return true;
+                }
+                if windows.iter().any(|&(s, e, wtid)| wtid == u64::from(tid) && s <= time && time <= e) {
+                    gc_ns += count * period_ns;
+                }
+                false
+            });
+            p.counters.user_threads_gc_cpu_ns += gc_ns;
+            let oldest = p.timed.iter().map(|t| t.1).min().unwrap_or(ready_before);
+            while p.windows.front().is_some_and(|w| w.1 < oldest) {
+                p.windows.pop_front();
+            }
+        }
+        let grace = self.cfg.exited_grace_ns;
+        self.procs.retain(|_, p| p.exited_at.is_none_or(|x| now < x.saturating_add(grace)));
+        // Roll the CPU window even when no samples arrive.
+        let _ = self.bucket(now);
+    }
+}

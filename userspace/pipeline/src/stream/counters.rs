@@ -1,0 +1,61 @@
+//! Per-process counters behind `/metrics`, each the sum of what the runtime's events say:
+//! exceptions by type (ExceptionThrown), collections by condemned generation (GCStart),
+//! pause time (GCSuspendEEBegin → GCRestartEEEnd of the suspending thread, from the GC
+//! timeline), allocated bytes (AllocationTick amounts), lock contentions (ContentionStart) and
+//! their wait (ContentionStop), JIT-compiled methods (MethodLoadVerbose).
+use std::collections::BTreeMap;
+
+use clr_events::ClrEvent;
+
+/// Upper bounds of the GC pause histogram, seconds.
+pub const PAUSE_BUCKETS_S: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters {
+    pub exceptions: BTreeMap<String, u64>,
+    /// Condemned generation → collections.
+    pub gc_collections: BTreeMap<u32, u64>,
+    pub gc_pause_ns: u64,
+    /// Pauses per bucket of [`PAUSE_BUCKETS_S`] (not cumulative), then +Inf.
+    pub gc_pause_buckets: [u64; PAUSE_BUCKETS_S.len() + 1],
+    pub gc_pauses: u64,
+    pub alloc_bytes: u64,
+    pub contentions: u64,
+    pub contention_ns: u64,
+    pub jit_methods: u64,
+    /// From the OS (cumulative since the process started).
+    pub cpu_user_ns: u64,
+    pub cpu_system_ns: u64,
+    /// CPU time of the dedicated GC threads while followed.
+    pub gc_threads_cpu_ns: u64,
+    /// CPU samples of user threads inside their own GC pauses (workstation / foreground GC),
+    /// as nanoseconds (samples × period).
+    pub user_threads_gc_cpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub cpu_samples: u64,
+    pub dropped_events: u64,
+    pub events: u64,
+    pub decode_errors: u64,
+}
+
+impl Counters {
+    pub fn on_event(&mut self, event: &ClrEvent<'_>) {
+        self.events += 1;
+        match event {
+            ClrEvent::ExceptionThrown(e) => *self.exceptions.entry(e.exception_type.to_string_lossy()).or_insert(0) += 1,
+            ClrEvent::GcStart(s) => *self.gc_collections.entry(s.depth.unwrap_or(0)).or_insert(0) += 1,
+            ClrEvent::AllocationTick(t) => self.alloc_bytes += t.allocation_amount64.unwrap_or(u64::from(t.allocation_amount)),
+            ClrEvent::ContentionStart(_) => self.contentions += 1,
+            ClrEvent::MethodLoadVerbose(_) => self.jit_methods += 1,
+            _ => {}
+        }
+    }
+
+    pub fn on_pause(&mut self, ns: u64) {
+        self.gc_pause_ns += ns;
+        self.gc_pauses += 1;
+        let s = ns as f64 / 1e9;
+        let i = PAUSE_BUCKETS_S.iter().position(|&b| s <= b).unwrap_or(PAUSE_BUCKETS_S.len());
+        self.gc_pause_buckets[i] += 1;
+    }
+}

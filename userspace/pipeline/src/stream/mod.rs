@@ -1,0 +1,16 @@
+//! The streaming pipeline's OS-independent part: sources send plain-data [`Record`]s (no
+//! handles), one [`Aggregator`] absorbs them and owns every piece of per-process state, and
+//! sinks take what they need from it — Prometheus text ([`Aggregator::metrics_text`]) or a
+//! profile of one kind over a time window ([`Aggregator::profile`]). Nothing here reads a
+//! clock or the OS: time comes from the records, names from a [`Namer`], so the same records
+//! give the same bytes (the replay tests rely on it).
+mod aggregate;
+mod counters;
+mod metrics;
+mod records;
+mod snapshot;
+
+pub use aggregate::{Aggregator, AggregatorConfig, Health};
+pub use counters::{Counters, PAUSE_BUCKETS_S};
+pub use records::{ClrRecord, ProcessInfo, Record, StackRecord};
+pub use snapshot::{ProfileKind, Namer};

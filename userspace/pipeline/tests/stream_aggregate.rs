@@ -1,0 +1,176 @@
+//! The streaming aggregator driven by records alone, without root or a live process: counters
+//! equal the events fed, GC CPU on user threads comes from timed samples inside pauses,
+//! exited processes' series end, and the same records give byte-identical profiles.
+use std::sync::Arc;
+
+use clr_events::{builder::Payload, ids::runtime as id, providers::RUNTIME};
+use clrprobe_pipeline::stream::{Aggregator, AggregatorConfig, ClrRecord, Namer, ProcessInfo, ProfileKind, Record, StackRecord};
+use clrprobe_profile::{Frame, FrameKind, pprof};
+
+const PID: u32 = 4242;
+const MS: u64 = 1_000_000;
+const T0: u64 = 1_000_000 * MS;
+
+struct Names;
+
+impl Namer for Names {
+    fn stack(&mut self, _pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        kernel.iter().chain(user.iter()).rev().map(|a| Frame::new(format!("f_{a:x}"), "m", FrameKind::Jit).with_address(*a)).collect()
+    }
+    fn process_name(&mut self, pid: u32) -> String {
+        format!("proc{pid}")
+    }
+}
+
+fn clr(tid: u64, t: u64, event_id: u16, version: u8, p: Payload, stack: &[u64]) -> Record {
+    Record::Clr(ClrRecord {
+        pid: PID,
+        tid,
+        time_ns: t,
+        provider: Arc::from(RUNTIME),
+        event_id,
+        version,
+        pointer_size: 8,
+        payload: p.buf.into_boxed_slice(),
+        stack: Arc::from(stack),
+    })
+}
+
+fn exception(tid: u64, t: u64, ty: &str) -> Record {
+    let p = Payload::new(8).str(ty).str("msg").ptr(0x5000).u32(0x8013_1509).u16(0x10).u16(0);
+    clr(tid, t, id::EXCEPTION_THROWN, 1, p, &[0x5000, 0x6000])
+}
+
+/// A blocking GC of `gen` driven by `tid` from `t` for `ms` milliseconds.
+fn gc(index: u32, gen_: u32, tid: u64, t: u64, ms: u64) -> Vec<Record> {
+    vec![
+        clr(tid, t, id::GC_SUSPEND_EE_BEGIN, 1, Payload::new(8).u32(1).u32(index).u16(0), &[]),
+        clr(tid, t + 1, id::GC_START, 1, Payload::new(8).u32(index).u32(gen_).u32(1).u32(0).u16(0), &[]),
+        clr(tid, t + ms * MS - 1, id::GC_END, 1, Payload::new(8).u32(index).u32(gen_).u16(0), &[]),
+        clr(tid, t + ms * MS, id::GC_RESTART_EE_END, 1, Payload::new(8).u16(0), &[]),
+    ]
+}
+
+fn cpu(tid: u32, t: u64, user: &[u64]) -> Record {
+    Record::Cpu(StackRecord { pid: PID, tid, comm: Arc::from("worker"), time_ns: t, kernel: Arc::from(vec![]), user: Arc::from(user), count: 1 })
+}
+
+fn records() -> Vec<Record> {
+    let mut r = vec![Record::Started(ProcessInfo { pid: PID, name: "app".into(), container_id: String::new(), runtime_version: "8.0.4".into() })];
+    for i in 0..7 {
+        r.push(exception(11, T0 + i * MS, "System.InvalidOperationException"));
+    }
+    for i in 0..5 {
+        r.push(exception(12, T0 + 10 * MS + i * MS, "System.ArgumentException"));
+    }
+    for i in 0..3 {
+        r.push(exception(11, T0 + 20 * MS + i * MS, "System.FormatException"));
+    }
+    // Three gen-0 GCs and two gen-2 ones on thread 11, each 10 ms; 4 samples of thread 11
+    // inside the first pause, one outside, one of another thread inside it.
+    for (i, (g, at)) in [(0, 100), (0, 200), (2, 300), (0, 400), (2, 500)].into_iter().enumerate() {
+        r.extend(gc(i as u32 + 1, g, 11, T0 + at * MS, 10));
+    }
+    for k in 0..4 {
+        r.push(cpu(11, T0 + 102 * MS + k * MS, &[0x5100, 0x6000]));
+    }
+    r.push(cpu(11, T0 + 150 * MS, &[0x5200, 0x6000]));
+    r.push(cpu(12, T0 + 103 * MS, &[0x5300]));
+    r.push(Record::ThreadCpu { pid: PID, tid: 30, comm: Arc::from(".NET BGC"), cpu_ns: 1_000 * MS });
+    r.push(Record::ThreadCpu { pid: PID, tid: 30, comm: Arc::from(".NET BGC"), cpu_ns: 1_250 * MS });
+    r.push(Record::ProcessCpu { pid: PID, user_ns: 3_000 * MS, system_ns: 500 * MS });
+    r.push(Record::Lost { pid: Some(PID), source: "eventpipe", count: 2 });
+    r.push(Record::Tick { time_ns: T0 + 7_000 * MS });
+    r
+}
+
+fn fed(records: Vec<Record>) -> Aggregator {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, unix_offset_ns: 1_700_000_000_000_000_000, ..AggregatorConfig::default() });
+    for r in records {
+        a.absorb(r);
+    }
+    a
+}
+
+fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
+    text.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line {prefix} in\n{text}"))
+}
+
+const LABELS: &str = r#"pid="4242",process_name="app",container_id="",runtime_version="8.0.4""#;
+
+#[test]
+fn counters_are_the_events_exactly() {
+    let text = fed(records()).metrics_text();
+    for (ty, n) in [("System.InvalidOperationException", 7), ("System.ArgumentException", 5), ("System.FormatException", 3)] {
+        assert_eq!(line(&text, &format!("dotnet_exceptions_total{{{LABELS},error_type=\"{ty}\"}}")).rsplit(' ').next(), Some(&*n.to_string()));
+    }
+    assert!(text.contains(&format!("dotnet_gc_collections_total{{{LABELS},gc_heap_generation=\"gen0\"}} 3\n")), "{text}");
+    assert!(text.contains(&format!("dotnet_gc_collections_total{{{LABELS},gc_heap_generation=\"gen2\"}} 2\n")), "{text}");
+    assert!(!text.contains("gen1"), "no gen-1 GC was fed");
+    assert!(text.contains(&format!("dotnet_gc_pause_time_seconds_total{{{LABELS}}} 0.05\n")), "{text}");
+    assert!(text.contains(&format!("clrprobe_gc_pause_seconds_count{{{LABELS}}} 5\n")), "{text}");
+    assert!(text.contains(&format!("clrprobe_gc_pause_seconds_bucket{{{LABELS},le=\"0.01\"}} 5\n")), "{text}");
+    assert!(text.contains(&format!("clrprobe_gc_pause_seconds_bucket{{{LABELS},le=\"0.005\"}} 0\n")), "{text}");
+    // 4 samples of the suspending thread inside its pause, at 100 Hz: 40 ms.
+    assert!(text.contains(&format!("clrprobe_gc_cpu_seconds_total{{{LABELS},thread_kind=\"user_threads\"}} 0.04\n")), "{text}");
+    assert!(text.contains(&format!("clrprobe_gc_cpu_seconds_total{{{LABELS},thread_kind=\"gc_threads\"}} 0.25\n")), "{text}");
+    assert!(text.contains(&format!("dotnet_process_cpu_time_seconds_total{{{LABELS},cpu_mode=\"user\"}} 3\n")), "{text}");
+    assert!(text.contains(&format!("clrprobe_dropped_events_total{{{LABELS}}} 2\n")), "{text}");
+    assert!(text.contains("# TYPE dotnet_exceptions_total counter\n"));
+}
+
+#[test]
+fn exited_processes_end_their_series_after_the_grace() {
+    let mut a = fed(records());
+    a.absorb(Record::Exited { pid: PID, time_ns: T0 + 8_000 * MS });
+    a.absorb(Record::Tick { time_ns: T0 + 9_000 * MS });
+    assert!(a.metrics_text().contains("dotnet_exceptions_total{"), "still there inside the grace period");
+    a.absorb(Record::Tick { time_ns: T0 + 40_000 * MS });
+    let text = a.metrics_text();
+    assert!(!text.contains("dotnet_exceptions_total{"), "{text}");
+    assert!(text.contains("clrprobe_processes 0\n"));
+}
+
+#[test]
+fn same_records_give_byte_identical_profiles() {
+    for kind in [ProfileKind::Cpu, ProfileKind::Exceptions, ProfileKind::Allocs, ProfileKind::Mutex, ProfileKind::Block] {
+        let a = pprof::encode(&fed(records()).profile(kind, None, 0, &mut Names).unwrap()).unwrap();
+        let b = pprof::encode(&fed(records()).profile(kind, None, 0, &mut Names).unwrap()).unwrap();
+        assert_eq!(a, b, "{kind:?}");
+    }
+}
+
+#[test]
+fn profiles_have_go_sample_types_and_the_fed_values() {
+    let a = fed(records());
+    let p = a.profile(ProfileKind::Exceptions, Some(PID), 0, &mut Names).unwrap();
+    assert_eq!(p.sample_types().iter().map(|t| format!("{}/{}", t.kind, t.unit)).collect::<Vec<_>>(), ["exceptions/count"]);
+    assert_eq!(p.total(0), 15);
+    let cpu = a.profile(ProfileKind::Cpu, None, 0, &mut Names).unwrap();
+    assert_eq!(cpu.sample_types().iter().map(|t| t.kind.as_str()).collect::<Vec<_>>(), ["samples", "cpu"]);
+    assert_eq!(cpu.total(0), 6);
+    assert_eq!(cpu.total(1), 6 * 10 * MS as i64);
+    // A window after the samples has none; another pid's filter none either.
+    assert_eq!(a.profile(ProfileKind::Cpu, None, T0 + 2_000 * MS, &mut Names).unwrap().total(0), 0);
+    assert_eq!(a.profile(ProfileKind::Exceptions, Some(1), 0, &mut Names).unwrap().total(0), 0);
+}
+
+#[test]
+fn timed_samples_in_any_order_meet_the_pauses_that_arrive_after_them() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, ..ProcessInfo::default() }));
+    // Samples first (a drain, newest first), then the GC events of their time.
+    for k in (0..4).rev() {
+        a.absorb(cpu(11, T0 + 102 * MS + k * MS, &[0x5100]));
+    }
+    a.absorb(cpu(11, T0 + 900 * MS, &[0x5100]));
+    a.absorb(Record::Tick { time_ns: T0 + 500 * MS });
+    for r in gc(1, 0, 11, T0 + 100 * MS, 10) {
+        a.absorb(r);
+    }
+    // The newest event says little of later samples: the one at 900 ms waits.
+    a.absorb(clr(11, T0 + 400 * MS, id::GC_RESTART_EE_END, 1, Payload::new(8).u16(0), &[]));
+    a.absorb(Record::Tick { time_ns: T0 + 1_000 * MS });
+    let text = a.metrics_text();
+    assert!(text.contains("thread_kind=\"user_threads\"} 0.04\n"), "{text}");
+}

@@ -1,0 +1,149 @@
+//! `cargo xtask bench-agent`: `clrprobe agent --all` for N minutes on this host with three busy
+//! .NET 8 processes (one CPU-bound, two allocating and throwing), scraped as Prometheus and a
+//! continuous profiler would (`/metrics` every 15 s; `profile?seconds=10`, `allocs`, `mutex`,
+//! `block` every minute). Prints the workloads' slowdown against runs without the agent just
+//! before and after, the agent's CPU (share of one core) and its RSS each minute.
+use std::{
+    io::{Read, Write},
+    net::TcpStream,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clrprobe_tests::{Runtime, Running, Workload};
+
+use crate::{dotnet, ebpf, util};
+
+const WORKLOADS: [&str; 3] = ["Cpu", "AllocThrow", "AllocThrow"];
+const PORT: u16 = 19_464;
+
+fn start(seconds: u64) -> Result<Vec<Running>> {
+    WORKLOADS.iter().map(|w| Workload::new(w, Runtime::Net8).arg(seconds).start().context("starting a workload")).collect()
+}
+
+/// Rounds per second of each workload once it ends.
+fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
+    let mut out = Vec::new();
+    for mut w in ws {
+        w.wait(Duration::from_secs(seconds + 60));
+        let rounds: f64 = w
+            .output()
+            .iter()
+            .find_map(|l| l.strip_prefix("rounds=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()))
+            .context("a workload did not print rounds=")?;
+        out.push(rounds / seconds as f64);
+    }
+    Ok(out)
+}
+
+fn get(path: &str) -> usize {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", PORT)) else { return 0 };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = write!(s, "GET {path} HTTP/1.0\r\n\r\n");
+    let mut b = Vec::new();
+    let _ = s.read_to_end(&mut b);
+    b.len()
+}
+
+/// (RSS bytes, CPU seconds) of `pid`.
+fn usage(pid: u32) -> (u64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let rss = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok()).unwrap_or(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().collect()).unwrap_or_default();
+    let hz = clock_ticks();
+    let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0) + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    (rss * 1024, ticks / hz)
+}
+
+/// The kernel's clock ticks per second (USER_HZ) for /proc times.
+fn clock_ticks() -> f64 {
+    Command::new("getconf").arg("CLK_TCK").output().ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
+    dotnet::setup()?;
+    let bin = ebpf::build_userspace()?;
+    if !util::is_root() {
+        bail!("the benchmark loads BPF programs: run it as root");
+    }
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    println!("load average before: {}", load());
+    let before = rates(start(baseline_s)?, baseline_s)?;
+    println!("without the agent ({baseline_s} s): {before:.0?} rounds/s; load {}", load());
+    let mut agent = Command::new(&bin)
+        // --parent: the .NET processes of this benchmark only (CPU is sampled host-wide all the
+        // same), so other .NET processes on the host are left alone.
+        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{PORT}"), "--parent", &std::process::id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting clrprobe agent")?;
+    let pid = agent.id();
+    std::thread::sleep(Duration::from_secs(2));
+    let seconds = minutes * 60;
+    let ws = start(seconds)?;
+    let t0 = Instant::now();
+    let (_, cpu0) = usage(pid);
+    let mut per_minute = Vec::new();
+    let mut next_scrape = Duration::ZERO;
+    let mut next_profile = Duration::from_secs(30);
+    let mut next_minute = Duration::from_secs(60);
+    while t0.elapsed() < Duration::from_secs(seconds) {
+        let e = t0.elapsed();
+        if e >= next_scrape {
+            next_scrape += Duration::from_secs(15);
+            get("/metrics");
+        }
+        if e >= next_profile {
+            next_profile += Duration::from_secs(60);
+            let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(p)).collect();
+            eprintln!("profiles: {sizes:?} bytes");
+        }
+        if e >= next_minute {
+            next_minute += Duration::from_secs(60);
+            let (rss, cpu) = usage(pid);
+            per_minute.push((rss, cpu));
+            println!(
+                "minute {:>2}: agent RSS {:.1} MB, CPU {:.2} % of a core so far; load {}",
+                per_minute.len(),
+                rss as f64 / 1e6,
+                (cpu - cpu0) * 100.0 / e.as_secs_f64(),
+                load()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let with = rates(ws, seconds)?;
+    let (rss_end, cpu_end) = usage(pid);
+    // SIGTERM: the agent stops its sessions and switches the perf maps off.
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = agent.wait();
+    let after = rates(start(baseline_s)?, baseline_s)?;
+    println!("with the agent ({seconds} s): {with:.0?} rounds/s; without, after: {after:.0?}");
+    for (i, w) in WORKLOADS.iter().enumerate() {
+        let base = (before[i] + after[i]) / 2.0;
+        println!("{w:<11} slowdown {:+.2} % (against the mean of the runs before and after)", (1.0 - with[i] / base) * 100.0);
+    }
+    let cpu_pct = (cpu_end - cpu0) * 100.0 / seconds as f64;
+    println!("agent CPU: {cpu_pct:.2} % of one core over {minutes} min");
+    if per_minute.len() >= 2 {
+        let (rss2, cpu2) = per_minute[1];
+        let growth = rss_end as f64 / rss2 as f64 - 1.0;
+        println!(
+            "agent RSS: minute 2 {:.1} MB, end {:.1} MB ({:+.1} %); CPU from minute 2 to the end {:.2} % of one core",
+            rss2 as f64 / 1e6,
+            rss_end as f64 / 1e6,
+            growth * 100.0,
+            (cpu_end - cpu2) * 100.0 / (seconds as f64 - 120.0).max(1.0)
+        );
+    }
+    println!("load average after: {}", load());
+    Ok(())
+}
