@@ -103,6 +103,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         RecordKinds::default()
     };
+    // A bad output directory fails now, not after the recording (default outputs go to ".").
+    clrprobe::output::prepare(cmd.output.as_deref().unwrap_or("clrprobe".as_ref()))?;
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
     let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
     let args = RecordArgs {
@@ -157,11 +159,11 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     }
     let mut failed = false;
     for w in &written {
-        match &w.result {
-            Ok(()) => eprintln!("clrprobe: wrote {}", w.path.display()),
-            Err(e) => {
+        match w.error_line() {
+            None => eprintln!("clrprobe: wrote {}", w.path.display()),
+            Some(e) => {
                 failed = true;
-                eprintln!("clrprobe: error: could not write {}: {e}", w.path.display());
+                eprintln!("clrprobe: error: {e}");
             }
         }
     }

@@ -33,6 +33,10 @@ pub enum ProfileError {
     /// Serializing an in-memory structure failed.
     #[error("cannot encode {0}")]
     Encode(String),
+    /// An output path was refused (a link planted by another user, another user's file or
+    /// directory, ...): see [`crate::safe_file`].
+    #[error(transparent)]
+    Output(crate::safe_file::SafeFileError),
     /// The bytes are not a valid pprof profile.
     #[error("corrupt pprof data: {0}")]
     CorruptPprof(String),
