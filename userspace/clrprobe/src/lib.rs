@@ -1,6 +1,7 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
 pub mod doctor;
+pub mod errors;
 pub mod formats;
 pub mod output;
 pub mod report;

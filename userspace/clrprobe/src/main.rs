@@ -1,5 +1,20 @@
 use std::process::ExitCode;
 
+/// Writes to stdout; a closed pipe (`| head -1`) ends the program quietly with status 0.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
 use clap::Parser;
 use clrprobe::{
     cli::{Cli, Command},
@@ -11,8 +26,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        Err(e) if clrprobe::errors::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("clrprobe: error: {e:#}");
+            eprintln!("clrprobe: error: {}", clrprobe::errors::one_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -23,9 +39,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(cmd) => {
             let report = doctor::Report::probe();
             if cmd.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{report}");
+                out!("{report}");
             }
             Ok(if report.has_missing() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
@@ -38,9 +54,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(cmd) => {
             let r = clrprobe::report::read(&cmd.file, cmd.top)?;
             if cmd.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
-                print!("{}", clrprobe::report::text(&r));
+                out!("{}", clrprobe::report::text(&r));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -171,9 +187,9 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         eprintln!("clrprobe: warning: {warning}");
     }
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", clrprobe::record::summary_text(&summary));
+        out!("{}", clrprobe::record::summary_text(&summary));
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -206,7 +222,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    outln!("{}", serde_json::to_string_pretty(&report)?);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -219,7 +235,7 @@ fn record(_cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
 fn counters(cmd: clrprobe::cli::CountersCmd) -> anyhow::Result<ExitCode> {
     let pid = cmd.pid.unwrap_or_else(std::process::id);
     let c = clrprobe_etw::counters(pid)?;
-    println!("{c:#?}");
+    outln!("{c:#?}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -249,17 +265,17 @@ fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
         }
     };
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("cpus sampled: {}", report.cpus);
+        outln!("cpus sampled: {}", report.cpus);
         for (pid, n) in &report.samples {
-            println!("pid {pid}: {n} samples, {} distinct stacks", report.sample_keys[pid]);
+            outln!("pid {pid}: {n} samples, {} distinct stacks", report.sample_keys[pid]);
         }
         for (pid, n) in &report.uprobe_hits {
-            println!("pid {pid}: {n} uprobe hits");
+            outln!("pid {pid}: {n} uprobe hits");
         }
         for l in &report.bpf_logs {
-            println!("bpf: {l}");
+            outln!("bpf: {l}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -274,9 +290,9 @@ fn probe(_cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
 fn ps(cmd: clrprobe::cli::PsCmd) -> anyhow::Result<ExitCode> {
     let procs = clrprobe::ps::list();
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&procs)?);
+        outln!("{}", serde_json::to_string_pretty(&procs)?);
     } else {
-        print!("{}", clrprobe::ps::table(&procs));
+        out!("{}", clrprobe::ps::table(&procs));
     }
     Ok(ExitCode::SUCCESS)
 }
