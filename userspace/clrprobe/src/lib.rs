@@ -22,6 +22,8 @@ pub mod discover;
 #[cfg(target_os = "linux")]
 pub mod launch;
 #[cfg(target_os = "linux")]
+pub mod target_notes;
+#[cfg(target_os = "linux")]
 pub mod ps;
 #[cfg(target_os = "linux")]
 pub mod top;

@@ -135,6 +135,11 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         eventpipe: !cmd.no_eventpipe,
         perf_map: !cmd.no_perf_map,
     };
+    let named: Vec<_> = cmd.pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
+    let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
+    for note in &early {
+        eprintln!("clrprobe: {note}");
+    }
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
     let result = record::run(&args, stop, |s| {
@@ -152,7 +157,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if !quiet {
         eprintln!();
     }
-    let (profile, summary) = match result {
+    let (profile, mut summary) = match result {
         Ok(r) => r,
         Err(e) => {
             let doctor = doctor::Report::probe();
@@ -162,6 +167,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             return Err(anyhow::Error::new(e).context("record failed"));
         }
     };
+    summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
     let prefix = cmd.output.clone().unwrap_or_else(|| if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) });
     let mut written = record::write_all(&profile, &prefix, &cmd.format);
     if cmd.all {
@@ -183,7 +189,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    for warning in &summary.warnings {
+    for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {
         eprintln!("clrprobe: warning: {warning}");
     }
     if cmd.json {
