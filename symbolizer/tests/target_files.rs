@@ -62,11 +62,14 @@ fn a_300_mb_single_line_map_is_streamed_past_not_held() {
     assert!(grown < 16 * 1024, "{grown} KiB");
 }
 
+/// Puts something at a path.
+type Plant = Box<dyn Fn(&str)>;
+
 #[test]
 fn fifos_links_and_foreign_files_are_refused_with_a_reason() {
     let t = Target::start();
     let [map, dump] = t.files();
-    let cases: [(&str, Box<dyn Fn(&str)>); 3] = [
+    let cases: [(&str, Plant); 3] = [
         ("is a FIFO, not a regular file: not read", Box::new(|p: &str| assert!(Command::new("mkfifo").arg(p).status().unwrap().success()))),
         ("is a symbolic link: not followed", Box::new(|p: &str| std::os::unix::fs::symlink("/dev/zero", p).unwrap())),
         (

@@ -4,6 +4,7 @@ mod cache;
 mod demo;
 mod dotnet;
 mod ebpf;
+mod fuzz;
 mod util;
 mod windows;
 
@@ -47,6 +48,13 @@ enum Cmd {
     },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
+    /// Runs the fuzz targets (cargo-fuzz, nightly) for SECONDS each, seeded from real files.
+    Fuzz {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only these targets (default: all).
+        targets: Vec<String>,
+    },
     /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
     Test {
         /// Extra arguments for `cargo test` (after `--`).
@@ -73,6 +81,9 @@ fn main() -> Result<()> {
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
         Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
+        Cmd::Fuzz { seconds, targets } => {
+            fuzz::run(seconds, &targets)?;
+        }
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())

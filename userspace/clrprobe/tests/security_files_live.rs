@@ -286,6 +286,7 @@ fn a_fake_diagnostics_socket_of_another_user_is_refused() {
 }
 
 /// Peak RSS (KiB) of `clrprobe ARGS`, measured by the kernel (wait4's ru_maxrss).
+#[allow(clippy::zombie_processes)] // reaped by wait4, which also gives its rusage
 fn peak_rss_kib(args: &[&str]) -> (Output, u64) {
     let child = Command::new(env!("CARGO_BIN_EXE_clrprobe")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = child.id() as i32;
