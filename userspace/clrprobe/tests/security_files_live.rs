@@ -395,3 +395,38 @@ fn report_into_a_closed_pipe_exits_quietly() {
     assert_eq!(out.status.code(), Some(0), "{:?}: {}", out.status, stderr(&out));
     assert!(out.stderr.is_empty(), "{}", stderr(&out));
 }
+
+#[test]
+fn a_deleted_diagnostics_socket_is_warned_about_once() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Net8).arg(60).start().unwrap();
+    let prefix = format!("dotnet-diagnostic-{}-", w.pid);
+    let sockets: Vec<PathBuf> = std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    std::fs::remove_file(&sockets[0]).unwrap();
+    let (summary, err) = record_json(w.pid, "nosocket", &[]);
+    let warnings: Vec<String> = summary["warnings"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let said: Vec<&String> = warnings.iter().filter(|w| w.contains("diagnostics socket was not found")).collect();
+    assert_eq!(said.len(), 1, "{warnings:?}; {err}");
+    assert!(said[0].starts_with(&format!("PID {} (", w.pid)), "{}", said[0]);
+    assert_eq!(err.matches("diagnostics socket was not found").count(), 1, "said once on stderr: {err}");
+}
+
+#[test]
+fn a_native_target_is_said_not_to_be_dotnet_once() {
+    require_root();
+    let busy = Busy::start();
+    let (out, _) = clrprobe(&["record", "--quiet", "--json", "--format", "pprof", "-p", &busy.pid(), "-d", "1", "-o", &format!("/tmp/clrprobe-sf-native-{}", std::process::id())], Duration::from_secs(30));
+    let err = stderr(&out);
+    let _ = std::fs::remove_file(format!("/tmp/clrprobe-sf-native-{}.pb.gz", std::process::id()));
+    assert!(out.status.success(), "{err}");
+    let line = format!("PID {} (sh) is not a .NET process: recording native CPU only", busy.pid());
+    assert_eq!(err.matches(&line).count(), 1, "{err}");
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(summary["warnings"].as_array().unwrap().iter().any(|w| w == &Value::String(line.clone())), "{summary}");
+}
