@@ -7,7 +7,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    let (a, b) = text.split_at(text.len() / 2);
+    let mid = (0..=text.len() / 2).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+    let (a, b) = text.split_at(mid);
     let (Ok(mut old), Ok(new)) = (Maps::parse(&text), Maps::parse(b.trim_start_matches(|c| c != '\n'))) else {
         let _ = Maps::parse(a);
         return;

@@ -152,8 +152,16 @@ fn seed(target: &str, corpus: &Path) -> Result<()> {
             }
         }
         "proc_maps" => {
-            for p in ["/proc/self/maps", "/proc/1/maps"] {
-                put(&p.replace('/', "_"), &fs::read(p)?)?;
+            put("self-maps", &fs::read("/proc/self/maps")?)?;
+            // A .NET process's maps when one is running (memfd:doublemapper, R2R images).
+            for e in fs::read_dir("/proc")?.flatten() {
+                let maps = e.path().join("maps");
+                if let Ok(text) = fs::read_to_string(&maps)
+                    && text.contains("libcoreclr.so")
+                {
+                    put("dotnet-maps", text.as_bytes())?;
+                    break;
+                }
             }
         }
         "kallsyms" => {

@@ -115,12 +115,17 @@ fn test(extra: &[String]) -> Result<()> {
     }
     util::check(&mut cmd, "cargo test")?;
     let t3 = Instant::now();
+    // Each parser fuzz target for a few seconds over its seeds: they keep building and the
+    // seeds (and regressions) keep passing. Installs cargo-fuzz if needed.
+    fuzz::run(5, &fuzz::TARGETS.iter().filter(|t| t.0 == "fuzz").map(|t| t.1.to_string()).collect::<Vec<_>>())?;
+    let t4 = Instant::now();
     eprintln!(
-        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, total {:.1}s",
+        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, fuzz smoke {:.1}s, total {:.1}s",
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         (t3 - t2).as_secs_f64(),
-        (t3 - t0).as_secs_f64()
+        (t4 - t3).as_secs_f64(),
+        (t4 - t0).as_secs_f64()
     );
     Ok(())
 }
