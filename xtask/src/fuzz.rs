@@ -1,7 +1,8 @@
 //! `cargo xtask fuzz`: the fuzz targets of `fuzz/` (and `userspace/eventpipe/fuzz/`) with
 //! cargo-fuzz on nightly, seeded from real files: the .NET 8 runtime's assemblies (ReadyToRun
 //! images and their ECMA metadata, CoreLib's included), `shared/testdata` NetTrace files, this
-//! machine's /proc maps and kallsyms, and the small committed seeds in `fuzz/seeds/`.
+//! machine's /proc maps and kallsyms, the small committed seeds in `fuzz/seeds/`, and inputs
+//! that once crashed in `fuzz/regressions/`.
 //! Prints per target: executions, crashes (artifacts), peak RSS.
 use std::{
     fs,
@@ -126,9 +127,11 @@ fn seed(target: &str, corpus: &Path) -> Result<()> {
         }
         Ok(())
     };
-    let committed = util::root().join("fuzz/seeds").join(target);
-    for f in list(&committed) {
-        put(&f.file_name().unwrap_or_default().to_string_lossy(), &fs::read(&f)?)?;
+    // Committed seeds, and inputs that once crashed (regressions: run first by libFuzzer).
+    for kind in ["seeds", "regressions"] {
+        for f in list(&util::root().join("fuzz").join(kind).join(target)) {
+            put(&f.file_name().unwrap_or_default().to_string_lossy(), &fs::read(&f)?)?;
+        }
     }
     match target {
         "r2r_image" | "metadata" => {
