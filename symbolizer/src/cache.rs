@@ -10,6 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::elf::ElfSymbolizer;
 use crate::{Error, FormatError, R2rImage};
 
+/// Largest PE image read whole (CoreLib is about 12 MB).
+const MAX_IMAGE: u64 = 512 << 20;
+
 /// Identity of a file's content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileKey {
@@ -73,15 +76,32 @@ impl ImageCache {
 
     fn load(path: &Path) -> Result<Module, Error> {
         use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
+        // A mapped path of the target may have been replaced (by a FIFO, a device): opened
+        // without blocking, and only a regular file is read.
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io(path, e))?;
+        if !meta.is_file() {
+            log::debug!("{}: not a regular file; not read", path.display());
+            return Ok(Module::Other);
+        }
         let mut magic = [0u8; 4];
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
         if f.read_exact(&mut magic).is_err() {
             return Ok(Module::Other);
         }
         Ok(match &magic {
             [0x7f, b'E', b'L', b'F'] => Module::Elf,
+            [b'M', b'Z', ..] if meta.len() > MAX_IMAGE => {
+                log::debug!("{}: {} bytes, over the {MAX_IMAGE}-byte image cap; not read", path.display(), meta.len());
+                Module::Other
+            }
             [b'M', b'Z', ..] => {
-                let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+                let mut bytes = magic.to_vec();
+                f.take(MAX_IMAGE).read_to_end(&mut bytes).map_err(|e| Error::io(path, e))?;
                 match R2rImage::parse(&bytes) {
                     Ok(img) => Module::ReadyToRun(img),
                     Err(e) => {

@@ -8,6 +8,12 @@ use crate::FormatError;
 use crate::reader::Bytes;
 
 const MAGIC: u32 = 0x4A69_5444; // "JiTD"
+/// Largest record accepted (a code load carries the method's code bytes).
+pub const MAX_RECORD: u64 = 16 << 20;
+/// Largest file header accepted (the runtime writes 40 bytes).
+const MAX_HEADER: u64 = 4096;
+/// Code-load records kept at most (about 100 bytes each).
+pub const MAX_CODE_LOADS: usize = 1 << 20;
 const JIT_CODE_LOAD: u32 = 0;
 
 /// A JIT_CODE_LOAD record.
@@ -80,8 +86,8 @@ impl JitDump {
                 return Err(FormatError::invalid("jitdump", format!("magic {magic:#x} is not JiTD (0x4a695444)")));
             }
             let header = b.u32(8)? as u64;
-            if header < 40 {
-                return Err(FormatError::invalid("jitdump", format!("header size {header} < 40")));
+            if !(40..=MAX_HEADER).contains(&header) {
+                return Err(FormatError::invalid("jitdump", format!("header size {header} is outside 40..={MAX_HEADER}")));
             }
             if len < header {
                 self.pending = data;
@@ -93,13 +99,16 @@ impl JitDump {
         while pos + 8 <= len {
             let id = b.u32(pos)?;
             let total = b.u32(pos + 4)? as u64;
-            if total < 16 {
-                return Err(FormatError::invalid("jitdump", format!("record claims {total} bytes")));
+            if !(16..=MAX_RECORD).contains(&total) {
+                return Err(FormatError::invalid("jitdump", format!("record claims {total} bytes (accepted: 16..={MAX_RECORD})")));
             }
             if pos + total > len {
                 break;
             }
             if id == JIT_CODE_LOAD {
+                if self.records.len() >= MAX_CODE_LOADS {
+                    return Err(FormatError::invalid("jitdump", format!("more than {MAX_CODE_LOADS} code-load records")));
+                }
                 let rec = b.sub(pos, total, "jitdump code-load record")?;
                 let name = rec.cstr(56)?;
                 self.records.push(CodeLoad {

@@ -50,6 +50,8 @@ pub mod perf_map;
 pub mod process;
 pub mod r2r;
 mod r2r_sig;
+#[cfg(target_os = "linux")]
+pub mod target_file;
 mod reader;
 
 #[cfg(target_os = "linux")]

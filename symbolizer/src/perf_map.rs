@@ -3,6 +3,17 @@
 //!
 //! Sans-IO: [`PerfMap::feed`] takes appended bytes and keeps an unterminated last record until
 //! the rest arrives (or [`PerfMap::finish`]). Records may end with `\n` or with a NUL byte.
+//!
+//! Bounded: a record longer than [`MAX_RECORD`] bytes is skipped as it streams in (never held
+//! whole), and a map stops growing at [`MAX_TEXT`] bytes of kept text or [`MAX_RECORDS`]
+//! records ([`PerfMap::capped`]); what follows is counted as fed but not kept.
+
+/// Longest record kept; longer ones are skipped (CoreCLR's longest names are a few KiB).
+pub const MAX_RECORD: usize = 64 * 1024;
+/// Text kept per map at most (128 MiB).
+pub const MAX_TEXT: usize = 128 << 20;
+/// Records kept per map at most (24 bytes each: 48 MiB).
+pub const MAX_RECORDS: usize = 2 << 20;
 
 /// Tier suffixes CoreCLR appends to perf-map names (`...::Method()[OptimizedTier1]`); other
 /// alphanumeric words after a method's `)` are taken as tiers too.
@@ -63,6 +74,12 @@ pub struct PerfMap {
     /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
     sorted_len: usize,
     skipped: usize,
+    /// Bytes fed (the file offset of the next read); more than `data` holds when records were
+    /// skipped or the map is capped.
+    fed: u64,
+    /// Inside an over-long record: bytes are dropped up to its end.
+    discarding: bool,
+    capped: bool,
 }
 
 impl PerfMap {
@@ -94,20 +111,54 @@ impl PerfMap {
 
     /// Byte offset in the file up to which data has been fed (where the next read starts).
     pub fn consumed(&self) -> u64 {
-        self.data.len() as u64
+        self.fed
+    }
+
+    /// The map reached [`MAX_TEXT`] or [`MAX_RECORDS`]: later bytes are not kept.
+    pub fn capped(&self) -> bool {
+        self.capped
     }
 
     /// Feeds bytes appended to the file since the last call. Returns records added.
-    pub fn feed(&mut self, bytes: &[u8]) -> usize {
+    pub fn feed(&mut self, mut bytes: &[u8]) -> usize {
+        self.fed += bytes.len() as u64;
+        if self.capped {
+            return 0;
+        }
+        if self.discarding {
+            // The rest of an over-long record: drop it up to its end.
+            let Some(end) = memchr::memchr2(b'\n', 0, bytes) else { return 0 };
+            self.discarding = false;
+            self.skipped += 1;
+            bytes = &bytes[end + 1..];
+        }
+        if self.data.len() + bytes.len() > MAX_TEXT || self.entries.len() >= MAX_RECORDS {
+            self.capped = true;
+            return 0;
+        }
         let new_from = self.data.len();
         self.data.extend_from_slice(bytes);
-        let Some(last) = memchr::memrchr2(b'\n', 0, &self.data[new_from..]) else { return 0 };
-        let end = new_from + last + 1;
-        self.parse_region(end)
+        let added = match memchr::memrchr2(b'\n', 0, &self.data[new_from..]) {
+            Some(last) => self.parse_region(new_from + last + 1),
+            None => 0,
+        };
+        if self.data.len() - self.scan > MAX_RECORD {
+            // An unterminated record already too long: never hold it whole.
+            self.data.truncate(self.scan);
+            self.discarding = true;
+        }
+        if self.entries.len() >= MAX_RECORDS {
+            self.capped = true;
+        }
+        added
     }
 
     /// Parses an unterminated last record (call when the writer is known to be done).
     pub fn finish(&mut self) -> usize {
+        if self.discarding {
+            self.discarding = false;
+            self.skipped += 1;
+        }
         let end = self.data.len();
         if self.scan == end {
             return 0;
@@ -124,7 +175,8 @@ impl PerfMap {
         self.entries.reserve(region.len() / 64);
         let mut rec_start = 0;
         let mut parse = |rec: &[u8], at: usize| match parse_record(rec, at) {
-            Some(e) => self.entries.push(e),
+            Some(e) if self.entries.len() < MAX_RECORDS => self.entries.push(e),
+            Some(_) => self.capped = true,
             None => self.skipped += usize::from(!trim_ascii(rec).is_empty()),
         };
         for i in memchr::memchr2_iter(b'\n', 0, region) {

@@ -1,7 +1,6 @@
 //! The Linux layer: reads `/proc/PID/maps`, the runtime's perf map and mapped files (through
 //! `/proc/PID/root`, so other mount namespaces work) and routes each address to a parser.
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use crate::cache::{ImageCache, Module};
 use crate::kernel::is_kernel_address;
 use crate::maps::{Backing, Mapping};
 use crate::jitdump::JitDump;
+use crate::target_file::{self, Owner, TargetFileError};
 use crate::{Error, Frame, FrameKind, Maps, PerfMap};
 
 /// Symbolizes addresses of one process; the perf-map table survives the process's exit.
@@ -32,7 +32,16 @@ pub struct ProcessSymbolizer {
     modules: HashMap<String, Option<Arc<Module>>>,
     /// The perf map was re-read during the current `symbolize` call.
     perf_map_fresh: bool,
+    /// Whose files in the target's /tmp are trusted (its uids and root).
+    owner: Owner,
+    /// Files refused or cut short, one line each (for the recording's summary).
+    warnings: Vec<String>,
 }
+
+/// Bytes read from a perf map or jitdump per read call.
+const READ_CHUNK: usize = 1 << 20;
+/// A jitdump is read up to this size (it holds the code bytes too; only names are kept).
+pub const MAX_JITDUMP_READ: u64 = 1 << 30;
 
 impl ProcessSymbolizer {
     /// A symbolizer with a cache of its own.
@@ -67,6 +76,7 @@ impl ProcessSymbolizer {
             }
             v
         };
+        let owner = Owner::of_pid(pid).unwrap_or(Owner { real: 0, effective: 0 });
         let perf_map_paths = paths(format!("tmp/perf-{ns_pid}.map"));
         let jitdump_paths = paths(format!("tmp/jit-{ns_pid}.dump"));
         let mut s = ProcessSymbolizer {
@@ -82,6 +92,8 @@ impl ProcessSymbolizer {
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
+            owner,
+            warnings: Vec::new(),
         };
         s.refresh_maps()?;
         s.refresh_perf_map()?;
@@ -120,6 +132,32 @@ impl ProcessSymbolizer {
         }
     }
 
+    /// Files of the target that were refused (wrong type or owner, a link) or read only up to
+    /// a cap: one line each, said once.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    fn warn(&mut self, line: String) {
+        if !self.warnings.contains(&line) {
+            log::warn!("pid {}: {line}", self.pid);
+            self.warnings.push(line);
+        }
+    }
+
+    /// Opens a file of the target's /tmp: Ok(None) if absent or unreadable there, Err(()) if
+    /// refused (said once).
+    fn open_target_file(&mut self, path: &Path) -> Result<Option<std::fs::File>, ()> {
+        match target_file::open(path, self.owner) {
+            Ok(f) => Ok(Some(f)),
+            Err(TargetFileError::Io { .. }) => Ok(None),
+            Err(refused) => {
+                self.warn(refused.to_string());
+                Err(())
+            }
+        }
+    }
+
     /// The jitdump records read so far.
     pub fn jitdump(&self) -> &JitDump {
         &self.jitdump
@@ -137,39 +175,69 @@ impl ProcessSymbolizer {
         if self.jitdump_broken {
             return 0;
         }
-        for path in &self.jitdump_paths {
-            let Ok(mut f) = std::fs::File::open(path) else { continue };
-            let mut buf = Vec::new();
-            if f.seek(SeekFrom::Start(self.jitdump.consumed())).and_then(|_| f.read_to_end(&mut buf)).is_err() {
-                return 0;
-            }
-            return match self.jitdump.feed(&buf) {
-                Ok(n) => n,
-                Err(e) => {
-                    log::warn!("{}: {e}; jitdump ignored from here on", path.display());
-                    self.jitdump_broken = true;
-                    0
-                }
+        for path in self.jitdump_paths.clone() {
+            let mut f = match self.open_target_file(&path) {
+                Ok(Some(f)) => f,
+                Ok(None) => continue,
+                Err(()) => return 0, // refused: not looked for elsewhere
             };
+            let jd = &mut self.jitdump;
+            let (mut added, mut err) = (0, None);
+            let read = target_file::read_from(&mut f, &path, jd.consumed(), READ_CHUNK, |b| match jd.feed(b) {
+                Ok(n) => {
+                    added += n;
+                    jd.consumed() < MAX_JITDUMP_READ
+                }
+                Err(e) => {
+                    err = Some(e);
+                    false
+                }
+            });
+            if read.is_err() {
+                return added;
+            }
+            if let Some(e) = err {
+                self.warn(format!("{}: {e}; jitdump ignored from here on", path.display()));
+                self.jitdump_broken = true;
+            } else if self.jitdump.consumed() >= MAX_JITDUMP_READ {
+                self.warn(format!("{}: larger than {} MiB; not read further", path.display(), MAX_JITDUMP_READ >> 20));
+                self.jitdump_broken = true;
+            }
+            return added;
         }
         0
     }
 
     fn refresh_perf_map_file(&mut self) -> Result<usize, Error> {
-        for path in &self.perf_map_paths {
-            let mut f = match std::fs::File::open(path) {
-                Ok(f) => f,
-                Err(_) => continue,
+        for path in self.perf_map_paths.clone() {
+            let mut f = match self.open_target_file(&path) {
+                Ok(Some(f)) => f,
+                Ok(None) => continue,
+                Err(()) => return Ok(0), // refused: not looked for elsewhere
             };
-            let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
+            let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
             if len < self.perf_map.consumed() {
                 // Truncated or replaced (pid reuse): start over.
                 self.perf_map = PerfMap::new();
             }
-            f.seek(SeekFrom::Start(self.perf_map.consumed())).map_err(|e| Error::io(path, e))?;
-            let mut buf = Vec::new();
-            f.read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
-            let mut added = self.perf_map.feed(&buf);
+            let pm = &mut self.perf_map;
+            let mut added = 0;
+            target_file::read_from(&mut f, &path, pm.consumed(), READ_CHUNK, |b| {
+                added += pm.feed(b);
+                !pm.capped()
+            })
+            .map_err(|e| match e {
+                TargetFileError::Io { path, source } => Error::Io { path, source },
+                other => Error::io(&path, std::io::Error::other(other.to_string())),
+            })?;
+            if self.perf_map.capped() {
+                self.warn(format!(
+                    "{}: past the cap of {} MiB or {} records; later methods are not named from it",
+                    path.display(),
+                    crate::perf_map::MAX_TEXT >> 20,
+                    crate::perf_map::MAX_RECORDS
+                ));
+            }
             if !self.is_alive() {
                 added += self.perf_map.finish();
             }

@@ -5,6 +5,7 @@ mod cache;
 mod demo;
 mod dotnet;
 mod ebpf;
+mod fuzz;
 mod util;
 mod windows;
 
@@ -57,6 +58,13 @@ enum Cmd {
     },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
+    /// Runs the fuzz targets (cargo-fuzz, nightly) for SECONDS each, seeded from real files.
+    Fuzz {
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Only these targets (default: all).
+        targets: Vec<String>,
+    },
     /// Does all set-up, then runs every test (unit, conformance, live end-to-end).
     Test {
         /// Extra arguments for `cargo test` (after `--`).
@@ -84,6 +92,9 @@ fn main() -> Result<()> {
         Cmd::CheckWindows => windows::check()?,
         Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
+        Cmd::Fuzz { seconds, targets } => {
+            fuzz::run(seconds, &targets)?;
+        }
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())
@@ -117,12 +128,17 @@ fn test(extra: &[String]) -> Result<()> {
     }
     util::check(&mut cmd, "cargo test")?;
     let t3 = Instant::now();
+    // Each parser fuzz target for a few seconds over its seeds: they keep building and the
+    // seeds (and regressions) keep passing. Installs cargo-fuzz if needed.
+    fuzz::run(5, &fuzz::TARGETS.iter().filter(|t| t.0 == "fuzz").map(|t| t.1.to_string()).collect::<Vec<_>>())?;
+    let t4 = Instant::now();
     eprintln!(
-        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, total {:.1}s",
+        "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, fuzz smoke {:.1}s, total {:.1}s",
         (t1 - t0).as_secs_f64(),
         (t2 - t1).as_secs_f64(),
         (t3 - t2).as_secs_f64(),
-        (t3 - t0).as_secs_f64()
+        (t4 - t3).as_secs_f64(),
+        (t4 - t0).as_secs_f64()
     );
     Ok(())
 }

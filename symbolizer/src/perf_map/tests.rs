@@ -158,3 +158,20 @@ fn random_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn an_over_long_record_is_skipped_as_it_streams_in() {
+    let mut m = PerfMap::new();
+    assert_eq!(m.feed(b"0x1000 0x10 A::a()\n0x2000 0x10 "), 1);
+    let chunk = vec![b'x'; 32 * 1024];
+    for _ in 0..10 {
+        assert_eq!(m.feed(&chunk), 0); // 320 KiB of one record: never held whole
+    }
+    assert!(m.data.len() < MAX_RECORD + chunk.len(), "kept {} bytes", m.data.len());
+    assert_eq!(m.feed(b"yyy\n0x3000 0x10 C::c()\n"), 1);
+    assert_eq!(m.consumed(), 31 + 10 * 32 * 1024 + 23);
+    assert_eq!(m.skipped(), 1);
+    assert_eq!(m.lookup(0x3001).map(|s| s.name), Some("C::c()"));
+    assert_eq!(m.lookup(0x2001), None);
+    assert!(!m.capped());
+}

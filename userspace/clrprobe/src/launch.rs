@@ -63,8 +63,12 @@ impl Launched {
     pub fn finish(mut self) -> std::io::Result<ExitStatus> {
         let status = self.child.wait();
         self.reaped = status.is_ok();
+        // Only files the program (running as we do) or root made: never a link or another
+        // user's file planted under those names.
+        // SAFETY: getuid/geteuid have no preconditions.
+        let owner = clrprobe_symbolizer::target_file::Owner { real: unsafe { libc::getuid() }, effective: unsafe { libc::geteuid() } };
         for f in [format!("/tmp/perf-{}.map", self.pid), format!("/tmp/perfinfo-{}.map", self.pid), format!("/tmp/jit-{}.dump", self.pid)] {
-            let _ = std::fs::remove_file(PathBuf::from(f));
+            let _ = clrprobe_symbolizer::target_file::remove(&PathBuf::from(f), owner);
         }
         status
     }

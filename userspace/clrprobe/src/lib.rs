@@ -2,6 +2,7 @@
 pub mod cli;
 pub mod agent_cli;
 pub mod doctor;
+pub mod errors;
 pub mod formats;
 pub mod heap;
 pub mod http;
@@ -23,6 +24,8 @@ pub mod signals;
 pub mod discover;
 #[cfg(target_os = "linux")]
 pub mod launch;
+#[cfg(target_os = "linux")]
+pub mod target_notes;
 #[cfg(target_os = "linux")]
 pub mod ps;
 #[cfg(target_os = "linux")]

@@ -1,5 +1,20 @@
 use std::process::ExitCode;
 
+/// Writes to stdout; a closed pipe (`| head -1`) ends the program quietly with status 0.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
 use clap::Parser;
 use clrprobe::{
     cli::{Cli, Command},
@@ -11,8 +26,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        Err(e) if clrprobe::errors::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("clrprobe: error: {e:#}");
+            eprintln!("clrprobe: error: {}", clrprobe::errors::one_line(&e));
             ExitCode::FAILURE
         }
     }
@@ -23,9 +39,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(cmd) => {
             let report = doctor::Report::probe();
             if cmd.json {
-                println!("{}", serde_json::to_string_pretty(&report)?);
+                outln!("{}", serde_json::to_string_pretty(&report)?);
             } else {
-                print!("{report}");
+                out!("{report}");
             }
             Ok(if report.has_missing() { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }
@@ -40,9 +56,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(cmd) => {
             let r = clrprobe::report::read(&cmd.file, cmd.top)?;
             if cmd.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
-                print!("{}", clrprobe::report::text(&r));
+                out!("{}", clrprobe::report::text(&r));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -109,6 +125,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         !(cmd.no_eventpipe && (cmd.http || cmd.providers.is_some())),
         "--http and --providers read EventPipe: drop --no-eventpipe"
     );
+    // A bad output directory fails now, not after the recording (default outputs go to ".").
+    clrprobe::output::prepare(cmd.output.as_deref().unwrap_or("clrprobe".as_ref()))?;
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
     let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
     let args = RecordArgs {
@@ -125,6 +143,11 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         thread_roots: cmd.thread_roots,
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
     };
+    let named: Vec<_> = cmd.pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
+    let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
+    for note in &early {
+        eprintln!("clrprobe: {note}");
+    }
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
     let result = record::run(&args, stop, |s| {
@@ -142,7 +165,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if !quiet {
         eprintln!();
     }
-    let (profile, summary) = match result {
+    let (profile, mut summary) = match result {
         Ok(r) => r,
         Err(e) => {
             let doctor = doctor::Report::probe();
@@ -152,6 +175,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             return Err(anyhow::Error::new(e).context("record failed"));
         }
     };
+    summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
     let prefix = cmd.output.clone().unwrap_or_else(|| if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) });
     let mut written = record::write_all(&profile, &prefix, &cmd.format);
     if cmd.all {
@@ -166,21 +190,21 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     }
     let mut failed = false;
     for w in &written {
-        match &w.result {
-            Ok(()) => eprintln!("clrprobe: wrote {}", w.path.display()),
-            Err(e) => {
+        match w.error_line() {
+            None => eprintln!("clrprobe: wrote {}", w.path.display()),
+            Some(e) => {
                 failed = true;
-                eprintln!("clrprobe: error: could not write {}: {e}", w.path.display());
+                eprintln!("clrprobe: error: {e}");
             }
         }
     }
-    for warning in &summary.warnings {
+    for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {
         eprintln!("clrprobe: warning: {warning}");
     }
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", clrprobe::record::summary_text(&summary));
+        out!("{}", clrprobe::record::summary_text(&summary));
     }
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -213,7 +237,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    outln!("{}", serde_json::to_string_pretty(&report)?);
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -226,7 +250,7 @@ fn record(_cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
 fn counters(cmd: clrprobe::cli::CountersCmd) -> anyhow::Result<ExitCode> {
     let pid = cmd.pid.unwrap_or_else(std::process::id);
     let c = clrprobe_etw::counters(pid)?;
-    println!("{c:#?}");
+    outln!("{c:#?}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -256,17 +280,17 @@ fn probe(cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
         }
     };
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("cpus sampled: {}", report.cpus);
+        outln!("cpus sampled: {}", report.cpus);
         for (pid, n) in &report.samples {
-            println!("pid {pid}: {n} samples, {} distinct stacks", report.sample_keys[pid]);
+            outln!("pid {pid}: {n} samples, {} distinct stacks", report.sample_keys[pid]);
         }
         for (pid, n) in &report.uprobe_hits {
-            println!("pid {pid}: {n} uprobe hits");
+            outln!("pid {pid}: {n} uprobe hits");
         }
         for l in &report.bpf_logs {
-            println!("bpf: {l}");
+            outln!("bpf: {l}");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -281,9 +305,9 @@ fn probe(_cmd: clrprobe::cli::ProbeCmd) -> anyhow::Result<ExitCode> {
 fn ps(cmd: clrprobe::cli::PsCmd) -> anyhow::Result<ExitCode> {
     let procs = clrprobe::ps::list();
     if cmd.json {
-        println!("{}", serde_json::to_string_pretty(&procs)?);
+        outln!("{}", serde_json::to_string_pretty(&procs)?);
     } else {
-        print!("{}", clrprobe::ps::table(&procs));
+        out!("{}", clrprobe::ps::table(&procs));
     }
     Ok(ExitCode::SUCCESS)
 }

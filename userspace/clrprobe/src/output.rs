@@ -2,6 +2,7 @@
 //! failure (full disk, permissions) is reported by path and does not stop the others.
 use std::path::{Path, PathBuf};
 
+use clrprobe_profile::safe_file::{OutputDir, SafeFileError};
 use clrprobe_profile::{Profile, ProfileError, firefox, folded, pprof, speedscope, svg};
 
 pub use crate::formats::Format;
@@ -59,19 +60,23 @@ pub fn write_all(profile: &Profile, prefix: &Path, formats: &[Format]) -> Vec<Wr
             }
         }
     }
-    chown_to_sudo_user(out.iter().filter(|w| w.result.is_ok()).map(|w| w.path.as_path()));
     out
 }
 
-/// Under sudo, hands the files to the invoking user (SUDO_UID/SUDO_GID).
-#[cfg(unix)]
-fn chown_to_sudo_user<'a>(paths: impl Iterator<Item = &'a Path>) {
-    let id = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
-    let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) else { return };
-    for p in paths {
-        let _ = std::os::unix::fs::chown(p, Some(uid), Some(gid));
-    }
+/// Opens (creating it if missing) and checks the directory outputs named `prefix*` go to, so
+/// that a bad `-o` fails before recording starts. Under sudo the outputs (and a directory
+/// created here) belong to the invoking user; see [`clrprobe_profile::safe_file`].
+pub fn prepare(prefix: &Path) -> Result<(), SafeFileError> {
+    OutputDir::of(prefix).map(drop)
 }
 
-#[cfg(not(unix))]
-fn chown_to_sudo_user<'a>(_paths: impl Iterator<Item = &'a Path>) {}
+impl Written {
+    /// One line for the user: the error names the path once.
+    pub fn error_line(&self) -> Option<String> {
+        let e = self.result.as_ref().err()?;
+        Some(match e {
+            ProfileError::Write { .. } | ProfileError::Output(_) => e.to_string(),
+            other => format!("could not write {}: {other}", self.path.display()),
+        })
+    }
+}

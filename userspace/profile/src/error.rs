@@ -33,6 +33,16 @@ pub enum ProfileError {
     /// Serializing an in-memory structure failed.
     #[error("cannot encode {0}")]
     Encode(String),
+    /// An output path was refused (a link planted by another user, another user's file or
+    /// directory, ...): see [`crate::safe_file`].
+    #[error(transparent)]
+    Output(crate::safe_file::SafeFileError),
+    /// Reading pprof data would pass a cap (`pprof::read::MAX_DECODED`, ...).
+    #[error("pprof data too large: {detail}")]
+    PprofTooLarge { detail: String },
+    /// A file is not a readable pprof profile (names the file).
+    #[error("{} is not a readable pprof profile: {detail}", path.display())]
+    NotPprof { path: PathBuf, detail: String },
     /// The bytes are not a valid pprof profile.
     #[error("corrupt pprof data: {0}")]
     CorruptPprof(String),

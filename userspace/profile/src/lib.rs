@@ -41,6 +41,7 @@ pub(crate) mod output;
 pub mod firefox;
 pub mod folded;
 pub mod pprof;
+pub mod safe_file;
 pub mod speedscope;
 pub mod summary;
 pub mod svg;

@@ -6,19 +6,20 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use crate::error::ProfileError;
+use crate::safe_file::{self, SafeFileError};
 
-/// Create `path` and run `body` on a buffered writer to it. Every I/O failure, including the
-/// final flush (where a full disk usually shows up), becomes [`ProfileError::Write`] with `path`.
+/// Write `path` safely ([`crate::safe_file`]: a temporary file renamed into place, no link
+/// followed) by running `body` on a buffered writer. Every I/O failure, including the final
+/// flush (where a full disk usually shows up), becomes [`ProfileError::Write`] with `path`;
+/// a refused path becomes [`ProfileError::Output`].
 pub(crate) fn write_file<F>(path: &Path, body: F) -> Result<(), ProfileError>
 where
-    F: FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+    F: FnOnce(&mut BufWriter<&mut File>) -> io::Result<()>,
 {
-    let err = |source| ProfileError::Write { path: path.to_path_buf(), source };
-    let file = File::create(path).map_err(err)?;
-    let mut w = BufWriter::with_capacity(256 * 1024, file);
-    body(&mut w).map_err(err)?;
-    w.flush().map_err(err)?;
-    Ok(())
+    safe_file::write_file(path, body).map_err(|e| match e {
+        SafeFileError::Io { path, source } => ProfileError::Write { path, source },
+        other => ProfileError::Output(other),
+    })
 }
 
 pub(crate) fn stream_err(format: &'static str) -> impl Fn(io::Error) -> ProfileError {

@@ -174,6 +174,16 @@ impl FrameResolver {
     }
 
     /// JIT frames whose perf-map name differed from the runtime's method events.
+    /// Target files refused or cut short while naming frames (one line each, by pid).
+    pub fn file_warnings(&self) -> Vec<String> {
+        let mut pids: Vec<&u32> = self.processes.keys().collect();
+        pids.sort();
+        pids.into_iter()
+            .filter_map(|pid| self.processes[pid].sym.as_ref())
+            .flat_map(|s| s.warnings().iter().cloned())
+            .collect()
+    }
+
     pub fn perf_map_names_corrected(&self) -> u64 {
         self.perf_map_names_corrected
     }

@@ -317,6 +317,7 @@ pub fn run(
         }
     }
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
+    summary.warnings.extend(resolver.file_warnings());
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
     Ok((profile, summary))

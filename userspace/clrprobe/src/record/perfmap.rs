@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, PerfMapType, ServerError};
+use clrprobe_symbolizer::target_file::{self, Owner};
 
 /// The pid as the target sees it (last NSpid entry), for file names inside its /tmp.
 pub fn namespaced_pid(pid: u32) -> u32 {
@@ -47,6 +48,8 @@ pub struct PerfMapGuard {
     /// The files to remove, as reachable after the process is gone: through /proc/PID/root
     /// while it lives, and by their own path when it shares our root.
     files: Vec<PathBuf>,
+    /// Whose files these may be (only such files are removed).
+    owner: Owner,
 }
 
 /// Does `pid` see the same root directory as we do?
@@ -60,14 +63,16 @@ fn same_root(pid: u32) -> bool {
 
 impl PerfMapGuard {
     pub fn ensure(pid: u32) -> Self {
-        let state = if perf_map_path(pid).exists() {
-            PerfMapState::AlreadyOn
-        } else {
-            match Client::for_pid(pid).and_then(|c| c.enable_perf_map(PerfMapType::PerfMap)) {
+        let owner = Owner::of_pid(pid).unwrap_or(Owner { real: 0, effective: 0 });
+        let state = match target_file::probe(&perf_map_path(pid), owner) {
+            Ok(true) => PerfMapState::AlreadyOn,
+            // A link, FIFO or another user's file where the map goes: not used, not replaced.
+            Err(refused) => PerfMapState::Failed(refused.to_string()),
+            Ok(false) => match Client::for_pid(pid).and_then(|c| c.enable_perf_map(PerfMapType::PerfMap)) {
                 Ok(()) => PerfMapState::EnabledByClrprobe,
                 Err(IpcError::Server(ServerError::UnknownCommand)) => PerfMapState::Unsupported,
                 Err(e) => PerfMapState::Failed(e.to_string()),
-            }
+            },
         };
         let mut files = vec![perf_map_path(pid), perfinfo_path(pid)];
         if same_root(pid) {
@@ -75,7 +80,7 @@ impl PerfMapGuard {
             files.push(PathBuf::from(format!("/tmp/perf-{ns}.map")));
             files.push(PathBuf::from(format!("/tmp/perfinfo-{ns}.map")));
         }
-        Self { pid, state, files }
+        Self { pid, state, files, owner }
     }
 
     /// Switches the map off and removes its files, if clrprobe switched it on. Idempotent.
@@ -86,7 +91,10 @@ impl PerfMapGuard {
         self.state = PerfMapState::AlreadyOn; // never twice
         let disabled = Client::for_pid(self.pid).and_then(|c| c.disable_perf_map());
         for f in &self.files {
-            let _ = std::fs::remove_file(f);
+            // Only the runtime's own files: never a link or another user's file put there.
+            if let Err(e) = target_file::remove(f, self.owner) {
+                log::warn!("perf map of {}: {e}", self.pid);
+            }
         }
         match disabled {
             // The process is gone: nothing is left switched on.

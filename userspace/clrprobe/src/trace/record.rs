@@ -8,6 +8,7 @@ use std::{
 };
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, ProviderConfig, SessionConfig};
+use clrprobe_profile::safe_file::{OutputDir, SafeFileError};
 use serde::Serialize;
 
 #[derive(Debug, Clone)]
@@ -24,10 +25,10 @@ pub struct TraceArgs {
 pub enum TraceError {
     #[error("EventPipe session on pid {pid}: {source}")]
     Ipc { pid: u32, #[source] source: IpcError },
-    #[error("writing {path}: {source} (free space or choose another -o; the bytes before the error are in the file)")]
+    #[error("writing {path}: {source} (free space or choose another -o; nothing was left under that name)")]
     Write { path: PathBuf, #[source] source: std::io::Error },
-    #[error("creating {path}: {source}")]
-    Create { path: PathBuf, #[source] source: std::io::Error },
+    #[error(transparent)]
+    Output(#[from] SafeFileError),
 }
 
 #[derive(Debug, Serialize)]
@@ -49,7 +50,11 @@ pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummar
         request_stackwalk: true,
         providers: args.providers.clone(),
     };
-    let file = File::create(&args.output).map_err(|source| TraceError::Create { path: args.output.clone(), source })?;
+    // A temporary file renamed into place at the end: no link followed, no half file left.
+    let name = args.output.file_name().ok_or_else(|| SafeFileError::NotRegular { path: args.output.clone() })?;
+    let dir = OutputDir::of(&args.output)?;
+    let mut pending = dir.create(name)?;
+    let file = pending.take_file();
     let client = Client::for_pid(pid).map_err(|source| TraceError::Ipc { pid, source })?;
     let mut session = client.start_session(&config).map_err(|source| TraceError::Ipc { pid, source })?;
     let session_id = session.id();
@@ -57,11 +62,11 @@ pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummar
     let started = Instant::now();
     let path = args.output.clone();
     // The copy runs on its own thread; the runtime closes the stream after StopTracing.
-    let copier = std::thread::spawn(move || -> Result<u64, std::io::Error> {
+    let copier = std::thread::spawn(move || -> Result<(u64, File), std::io::Error> {
         let mut w = BufWriter::with_capacity(1 << 20, file);
         let n = std::io::copy(&mut session, &mut w)?;
         w.flush()?;
-        Ok(n)
+        Ok((n, w.into_inner().map_err(|e| e.into_error())?))
     });
     let ended_by = loop {
         std::thread::sleep(Duration::from_millis(50));
@@ -77,9 +82,12 @@ pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummar
     };
     let _ = stop_handle.stop();
     let bytes = match copier.join() {
-        Ok(Ok(n)) => n,
+        Ok(Ok((n, file))) => {
+            pending.commit_with(file)?;
+            n
+        }
         Ok(Err(source)) => return Err(TraceError::Write { path, source }),
-        Err(_) => 0,
+        Err(_) => return Err(TraceError::Write { path, source: std::io::Error::other("the copying thread panicked") }),
     };
     Ok(TraceSummary { session_id, bytes, seconds: started.elapsed().as_secs_f64(), ended_by })
 }

@@ -42,7 +42,10 @@ pub(crate) mod linux {
         collections::HashSet,
         ffi::OsStr,
         io,
-        os::unix::{ffi::OsStrExt, fs::MetadataExt},
+        os::unix::{
+            ffi::OsStrExt,
+            fs::{FileTypeExt, MetadataExt},
+        },
         path::{Path, PathBuf},
         time::SystemTime,
     };
@@ -89,6 +92,27 @@ pub(crate) mod linux {
             .map(|v| PathBuf::from(OsStr::from_bytes(v)))
     }
 
+    /// The target's real and effective uid (`Uid:` line of /proc/PID/status).
+    pub fn uids(status: &str) -> Option<(u32, u32)> {
+        let mut ids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().map(|t| t.parse::<u32>().ok());
+        Some((ids.next()??, ids.next()??))
+    }
+
+    /// Why a candidate socket file is not the runtime's own: None if it is a socket (not a link)
+    /// owned by the target's user or root. `meta` is of the entry itself (links not followed).
+    pub fn untrusted(meta: &std::fs::Metadata, uids: Option<(u32, u32)>) -> Option<String> {
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            return Some("is a symbolic link".into());
+        }
+        if !ft.is_socket() {
+            return Some("is not a socket".into());
+        }
+        let uid = meta.uid();
+        let ok = uid == 0 || uids.is_some_and(|(r, e)| uid == r || uid == e);
+        (!ok).then(|| format!("belongs to uid {uid}, not to the target's user{} or root", uids.map(|(_, e)| format!(" ({e})")).unwrap_or_default()))
+    }
+
     fn is_perm(e: &io::Error) -> bool {
         e.kind() == io::ErrorKind::PermissionDenied
     }
@@ -102,6 +126,8 @@ pub(crate) mod linux {
             Err(e) => return Err(IpcError::Io(e)),
         };
         let pids = namespace_pids(pid, &status);
+        let owner = uids(&status);
+        let mut refused: Option<(PathBuf, String)> = None;
         let start = std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|s| start_time(&s));
         let mut perm_error: Option<(PathBuf, io::Error)> = None;
 
@@ -153,7 +179,13 @@ pub(crate) mod linux {
                     continue;
                 }
                 let path = entry.path();
-                let mtime = entry.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+                // DirEntry::metadata does not follow links.
+                let Ok(meta) = entry.metadata() else { continue };
+                if let Some(reason) = untrusted(&meta, owner) {
+                    refused.get_or_insert((path, reason));
+                    continue;
+                }
+                let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 let exact = start == Some(key);
                 let better = match &best {
                     None => true,
@@ -164,10 +196,11 @@ pub(crate) mod linux {
                 }
             }
         }
-        match (best, perm_error) {
-            (Some((_, _, path)), _) => Ok(Endpoint::UnixSocket(path)),
-            (None, Some((path, source))) => Err(IpcError::PermissionDenied { path, source }),
-            (None, None) => Err(IpcError::NoSocket { pid, searched: dirs }),
+        match (best, perm_error, refused) {
+            (Some((_, _, path)), _, _) => Ok(Endpoint::UnixSocket(path)),
+            (None, _, Some((path, reason))) => Err(IpcError::UntrustedSocket { pid, path, reason }),
+            (None, Some((path, source)), None) => Err(IpcError::PermissionDenied { path, source }),
+            (None, None, None) => Err(IpcError::NoSocket { pid, searched: dirs }),
         }
     }
 
@@ -206,18 +239,50 @@ pub(crate) mod linux {
             let stat = format!("{pid} (dotnet) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5000 0 0");
             std::fs::write(pdir.join("stat"), stat).unwrap();
             std::fs::write(pdir.join("environ"), format!("A=b\0TMPDIR={}\0", tmp.display())).unwrap();
-            let touch = |key: u64, age_s: u64| {
+            let mut listeners = Vec::new();
+            let mut touch = |key: u64, age_s: u64| {
                 let p = tmp.join(format!("dotnet-diagnostic-{pid}-{key}-socket"));
-                let f = std::fs::File::create(&p).unwrap();
-                f.set_modified(SystemTime::now() - std::time::Duration::from_secs(age_s)).unwrap();
+                listeners.push(std::os::unix::net::UnixListener::bind(&p).unwrap());
+                set_mtime(&p, SystemTime::now() - std::time::Duration::from_secs(age_s));
                 p
             };
             touch(100, 50);
             let newest = touch(200, 10);
-            std::fs::File::create(tmp.join("dotnet-diagnostic-999-1-socket")).unwrap(); // other pid
+            let _other = std::os::unix::net::UnixListener::bind(tmp.join("dotnet-diagnostic-999-1-socket")).unwrap(); // other pid
             assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(newest));
             let exact = touch(5000, 100); // key == start time: wins although oldest
             assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(exact));
+            std::fs::remove_dir_all(&base).unwrap();
+        }
+
+        fn set_mtime(p: &Path, t: SystemTime) {
+            let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+            let ts = libc::timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ };
+            let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+            // SAFETY: c is NUL-terminated; times points at two timespecs.
+            assert_eq!(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), [ts, ts].as_ptr(), 0) }, 0);
+        }
+
+        /// Only a socket (not a link, not a file) owned by the target's user or root is used.
+        #[test]
+        fn refuses_files_links_and_foreign_sockets() {
+            let base = std::env::temp_dir().join(format!("clrprobe-ipc-untrusted-{}", std::process::id()));
+            std::fs::create_dir_all(&base).unwrap();
+            let meta = |p: &Path| std::fs::symlink_metadata(p).unwrap();
+            let file = base.join("file");
+            std::fs::write(&file, b"").unwrap();
+            let sock = base.join("sock");
+            let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+            let link = base.join("link");
+            std::os::unix::fs::symlink(&sock, &link).unwrap();
+            let me = meta(&sock).uid();
+            assert_eq!(untrusted(&meta(&sock), Some((me, me))), None);
+            assert_eq!(untrusted(&meta(&file), Some((me, me))).as_deref(), Some("is not a socket"));
+            assert_eq!(untrusted(&meta(&link), Some((me, me))).as_deref(), Some("is a symbolic link"));
+            let other = me.wrapping_add(4242);
+            let foreign = untrusted(&meta(&sock), Some((other, other)));
+            assert_eq!(foreign.is_some(), me != 0, "root's sockets are trusted for any target");
+            assert_eq!(uids("Name:\tx\nUid:\t1000\t1001\t1001\t1001\n"), Some((1000, 1001)));
             std::fs::remove_dir_all(&base).unwrap();
         }
 

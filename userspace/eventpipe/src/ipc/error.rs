@@ -61,6 +61,10 @@ pub enum IpcError {
     Encode(#[from] EncodeError),
     #[error("runtime supports none of the CollectTracing versions able to express this session (tried {tried:?})")]
     NoCollectTracingVersion { tried: Vec<super::collect::CollectTracingVersion> },
+    /// Only candidates that are not the runtime's own socket were found (another user's file,
+    /// a link, not a socket): not connected to.
+    #[error("process {pid}: {path} {reason}: not used as its diagnostics socket")]
+    UntrustedSocket { pid: u32, path: PathBuf, reason: String },
 }
 
 impl IpcError {

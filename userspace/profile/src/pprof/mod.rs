@@ -19,7 +19,7 @@ mod proto;
 mod read;
 mod write;
 
-pub use read::{decode, read_file};
+pub use read::{MAX_DECODED, MAX_INFLATED, decode, read, read_file};
 pub use write::{encode, to_writer, write_file};
 
 pub(crate) const KEY_PID: &str = "pid";

@@ -1,6 +1,6 @@
 //! pprof protobuf (gzipped or not) → Profile.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 use flate2::read::GzDecoder;
@@ -13,35 +13,174 @@ use crate::error::ProfileError;
 use crate::hash::FastMap;
 use crate::model::{Frame, FrameId, FrameKind, LabelSet, Marker, Period, Profile, SampleType, Str};
 
-/// Refuse to inflate past this: a real profile is far smaller, a gzip bomb is not.
-const MAX_INFLATED: u64 = 1 << 30;
+/// Protobuf bytes read at most (streamed: never held whole).
+pub const MAX_INFLATED: u64 = 1 << 30;
+/// What decoding may build at most, in bytes: the decoded messages plus the frames stacks
+/// expand to (a gzip bomb or a file of empty samples inflates to little but decodes to much).
+pub const MAX_DECODED: u64 = 256 << 20;
+/// Largest single top-level field (one sample, location, string, ...).
+const MAX_FIELD: u64 = 64 << 20;
 
-/// Read a `.pb.gz` (or uncompressed `.pb`) file.
+/// Read a `.pb.gz` (or uncompressed `.pb`) file. Errors name the file.
 pub fn read_file(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
-    decode(&bytes)
+    let file = std::fs::File::open(path).map_err(|source| ProfileError::Read { path: path.to_path_buf(), source })?;
+    read(file).map_err(|e| match e {
+        ProfileError::CorruptPprof(detail) => ProfileError::NotPprof { path: path.to_path_buf(), detail },
+        ProfileError::PprofTooLarge { detail } => ProfileError::NotPprof { path: path.to_path_buf(), detail },
+        other => other,
+    })
 }
 
 /// Decode pprof bytes; gzip is detected by its magic number.
 pub fn decode(bytes: &[u8]) -> Result<Profile, ProfileError> {
-    let inflated;
-    let raw = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::new();
-        GzDecoder::new(bytes)
-            .take(MAX_INFLATED + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| ProfileError::corrupt(format!("gzip: {e}")))?;
-        if out.len() as u64 > MAX_INFLATED {
-            return Err(ProfileError::corrupt(format!("inflates past {MAX_INFLATED} bytes")));
-        }
-        inflated = out;
-        &inflated[..]
+    read(bytes)
+}
+
+/// Decode a pprof stream (gzipped or not) within [`MAX_INFLATED`] and [`MAX_DECODED`].
+pub fn read(r: impl Read) -> Result<Profile, ProfileError> {
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, r);
+    let gz = r.fill_buf().map_err(|e| ProfileError::corrupt(format!("reading: {e}")))?.starts_with(&[0x1f, 0x8b]);
+    let mut budget = Budget { used: 0 };
+    let msg = if gz {
+        decode_stream(&mut std::io::BufReader::with_capacity(64 * 1024, GzDecoder::new(r)).take(MAX_INFLATED + 1), &mut budget, "gzip")?
     } else {
-        bytes
+        decode_stream(&mut r.take(MAX_INFLATED + 1), &mut budget, "reading")?
     };
-    let msg = proto::Profile::decode(raw).map_err(|e| ProfileError::corrupt(format!("protobuf: {e}")))?;
-    convert(&msg)
+    convert(&msg, &mut budget)
+}
+
+/// The running estimate of decoded bytes, refused past [`MAX_DECODED`].
+struct Budget {
+    used: u64,
+}
+
+impl Budget {
+    fn charge(&mut self, bytes: usize, what: &str) -> Result<(), ProfileError> {
+        self.used = self.used.saturating_add(bytes as u64);
+        if self.used > MAX_DECODED {
+            return Err(ProfileError::PprofTooLarge {
+                detail: format!("decoding {what} passes the cap of {} MiB; refused", MAX_DECODED >> 20),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads a varint; Ok(None) at the end of the stream before its first byte.
+fn varint(r: &mut impl Read, io_what: &str) -> Result<Option<u64>, ProfileError> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let mut b = [0u8];
+        match r.read(&mut b) {
+            Ok(0) if i == 0 => return Ok(None),
+            Ok(0) => return Err(ProfileError::corrupt("protobuf: truncated varint")),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ProfileError::corrupt(format!("{io_what}: {e}"))),
+        }
+        v |= u64::from(b[0] & 0x7f) << (7 * i);
+        if b[0] & 0x80 == 0 {
+            return Ok(Some(v));
+        }
+    }
+    Err(ProfileError::corrupt("protobuf: varint longer than 10 bytes"))
+}
+
+fn exact(r: &mut impl Read, buf: &mut Vec<u8>, len: u64, io_what: &str) -> Result<(), ProfileError> {
+    buf.clear();
+    let got = r.take(len).read_to_end(buf).map_err(|e| ProfileError::corrupt(format!("{io_what}: {e}")))?;
+    if (got as u64) < len {
+        return Err(ProfileError::corrupt(format!("protobuf: field of {len} bytes truncated at {got}")));
+    }
+    Ok(())
+}
+
+/// Decodes the top-level `Profile` message one field at a time, charging each decoded item.
+fn decode_stream(r: &mut std::io::Take<impl Read>, budget: &mut Budget, io_what: &str) -> Result<proto::Profile, ProfileError> {
+    use std::mem::size_of;
+    let mut msg = proto::Profile::default();
+    let mut buf = Vec::new();
+    let dec = |e: prost::DecodeError| ProfileError::corrupt(format!("protobuf: {e}"));
+    while let Some(key) = varint(r, io_what)? {
+        if r.limit() == 0 {
+            return Err(ProfileError::PprofTooLarge { detail: format!("inflates past {MAX_INFLATED} bytes; refused") });
+        }
+        let (tag, wire) = (key >> 3, key & 7);
+        match wire {
+            0 => {
+                let v = varint(r, io_what)?.ok_or_else(|| ProfileError::corrupt("protobuf: truncated field"))? as i64;
+                match tag {
+                    7 => msg.drop_frames = v,
+                    8 => msg.keep_frames = v,
+                    9 => msg.time_nanos = v,
+                    10 => msg.duration_nanos = v,
+                    12 => msg.period = v,
+                    13 => {
+                        budget.charge(8, "comments")?;
+                        msg.comment.push(v);
+                    }
+                    14 => msg.default_sample_type = v,
+                    _ => {}
+                }
+            }
+            1 => exact(r, &mut buf, 8, io_what)?,
+            5 => exact(r, &mut buf, 4, io_what)?,
+            2 => {
+                let len = varint(r, io_what)?.ok_or_else(|| ProfileError::corrupt("protobuf: truncated length"))?;
+                if len > MAX_FIELD {
+                    return Err(ProfileError::PprofTooLarge { detail: format!("a field of {len} bytes (cap {MAX_FIELD}); refused") });
+                }
+                exact(r, &mut buf, len, io_what)?;
+                let b = &buf[..];
+                match tag {
+                    1 => {
+                        budget.charge(size_of::<proto::ValueType>(), "sample types")?;
+                        msg.sample_type.push(proto::ValueType::decode(b).map_err(dec)?);
+                    }
+                    2 => {
+                        let s = proto::Sample::decode(b).map_err(dec)?;
+                        let n = size_of::<proto::Sample>() + 8 * (s.location_id.len() + s.value.len()) + size_of::<proto::Label>() * s.label.len();
+                        budget.charge(n, "samples")?;
+                        msg.sample.push(s);
+                    }
+                    3 => {
+                        budget.charge(size_of::<proto::Mapping>(), "mappings")?;
+                        msg.mapping.push(proto::Mapping::decode(b).map_err(dec)?);
+                    }
+                    4 => {
+                        let l = proto::Location::decode(b).map_err(dec)?;
+                        budget.charge(size_of::<proto::Location>() + size_of::<proto::Line>() * l.line.len(), "locations")?;
+                        msg.location.push(l);
+                    }
+                    5 => {
+                        budget.charge(size_of::<proto::Function>(), "functions")?;
+                        msg.function.push(proto::Function::decode(b).map_err(dec)?);
+                    }
+                    6 => {
+                        budget.charge(size_of::<String>() + b.len(), "strings")?;
+                        let s = std::str::from_utf8(b).map_err(|e| ProfileError::corrupt(format!("protobuf: string: {e}")))?;
+                        msg.string_table.push(s.to_string());
+                    }
+                    11 => msg.period_type = Some(proto::ValueType::decode(b).map_err(dec)?),
+                    13 => {
+                        // Packed comments.
+                        let mut c = b;
+                        while !c.is_empty() {
+                            budget.charge(8, "comments")?;
+                            msg.comment.push(prost::encoding::decode_varint(&mut c).map_err(dec)? as i64);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            w => return Err(ProfileError::corrupt(format!("protobuf: wire type {w} of field {tag}"))),
+        }
+    }
+    if r.limit() == 0 {
+        return Err(ProfileError::PprofTooLarge { detail: format!("inflates past {MAX_INFLATED} bytes; refused") });
+    }
+    Ok(msg)
 }
 
 struct Strings<'a>(&'a [String]);
@@ -62,7 +201,7 @@ fn to_u32(v: i64, what: &str) -> Result<u32, ProfileError> {
     u32::try_from(v).map_err(|_| ProfileError::corrupt(format!("{what} label {v} is not a 32-bit id")))
 }
 
-fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
+fn convert(msg: &proto::Profile, budget: &mut Budget) -> Result<Profile, ProfileError> {
     if msg.string_table.first().map(String::as_str) != Some("") {
         return Err(ProfileError::corrupt("string table must start with the empty string"));
     }
@@ -150,6 +289,7 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
             })?;
             frames.push(b.intern_frame(make(name, file))?);
         }
+        budget.charge(frames.len() * std::mem::size_of::<FrameId>() + 48, "locations")?;
         if locations.insert(loc.id, frames).is_some() {
             return Err(ProfileError::corrupt(format!("duplicate location id {}", loc.id)));
         }
@@ -173,6 +313,8 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
                 .ok_or_else(|| ProfileError::corrupt(format!("sample {n} names unknown location {id}")))?;
             stack.extend_from_slice(frames);
         }
+        // A location may expand to many frames: what the stacks cost is charged too.
+        budget.charge(stack.len() * std::mem::size_of::<FrameId>() + 64, "stacks")?;
         let stack_id = b.intern_stack(&stack)?;
         let mut labels = LabelSet::default();
         let mut timestamp = None;
