@@ -80,7 +80,8 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         user_stack_id: start.user_stack_id,
         kernel_stack_id: start.kernel_stack_id,
         comm: start.comm,
-        time: 0,
+        // Each interval its own entry, at its start, when sample times are on (timelines).
+        time: if config(switch_config::SAMPLE_TIME) != 0 { start.start_ns >> 10 } else { 0 },
     };
     with_stats(|s| s.offcpu_intervals += 1);
     if let Some(v) = OFFCPU_NS.get_ptr_mut(&key) {

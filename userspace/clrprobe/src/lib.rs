@@ -1,5 +1,6 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
+pub mod cli_values;
 pub mod doctor;
 pub mod formats;
 pub mod output;

@@ -36,7 +36,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Trace(cmd) => trace(cmd),
         Command::Counters(cmd) => counters(cmd),
         Command::Report(cmd) => {
-            let r = clrprobe::report::read(&cmd.file, cmd.top)?;
+            let r = clrprobe::report::read_inputs(&cmd.files, cmd.top)?;
             if cmd.json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -59,25 +59,56 @@ fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let pid = cmd.pid.context("--pid is required")?;
+    let pid = match (&cmd.pid, &cmd.name) {
+        (Some(pid), _) => *pid,
+        (None, Some(name)) => one_pid_named(name)?,
+        (None, None) => anyhow::bail!("name the process to trace with -p PID or -n NAME"),
+    };
     let providers = clrprobe_eventpipe::ipc::parse_providers(&cmd.providers).context("--providers")?;
+    let speedscope = cmd.format == clrprobe::cli::TraceFormat::Speedscope;
+    let output = cmd.output.clone().unwrap_or_else(|| {
+        if speedscope { "trace.speedscope.json".into() } else { "trace.nettrace".into() }
+    });
+    // speedscope: the NetTrace goes to a temporary file next to the output, then converts.
+    let nettrace = if speedscope { output.with_extension("nettrace.tmp") } else { output.clone() };
     let args = trace::TraceArgs {
         pid,
         providers,
-        duration: cmd.duration.map(std::time::Duration::from_secs_f64),
-        output: cmd.output.clone(),
+        duration: cmd.duration,
+        output: nettrace.clone(),
         rundown: !cmd.no_rundown,
         buffer_mb: cmd.buffer_mb,
     };
     let s = trace::record_to_file(&args, trace_stop_flag())?;
+    if speedscope {
+        let converted = trace::to_speedscope(&nettrace, &output);
+        let _ = std::fs::remove_file(&nettrace);
+        let n = converted.with_context(|| format!("converting the trace to {}", output.display()))?;
+        eprintln!("clrprobe: {n} stack samples");
+    }
     eprintln!(
-        "clrprobe: wrote {} ({} bytes, {:.1} s, ended by {})",
-        cmd.output.display(),
+        "clrprobe: wrote {} ({} bytes of NetTrace, {:.1} s, ended by {})",
+        output.display(),
         s.bytes,
         s.seconds,
         s.ended_by
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The one process called `name` (`trace -n`).
+#[cfg(target_os = "linux")]
+fn one_pid_named(name: &str) -> anyhow::Result<u32> {
+    match clrprobe::cli_values::pids_named(name).as_slice() {
+        [] => anyhow::bail!("no process named {name:?}; `clrprobe ps` lists the .NET ones"),
+        [pid] => Ok(*pid),
+        many => anyhow::bail!("{} processes are named {name:?} ({many:?}); pick one with -p PID", many.len()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn one_pid_named(name: &str) -> anyhow::Result<u32> {
+    anyhow::bail!("-n {name:?}: finding processes by name needs Linux; use -p PID")
 }
 
 #[cfg(target_os = "linux")]
@@ -103,15 +134,23 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         RecordKinds::default()
     };
+    let mut named_pids = cmd.pids.clone();
+    for name in &cmd.names {
+        let found = clrprobe::cli_values::pids_named(name);
+        anyhow::ensure!(!found.is_empty(), "no process named {name:?}; `clrprobe ps` lists the .NET ones");
+        named_pids.extend(found);
+    }
+    named_pids.sort_unstable();
+    named_pids.dedup();
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
-    let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
+    let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or(named_pids);
     let args = RecordArgs {
         all: cmd.all,
         resume_after_attach: launched.is_some(),
         kinds,
         offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
         pids: pids.clone(),
-        duration: cmd.duration.map(Duration::from_secs_f64),
+        duration: cmd.duration,
         freq: cmd.freq,
         sampler: cmd.sampler,
         eventpipe: !cmd.no_eventpipe,
@@ -144,8 +183,13 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             return Err(anyhow::Error::new(e).context("record failed"));
         }
     };
-    let prefix = cmd.output.clone().unwrap_or_else(|| if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) });
-    let mut written = record::write_all(&profile, &prefix, &cmd.format);
+    let default_prefix = if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) };
+    let name = match &cmd.output {
+        Some(o) => clrprobe::output::OutputName::parse(o, &default_prefix.to_string_lossy()),
+        None => clrprobe::output::OutputName { prefix: default_prefix, file: None },
+    };
+    let prefix = name.prefix.clone();
+    let mut written = clrprobe::output::write_named(&profile, &name, &cmd.format);
     if cmd.all {
         written.extend(record::write_per_process(&profile, &prefix));
     }
@@ -183,15 +227,15 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
 
     use clrprobe_etw::RecordKinds;
     use clrprobe_pipeline::Kinds;
-    anyhow::ensure!(cmd.pids.len() <= 1, "on Windows, record one process (-p PID) or every process (-p 0)");
-    let pid = cmd.pids.first().copied().filter(|&p| p != 0);
+    anyhow::ensure!(cmd.pids.len() <= 1 && cmd.names.is_empty(), "on Windows, record one process (-p PID) or every process (-a)");
+    let pid = if cmd.all { None } else { cmd.pids.first().copied() };
     let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention;
     let kinds = if named {
         RecordKinds { cpu: cmd.cpu, events: Kinds { alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention } }
     } else {
         RecordKinds { cpu: true, events: Kinds::ALL }
     };
-    let duration = Duration::from_secs_f64(cmd.duration.unwrap_or(10.0));
+    let duration = cmd.duration.unwrap_or(Duration::from_secs(10));
     let (profile, report) = clrprobe_etw::record(pid, duration, kinds)?;
     let prefix = cmd.output.clone().unwrap_or_else(|| format!("clrprobe-{}", pid.unwrap_or(0)).into());
     let mut failed = false;

@@ -7,10 +7,12 @@ mod cxa;
 mod frames;
 mod limits;
 mod gc;
+mod mappings;
 mod perfmap;
 mod split;
 mod summary;
 mod targets;
+mod timeline;
 
 pub use clr_collect::{ClrCollector, JitMethod};
 pub use frames::FrameResolver;
@@ -33,7 +35,7 @@ use std::{
 };
 
 use clrprobe_pipeline::{EventProfiles, Kinds};
-use clrprobe_profile::{LabelSet, Period, Profile, ProfileBuilder, SampleType, kinds, units};
+use clrprobe_profile::{Period, Profile, ProfileBuilder, SampleType, kinds, units};
 
 use crate::sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError};
 
@@ -199,6 +201,7 @@ pub fn run(
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
     let mut timed = gc::TimedSamples::default();
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
+    let mut offcpu_times = timeline::OffCpuTimes::default();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
     loop {
@@ -220,7 +223,7 @@ pub fn run(
                 proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &mut offcpu_times);
             }
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
@@ -274,13 +277,21 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
-    let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &gc::GcWindows::from_reports(&summary.events));
+    // Every CPU sample has its time: the profile keeps them one by one (timeline formats).
+    let cpu_timed = !timed.overflowed && timed.total() > 0 && timed.total() == cpu.values().sum::<u64>();
+    let windows = gc::GcWindows::from_reports(&summary.events);
+    let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &windows);
     let period_ns = 1_000_000_000 / args.freq.max(1);
     let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
-    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu)?;
+    let times = Times {
+        cpu: cpu_timed.then_some((&timed, &windows)),
+        offcpu: offcpu_times.complete().then_some(&offcpu_times),
+        start_mono_ns: started_mono,
+    };
+    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu, &times)?;
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, started_mono)?;
@@ -303,6 +314,7 @@ fn drain(
     resolver: &mut FrameResolver,
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
+    offcpu_times: &mut timeline::OffCpuTimes,
 ) {
     match s.drain() {
         Ok(batch) => {
@@ -314,7 +326,10 @@ fn drain(
     if summary.offcpu
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
-                Ok(batch) => absorb(offcpu, batch, resolver),
+                Ok(batch) => {
+                    batch.iter().for_each(|s| offcpu_times.note(s));
+                    absorb(offcpu, batch, resolver)
+                }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
             }
         }
@@ -338,6 +353,13 @@ fn read_thread_names(pid: u32, names: &mut HashMap<(u32, u64), String>) {
     }
 }
 
+/// The timed samples to use instead of the aggregates, per kind (None: aggregated).
+struct Times<'a> {
+    cpu: Option<(&'a gc::TimedSamples, &'a gc::GcWindows)>,
+    offcpu: Option<&'a timeline::OffCpuTimes>,
+    start_mono_ns: i64,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build_profile(
     args: &RecordArgs,
@@ -348,6 +370,7 @@ fn build_profile(
     start_unix_ns: u64,
     duration: Duration,
     gc_cpu: &HashMap<AggKey, u64>,
+    times: &Times<'_>,
 ) -> Result<Profile, RecordError> {
     let mut types = Vec::new();
     if args.kinds.cpu {
@@ -367,9 +390,30 @@ fn build_profile(
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
-    let mut process_names: HashMap<u32, String> = HashMap::new();
+    let mut processes = timeline::ProcessLabels::default();
+    if let (Some(col), Some((timed, windows))) = (column(kinds::CPU), times.cpu) {
+        let samples = timed.entries().iter().map(|(key, t, n)| timeline::TimedInput {
+            key,
+            time_mono_ns: *t,
+            value: *n as i64,
+            column: col,
+            in_gc: windows.contains(key.0, key.1, *t),
+        });
+        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+    }
+    if let (Some(col), Some(off)) = (column(kinds::OFF_CPU), times.offcpu) {
+        let samples = off.intervals().iter().map(|(key, t, ns)| timeline::TimedInput {
+            key,
+            time_mono_ns: *t,
+            value: *ns as i64,
+            column: col,
+            in_gc: false,
+        });
+        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+    }
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
-    for (agg, col, gc_work) in [(cpu, column(kinds::CPU), false), (gc_cpu, column(kinds::CPU), true), (offcpu, column(kinds::OFF_CPU), false)] {
+    let (cpu_col, offcpu_col) = (column(kinds::CPU).filter(|_| times.cpu.is_none()), column(kinds::OFF_CPU).filter(|_| times.offcpu.is_none()));
+    for (agg, col, gc_work) in [(cpu, cpu_col, false), (gc_cpu, cpu_col, true), (offcpu, offcpu_col, false)] {
         let Some(col) = col else { continue };
         for ((pid, tid, comm, kernel, user), &count) in agg {
             let in_gc = gc_work || gc::is_gc_thread(comm);
@@ -379,11 +423,7 @@ fn build_profile(
                 ids.push(b.intern_frame(f)?);
             }
             let stack = b.intern_stack(&ids)?;
-            let pname = process_names.entry(*pid).or_insert_with(|| process_name(*pid)).clone();
-            let mut labels = LabelSet::thread(*pid, *tid);
-            labels.thread_name = Some(comm.as_str().into());
-            labels.process_name = Some(pname.as_str().into());
-            let labels = b.intern_labels(labels)?;
+            let labels = b.intern_labels(processes.labels(*pid, *tid, comm))?;
             let mut values = vec![0i64; types.len()];
             values[col] = count as i64;
             b.add_sample(stack, &values, labels)?;

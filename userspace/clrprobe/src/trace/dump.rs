@@ -24,6 +24,8 @@ pub enum DumpError {
     Read { path: String, #[source] source: NetTraceError },
     #[error("writing the dump: {0}")]
     Write(#[from] std::io::Error),
+    #[error(transparent)]
+    Profile(#[from] clrprobe_profile::ProfileError),
 }
 
 /// Writes one line per event to `out` (JSON lines with `json`).

@@ -3,6 +3,8 @@
 //! events decoded, as text or JSON lines.
 mod dump;
 mod record;
+mod speedscope;
 
 pub use dump::{DumpStats, dump};
 pub use record::{TraceArgs, TraceError, TraceSummary, record_to_file};
+pub use speedscope::to_speedscope;
