@@ -33,6 +33,11 @@ pub(crate) fn pseudo_mapping(kind: FrameKind) -> Option<&'static str> {
     }
 }
 
+/// Is `name` one of the pseudo mapping names?
+pub(crate) fn is_pseudo(name: &str) -> bool {
+    FrameKind::ALL.into_iter().any(|k| pseudo_mapping(k) == Some(name))
+}
+
 /// `Function.filename` of a frame: its module, else its kind's pseudo name.
 pub(crate) fn function_file(f: &Frame) -> &str {
     if !f.module.is_empty() {

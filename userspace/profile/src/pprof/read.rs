@@ -123,8 +123,11 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
         };
         let mut frames = Vec::with_capacity(loc.line.len().max(1));
         if loc.line.is_empty() {
-            let (name, module) =
+            let (name, mut module) =
                 kinds::unnamed_name(mapping.as_deref().map(|m| (m.path.as_str(), m.start, m.offset)), loc.address);
+            if module.is_empty() && !kinds::is_pseudo(mapping_path) {
+                module = mapping_path.to_owned();
+            }
             let mut f = Frame::new(name, module, kinds::infer(mapping_path, ""))
                 .with_address(loc.address)
                 .with_attr("unnamed", "1");
@@ -136,8 +139,14 @@ fn convert(msg: &proto::Profile) -> Result<Profile, ProfileError> {
                 ProfileError::corrupt(format!("location {} names unknown function {}", loc.id, line.function_id))
             })?;
             let kind = kinds::infer(mapping_path, file);
-            // The pseudo name stands for "no module".
-            let module = if kinds::pseudo_mapping(kind) == Some(file) { "" } else { file };
+            // The pseudo name stands for "no module"; foreign files may name it by mapping only.
+            let module = if kinds::is_pseudo(file) {
+                ""
+            } else if file.is_empty() && !kinds::is_pseudo(mapping_path) {
+                mapping_path
+            } else {
+                file
+            };
             let mut f = Frame::new(name, module, kind).with_address(loc.address);
             f.mapping = mapping.clone();
             frames.push(b.intern_frame(f)?);
