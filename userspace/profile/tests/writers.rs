@@ -96,16 +96,30 @@ fn speedscope_shape_and_weights() {
     );
     let main_cpu = &profiles[0];
     assert_eq!(main_cpu["type"], "sampled");
-    assert_eq!(main_cpu["unit"], "none");
+    // CPU samples of a 1 ms period are time.
+    assert_eq!(main_cpu["unit"], "nanoseconds");
     assert_eq!(main_cpu["samples"], serde_json::json!([[0, 1], [0, 1, 2, 3]]));
-    assert_eq!(main_cpu["weights"], serde_json::json!([4, 2]));
+    assert_eq!(main_cpu["weights"], serde_json::json!([4_000_000, 2_000_000]));
     assert_eq!(main_cpu["startValue"], 0);
-    assert_eq!(main_cpu["endValue"], 6);
+    assert_eq!(main_cpu["endValue"], 6_000_000);
     assert_eq!(profiles[2]["unit"], "bytes");
-    assert_eq!(profiles[4]["unit"], "nanoseconds");
-    assert_eq!(profiles[4]["weights"], serde_json::json!([1_500_000]));
+    // The timed off-CPU interval: evented, open at its time for its length.
+    let off = &profiles[4];
+    assert_eq!((off["type"].as_str(), off["unit"].as_str()), (Some("evented"), Some("nanoseconds")));
+    assert_eq!((off["startValue"].as_u64(), off["endValue"].as_u64()), (Some(250_000_000), Some(251_500_000)));
+    let events: Vec<(String, u64, u64)> = off["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap().to_owned(), e["frame"].as_u64().unwrap(), e["at"].as_u64().unwrap()))
+        .collect();
+    let ksys_read = frames.iter().position(|f| f["name"] == "ksys_read").unwrap() as u64;
+    assert_eq!(
+        events,
+        [("O".into(), 0, 250_000_000), ("O".into(), ksys_read, 250_000_000), ("C".into(), ksys_read, 251_500_000), ("C".into(), 0, 251_500_000)]
+    );
     // Every sample indexes a real frame, and samples/weights line up.
-    for prof in profiles {
+    for prof in profiles.iter().filter(|p| p["type"] == "sampled") {
         let samples = prof["samples"].as_array().unwrap();
         assert_eq!(samples.len(), prof["weights"].as_array().unwrap().len());
         for s in samples {
@@ -124,7 +138,7 @@ fn speedscope_shape_and_weights() {
         .iter()
         .map(|p| p["weights"].as_array().unwrap().iter().map(|w| w.as_i64().unwrap()).sum())
         .collect();
-    assert_eq!(weights, [p.total(0), p.total(1), p.total(2), p.total(3)]);
+    assert_eq!(weights, [p.total(0) * 1_000_000, p.total(1), p.total(2), p.total(3)]);
 }
 
 #[test]
