@@ -188,7 +188,7 @@ fn firefox_threads_samples_categories_markers() {
         .expect("memmove frame");
     assert_eq!(frames["category"][memmove].as_u64().unwrap() as usize, native);
 
-    // Allocation bytes: weight type bytes; off-CPU nanoseconds weighed in microseconds.
+    // Allocation bytes: weight type bytes; off-CPU nanoseconds are traced milliseconds.
     let mut out = Vec::new();
     firefox::to_writer(&p, 1, "clrprobe", &mut out).unwrap();
     let v = parse(&out);
@@ -199,7 +199,8 @@ fn firefox_threads_samples_categories_markers() {
     firefox::to_writer(&p, 3, "clrprobe", &mut out).unwrap();
     let v = parse(&out);
     let t = v["threads"].as_array().unwrap().iter().find(|t| t["tid"] == "101").unwrap();
-    assert_eq!(t["samples"]["weight"], serde_json::json!([1500]));
+    assert_eq!(t["samples"]["weightType"], "tracing-ms");
+    assert_eq!(t["samples"]["weight"], serde_json::json!([2]), "1.5 ms rounds to 2 ms");
     assert_eq!(t["samples"]["timeDeltas"][0], 250.0);
     assert_eq!(t["samples"]["threadCPUDelta"], serde_json::json!([0]), "off-CPU time is no CPU time");
 }
