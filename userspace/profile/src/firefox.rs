@@ -51,7 +51,7 @@ impl Categories {
     }
 
     fn for_frame(&self, f: &Frame) -> CategoryHandle {
-        if is_gc_frame(f) {
+        if f.is_gc() {
             return self.gc;
         }
         match f.kind {
@@ -64,15 +64,6 @@ impl Categories {
             FrameKind::Unknown => CategoryHandle::OTHER,
         }
     }
-}
-
-/// CoreCLR's collector lives in the `WKS::` / `SVR::` namespaces; synthetic GC frames say so.
-fn is_gc_frame(f: &Frame) -> bool {
-    f.name.starts_with("WKS::gc")
-        || f.name.starts_with("SVR::gc")
-        || f.name.starts_with("WKS::GCHeap")
-        || f.name.starts_with("SVR::GCHeap")
-        || (f.kind == FrameKind::Synthetic && f.name.contains("GC"))
 }
 
 /// A clrprobe marker: its name plus its key/value data as one searchable text field.

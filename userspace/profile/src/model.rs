@@ -146,6 +146,14 @@ impl Frame {
         self
     }
 
+    /// CoreCLR's collector: the `WKS::`/`SVR::` gc functions, `GCHeap` methods, and synthetic
+    /// GC frames (clrprobe's `Garbage Collector` root).
+    pub fn is_gc(&self) -> bool {
+        let n = self.name.as_str();
+        ["WKS::gc", "SVR::gc", "WKS::GCHeap", "SVR::GCHeap"].iter().any(|p| n.starts_with(p))
+            || (self.kind == FrameKind::Synthetic && (n.contains("GC") || n == "Garbage Collector"))
+    }
+
     /// True for frames nothing could name (they carry the attribute `unnamed`).
     pub fn is_unnamed(&self) -> bool {
         self.attr("unnamed").is_some()

@@ -57,6 +57,24 @@ fn svg_contains_frame_names() {
     for name in ["Program.Main(string[])", "Program.Work()", "System.String.Concat(string:string)", "__memmove_avx"] {
         assert!(svg.contains(name), "{name} missing from SVG");
     }
+    // Each frame is filled with its category's colour; the legend names every category.
+    let fill_of = |name: &str| -> String {
+        let at = svg.find(&format!("<title>{name}")).unwrap_or_else(|| panic!("no frame {name}"));
+        let rect = &svg[at..];
+        let fill = &rect[rect.find("fill=\"").unwrap() + 6..];
+        fill[..fill.find('"').unwrap()].to_owned()
+    };
+    let rgb = |hex: &str| {
+        let c = |i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+        format!("rgb({},{},{})", c(1), c(3), c(5))
+    };
+    assert_eq!(fill_of("Program.Work()"), rgb(svg::Category::Jit.color()));
+    assert_eq!(fill_of("System.String.Concat"), rgb(svg::Category::ReadyToRun.color()));
+    assert_eq!(fill_of("__memmove_avx"), rgb(svg::Category::Native.color()));
+    assert!(svg.contains("id=\"clrprobe-legend\""));
+    for c in svg::Category::LEGEND {
+        assert!(svg.contains(&format!("fill=\"{}\"", c.color())) && svg.contains(&format!(">{}</text>", c.label())), "{c:?}");
+    }
     // Off-CPU graph has the kernel frame and not the memmove one.
     let mut out = Vec::new();
     svg::to_writer(&p, 3, "off", &mut out).unwrap();
