@@ -1,7 +1,7 @@
 //! Live: the GC timeline, GC CPU and the `Garbage Collector` frame from `clrprobe record`, on
 //! the GcWork workload (.NET 8), checked against what the runtime itself reports (the
 //! workload prints GC.GetTotalPauseDuration increases) and against /proc.
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};

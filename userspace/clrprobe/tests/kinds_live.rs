@@ -1,6 +1,6 @@
 //! Live: allocation, exception, contention and off-CPU profiles from one `clrprobe record`,
 //! checked against workloads whose truth is known (they count or time it themselves).
-use std::{collections::HashMap, path::PathBuf, process::Command, time::Duration};
+use std::{collections::HashMap, process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
