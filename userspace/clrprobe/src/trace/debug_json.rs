@@ -70,7 +70,7 @@ impl Parser<'_> {
 
     fn ident(&mut self) -> &str {
         let start = self.i;
-        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b':') {
+        while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
             self.i += 1;
         }
         std::str::from_utf8(&self.s[start..self.i]).unwrap_or("")
