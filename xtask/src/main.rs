@@ -4,6 +4,7 @@ mod cache;
 mod demo;
 mod dotnet;
 mod ebpf;
+mod speedscope;
 mod util;
 mod windows;
 
@@ -85,6 +86,8 @@ fn test(extra: &[String]) -> Result<()> {
     util::ensure_apt("go", "golang-go", "go tool pprof, an independent pprof reader for the tests")?;
     // `clrprobe top` runs in a real terminal under tmux in its live test.
     util::ensure_apt("tmux", "tmux", "a terminal for the `clrprobe top` live test")?;
+    // speedscope's schema validates clrprobe's speedscope files in a test.
+    speedscope::setup()?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();

@@ -8,7 +8,10 @@ use clrprobe::{
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -16,6 +19,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Help and version print as clap writes them; a bad command line is one line on stderr
+/// (clap's first line: what was wrong and what is accepted) and exit status 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        e.exit();
+    }
+    let text = e.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("clrprobe: error: {first} (see clrprobe --help)");
+    ExitCode::from(2)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -51,6 +68,12 @@ fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
     use anyhow::Context;
     use clrprobe::trace;
     if let Some(file) = &cmd.dump {
+        if cmd.format == clrprobe::cli::TraceFormat::Speedscope {
+            let output = cmd.output.clone().unwrap_or_else(|| "trace.speedscope.json".into());
+            let n = trace::to_speedscope(file, &output)?;
+            eprintln!("clrprobe: wrote {} ({n} stack samples)", output.display());
+            return Ok(ExitCode::SUCCESS);
+        }
         let stdout = std::io::stdout();
         let stats = trace::dump(file, cmd.json, std::io::BufWriter::new(stdout.lock()))?;
         eprintln!(

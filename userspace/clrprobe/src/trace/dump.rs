@@ -39,11 +39,16 @@ pub enum DumpError {
 /// by the typed decoders' field names) and `stack_id` numbers the distinct stacks of the
 /// file (null without a stack); a stack's first use is preceded by
 /// `{"type":"stack","stack_id":…,"ips":["0x…",…]}` (leaf first).
-pub fn dump(path: &Path, json: bool, mut out: impl Write) -> Result<DumpStats, DumpError> {
+pub fn dump(path: &Path, json: bool, out: impl Write) -> Result<DumpStats, DumpError> {
     let p = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| DumpError::Open { path: p.clone(), source })?;
-    let mut reader =
-        NetTraceReader::new(std::io::BufReader::with_capacity(1 << 20, file)).map_err(|source| DumpError::Read { path: p.clone(), source })?;
+    dump_from(std::io::BufReader::with_capacity(1 << 20, file), &p, json, out)
+}
+
+/// [`dump`] of a stream; `name` names it in errors.
+pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: impl Write) -> Result<DumpStats, DumpError> {
+    let p = name.to_owned();
+    let mut reader = NetTraceReader::new(input).map_err(|source| DumpError::Read { path: p.clone(), source })?;
     let pointer_size = reader.trace_info().pointer_size as u8;
     let mut stats = DumpStats::default();
     let mut line = String::with_capacity(1024);

@@ -6,6 +6,6 @@ mod dump;
 mod record;
 mod speedscope;
 
-pub use dump::{DumpStats, dump};
+pub use dump::{DumpStats, dump, dump_from};
 pub use record::{TraceArgs, TraceError, TraceSummary, record_to_file};
 pub use speedscope::to_speedscope;
