@@ -80,12 +80,15 @@ fn every_kind_in_go_pprof_firefox_timeline_and_speedscope_schema() {
         let file = PathBuf::from(format!("{}.{kind}.pb.gz", prefix.display()));
         assert!(file.is_file(), "{} missing: {stderr}", file.display());
         let raw = String::from_utf8(go_pprof(&["-raw", "-symbolize=none"], &file)).unwrap();
-        assert!(raw.lines().any(|l| l.trim() == types), "{kind}: no `{types}` line:\n{}", &raw[..raw.len().min(2000)]);
+        assert!(raw.lines().any(|l| l.replace("[dflt]", "").trim() == types), "{kind}: no `{types}` line:\n{}", &raw[..raw.len().min(2000)]);
         // Mappings: `ID: 0xSTART/0xLIMIT/0xOFFSET PATH [BUILDID]`, at least one real one.
         let maps = raw.split("Mappings").nth(1).unwrap_or("");
         let real: Vec<&str> = maps.lines().filter(|l| l.contains("/0x") && !l.contains(": 0x0/0x0/")).collect();
         assert!(!real.is_empty(), "{kind}: no mapping with an address range:\n{maps}");
-        assert!(real.iter().any(|l| l.contains("libcoreclr.so")), "{kind}: libcoreclr not mapped:\n{maps}");
+        // Kernel-sampled stacks go through the runtime; event stacks (EventPipe) are managed only.
+        if kind == "cpu" || kind == "offcpu" {
+            assert!(real.iter().any(|l| l.contains("libcoreclr.so")), "{kind}: libcoreclr not mapped:\n{maps}");
+        }
         // Locations: `ID: 0xADDRESS M=N name ...`, addresses not 0.
         let locs = raw.split("Locations").nth(1).unwrap_or("").split("Mappings").next().unwrap_or("");
         let with_addr = locs.lines().filter(|l| l.contains(": 0x") && !l.contains(": 0x0 ")).count();
@@ -96,7 +99,7 @@ fn every_kind_in_go_pprof_firefox_timeline_and_speedscope_schema() {
     assert!(cpu_raw.contains("Mixed::Spin"), "the hot method is missing:\n{}", &cpu_raw[..cpu_raw.len().min(3000)]);
     // A GNU build id on some native mapping (libcoreclr, libc, ...).
     assert!(
-        cpu_raw.split("Mappings").nth(1).unwrap_or("").lines().any(|l| l.contains(".so") && l.split_whitespace().last().is_some_and(|b| b.len() >= 32 && b.chars().all(|c| c.is_ascii_hexdigit()))),
+        cpu_raw.split("Mappings").nth(1).unwrap_or("").lines().any(|l| l.contains("libcoreclr.so") && l.split_whitespace().any(|b| b.len() >= 32 && b.chars().all(|c| c.is_ascii_hexdigit()))),
         "no build id:\n{cpu_raw}"
     );
     // No clrprobe comments in the pprof header that `-top` prints.
@@ -148,7 +151,8 @@ fn every_kind_in_go_pprof_firefox_timeline_and_speedscope_schema() {
     let main = main_thread.expect("the main thread has samples");
     let (first, last) = (main.first().copied().unwrap(), main.last().copied().unwrap());
     let span_ms = SECONDS * 1000.0;
-    assert!(first < 500.0 && last > span_ms - 600.0, "main thread samples span {first:.0}..{last:.0} ms of {span_ms} ms");
+    // (Within a second of either end: a loaded machine delays a runnable thread that long.)
+    assert!(first < 1000.0 && last > span_ms - 1000.0 && last < span_ms + 500.0, "main thread samples span {first:.0}..{last:.0} ms of {span_ms} ms");
     // Real times: the busy main thread's samples are about one period apart, not all at 0.
     let distinct = main.windows(2).filter(|w| w[1] > w[0]).count();
     assert!(distinct as f64 > main.len() as f64 * 0.9, "{distinct} distinct times of {}", main.len());
@@ -190,7 +194,11 @@ fn validate_speedscope(file: &Path, schema: &Path) {
 /// validates against the schema and names managed frames from the trace's rundown.
 #[test]
 fn nettrace_samples_to_speedscope_validate_against_the_schema() {
-    let corpus = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
+    // shared/ beside the checkout (as CI has it), or where CLRPROBE_SHARED says.
+    let shared = std::env::var_os("CLRPROBE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
+    let corpus = shared.join("testdata/nettrace");
     let nettrace = corpus.join("perfview__speedscope__only_managed_samples.nettrace");
     assert!(nettrace.is_file(), "{} missing (../shared beside the checkout)", nettrace.display());
     let dir = out_dir("trace");

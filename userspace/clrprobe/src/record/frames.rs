@@ -218,8 +218,16 @@ impl FrameResolver {
             out.push(converted);
         }
         // Where each address is mapped (pprof mappings: range, offset, path, build id).
+        let mut refreshed = false;
         for (f, &addr) in out.iter_mut().zip(addrs) {
             f.mapping = self.mappings.of(pid, addr, sym.maps());
+            // Code mapped since the symbolizer last read the maps (named by the perf map,
+            // which needs no maps): read them again, once per call.
+            if f.mapping.is_none() && !refreshed {
+                refreshed = true;
+                let _ = sym.refresh_maps();
+                f.mapping = self.mappings.of(pid, addr, sym.maps());
+            }
         }
         out
     }

@@ -277,24 +277,32 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
-    // Every CPU sample has its time: the profile keeps them one by one (timeline formats).
-    let cpu_timed = !timed.overflowed && timed.total() > 0 && timed.total() == cpu.values().sum::<u64>();
+    // CPU samples with their time stay one by one in the profile (timeline formats); the few
+    // taken before times were switched on stay aggregated.
+    let cpu_timed = !timed.overflowed && timed.total() > 0;
+    let cpu_untimed = if cpu_timed { timeline::untimed(&cpu, timed.entries()) } else { HashMap::new() };
     let windows = gc::GcWindows::from_reports(&summary.events);
     let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &windows);
+    let (cpu, gc_cpu) = if cpu_timed { (cpu_untimed, HashMap::new()) } else { (cpu, gc_cpu) };
+    let offcpu = if offcpu_times.has_times() { timeline::untimed(&offcpu, offcpu_times.intervals()) } else { offcpu };
     let period_ns = 1_000_000_000 / args.freq.max(1);
     let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
+    // The profile's clock starts when sampling starts (after attaching), as its duration does.
+    let attach_ns = summary.time_to_attach.as_nanos() as u64;
+    let origin_mono = started_mono.saturating_add(attach_ns as i64);
     let times = Times {
         cpu: cpu_timed.then_some((&timed, &windows)),
-        offcpu: offcpu_times.complete().then_some(&offcpu_times),
-        start_mono_ns: started_mono,
+        offcpu: offcpu_times.has_times().then_some(&offcpu_times),
+        start_mono_ns: origin_mono,
     };
-    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu, &times)?;
+    let profile =
+        build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &gc_cpu, &times)?;
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
-    let profile = gc::add_markers(profile, &summary.events, started_mono)?;
+    let profile = gc::add_markers(profile, &summary.events, origin_mono)?;
     for mut g in std::mem::take(&mut targets.guards) {
         if let Err(e) = g.restore() {
             summary.warnings.push(format!("switching the perf map off: {e}"));
@@ -412,7 +420,7 @@ fn build_profile(
         timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
     }
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
-    let (cpu_col, offcpu_col) = (column(kinds::CPU).filter(|_| times.cpu.is_none()), column(kinds::OFF_CPU).filter(|_| times.offcpu.is_none()));
+    let (cpu_col, offcpu_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
     for (agg, col, gc_work) in [(cpu, cpu_col, false), (gc_cpu, cpu_col, true), (offcpu, offcpu_col, false)] {
         let Some(col) = col else { continue };
         for ((pid, tid, comm, kernel, user), &count) in agg {

@@ -18,13 +18,15 @@ const MAX_OFFCPU: usize = 1 << 19;
 pub(super) struct OffCpuTimes {
     /// (key, start monotonic ns, off-CPU ns).
     intervals: Vec<(AggKey, u64, u64)>,
-    untimed: bool,
+    full: bool,
 }
 
 impl OffCpuTimes {
     pub fn note(&mut self, s: &RawSample) {
-        if s.time_ns == 0 || self.intervals.len() >= MAX_OFFCPU {
-            self.untimed = true;
+        if self.intervals.len() >= MAX_OFFCPU {
+            self.full = true;
+        }
+        if s.time_ns == 0 || self.full {
             return;
         }
         self.intervals.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
@@ -34,10 +36,23 @@ impl OffCpuTimes {
         &self.intervals
     }
 
-    /// Every interval recorded has its time.
-    pub fn complete(&self) -> bool {
-        !self.untimed && !self.intervals.is_empty()
+    /// Intervals have times (and none was dropped for room).
+    pub fn has_times(&self) -> bool {
+        !self.full && !self.intervals.is_empty()
     }
+}
+
+/// What the aggregate `all` holds beyond the timed entries (key, time, value): samples taken
+/// before times were switched on.
+pub(super) fn untimed(all: &HashMap<AggKey, u64>, timed: &[(AggKey, u64, u64)]) -> HashMap<AggKey, u64> {
+    let mut left = all.clone();
+    for (key, _, v) in timed {
+        if let Some(n) = left.get_mut(key) {
+            *n = n.saturating_sub(*v);
+        }
+    }
+    left.retain(|_, n| *n > 0);
+    left
 }
 
 /// What one timed sample becomes: which column, its labels and whether it is GC work.
