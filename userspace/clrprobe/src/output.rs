@@ -74,7 +74,7 @@ pub fn write_all(profile: &Profile, prefix: &Path, formats: &[Format]) -> Vec<Wr
 
 /// The files one format would write: (path suffix after the prefix, what to write).
 enum Job {
-    Pprof(Profile),
+    Pprof(Box<Profile>),
     Events,
     Folded(usize),
     Svg(usize, String),
@@ -101,7 +101,7 @@ pub fn write_named(profile: &Profile, name: &OutputName, formats: &[Format]) -> 
             Format::Pprof => match pprof::go::split(profile) {
                 Ok(files) => {
                     for (kind, p) in files {
-                        jobs.push((format!(".{kind}.pb.gz"), Job::Pprof(p)));
+                        jobs.push((format!(".{kind}.pb.gz"), Job::Pprof(Box::new(p))));
                     }
                     jobs.push((".events.json".into(), Job::Events));
                 }

@@ -26,7 +26,7 @@ fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, Strin
         w.wait(Duration::from_secs(15));
     }
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe::report::load(&[prefix.clone()]).unwrap();
+    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let firefox = std::fs::read_to_string(format!("{}.cpu.firefox.json", prefix.display())).unwrap_or_default();
     let report = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(&prefix).output().expect("run clrprobe report");
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));

@@ -20,7 +20,7 @@ fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Pro
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     w.wait(Duration::from_secs(10));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe::report::load(&[prefix.clone()]).unwrap();
+    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     (summary, profile)
 }

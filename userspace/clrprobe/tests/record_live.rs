@@ -104,7 +104,7 @@ fn cpu_split_on_net8(sampler: &str) {
     for suffix in [".cpu.pb.gz", ".events.json", ".cpu.folded", ".cpu.svg", ".cpu.firefox.json"] {
         assert!(r.file(suffix).metadata().map(|m| m.len() > 0).unwrap_or(false), "{suffix} missing");
     }
-    let p = clrprobe::report::load(&[r.prefix.clone()]).unwrap();
+    let p = clrprobe::report::load(std::slice::from_ref(&r.prefix)).unwrap();
     let total = p.total(p.sample_type_index("cpu").unwrap());
     assert_eq!(total as u64, s["samples"].as_u64().unwrap());
     let names: Vec<&str> = p.frames().iter().map(|f| f.name.as_str()).collect();
@@ -135,7 +135,7 @@ fn readytorun_corelib_code_is_named() {
     // Call counting delayed: CoreLib's precompiled code is not re-jitted during the test.
     let w = Workload::new("R2R", Runtime::Net8).arg(10).env("DOTNET_TC_CallCountingDelayMs", "600000").start().unwrap();
     let r = record(w.pid, "r2r", &["-d", "3"]);
-    let p = clrprobe::report::load(&[r.prefix.clone()]).unwrap();
+    let p = clrprobe::report::load(std::slice::from_ref(&r.prefix)).unwrap();
     let r2r: HashMap<&str, &str> = p
         .frames()
         .iter()
