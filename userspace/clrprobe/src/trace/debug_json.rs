@@ -26,6 +26,12 @@ pub fn variant(debug: &str) -> (&str, &str) {
 
 pub fn json_string(s: &str, out: &mut String) {
     out.push('"');
+    // Most strings need no escaping: copy them whole.
+    if !s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -47,7 +53,7 @@ struct Parser<'a> {
     i: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
     fn peek(&self) -> Option<u8> {
         self.s.get(self.i).copied()
     }
@@ -68,12 +74,13 @@ impl Parser<'_> {
         (self.peek() == Some(b)).then(|| self.i += 1)
     }
 
-    fn ident(&mut self) -> &str {
+    fn ident(&mut self) -> &'a str {
         let start = self.i;
         while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
             self.i += 1;
         }
-        std::str::from_utf8(&self.s[start..self.i]).unwrap_or("")
+        let s: &'a [u8] = self.s;
+        std::str::from_utf8(&s[start..self.i]).unwrap_or("")
     }
 
     fn value(&mut self, out: &mut String) -> Option<()> {
@@ -95,7 +102,7 @@ impl Parser<'_> {
             }
             c if c == b'-' || c.is_ascii_digit() => self.number(out),
             c if c.is_ascii_alphabetic() || c == b'_' => {
-                let name = self.ident().to_owned();
+                let name = self.ident();
                 self.blank();
                 match self.peek() {
                     Some(b'{') => {
@@ -117,11 +124,11 @@ impl Parser<'_> {
                         Some(())
                     }
                     _ => {
-                        match name.as_str() {
+                        match name {
                             "None" => out.push_str("null"),
-                            "true" | "false" => out.push_str(&name),
+                            "true" | "false" => out.push_str(name),
                             "NaN" | "inf" => out.push_str("null"),
-                            _ => json_string(&name, out),
+                            _ => json_string(name, out),
                         }
                         Some(())
                     }
@@ -183,7 +190,7 @@ impl Parser<'_> {
                 }
                 _ => {}
             }
-            let key = self.ident().to_owned();
+            let key = self.ident();
             if key.is_empty() {
                 return None;
             }
@@ -192,7 +199,7 @@ impl Parser<'_> {
                 out.push(',');
             }
             first = false;
-            json_string(&key, out);
+            json_string(key, out);
             out.push(':');
             self.value(out)?;
         }
@@ -220,6 +227,16 @@ impl Parser<'_> {
     /// A Rust string or char literal as written by `Debug`, re-escaped for JSON.
     fn string(&mut self, quote: u8, out: &mut String) -> Option<()> {
         self.i += 1;
+        // Fast path: no escape before the closing quote.
+        let s: &'a [u8] = self.s;
+        let rest = &s[self.i..];
+        if let Some(end) = rest.iter().position(|&b| b == quote || b == b'\\')
+            && rest[end] == quote
+        {
+            json_string(std::str::from_utf8(&rest[..end]).ok()?, out);
+            self.i += end + 1;
+            return Some(());
+        }
         let mut text = String::new();
         loop {
             let c = self.peek()?;

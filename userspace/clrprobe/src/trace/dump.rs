@@ -1,6 +1,6 @@
 //! Printing a NetTrace file's events decoded: EventSource events by their metadata's field
 //! names, runtime events by the typed decoders.
-use std::{collections::HashMap, fmt::Write as _, io::Write, path::Path};
+use std::{collections::HashMap, fmt::Write as _, hash::BuildHasherDefault, io::Write, path::Path};
 
 use clr_events::{Value, decode, decode_fields};
 use clrprobe_eventpipe::nettrace::{EventRef, NetTraceError, NetTraceReader, StreamStatus};
@@ -52,7 +52,8 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
     let pointer_size = reader.trace_info().pointer_size as u8;
     let mut stats = DumpStats::default();
     let mut line = String::with_capacity(1024);
-    let mut stacks: HashMap<Vec<u64>, u64> = HashMap::new();
+    let mut bufs = Buffers::default();
+    let mut stacks: HashMap<Vec<u64>, u64, BuildHasherDefault<AddrHasher>> = HashMap::default();
     let result = loop {
         match reader.next_event() {
             Ok(Some(ev)) => {
@@ -75,7 +76,7 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
                     }
                     Some(id)
                 };
-                if !event_line(&mut line, &ev, pointer_size, stack_id, json) {
+                if !event_line(&mut line, &mut bufs, &ev, pointer_size, stack_id, json) {
                     stats.decode_errors += 1;
                 }
                 match out.write_all(line.as_bytes()) {
@@ -101,9 +102,41 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
     result.map(|()| stats)
 }
 
+/// Per-event strings, reused from event to event.
+#[derive(Default)]
+struct Buffers {
+    name: String,
+    fields: String,
+    scratch: String,
+}
+
+/// A multiply-rotate hasher for stacks of addresses (SipHash over a long stack per event
+/// costs more than reading the event).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
 /// Appends the event's name (the metadata's, else the typed decoder's) and its fields as JSON
 /// to `name` and `fields`; false when the payload did not decode.
-fn name_and_fields(ev: &EventRef<'_>, pointer_size: u8, name: &mut String, fields: &mut String) -> bool {
+fn name_and_fields(ev: &EventRef<'_>, pointer_size: u8, name: &mut String, fields: &mut String, scratch: &mut String) -> bool {
     let md = ev.metadata();
     name.push_str(&md.name);
     if let Some(schema) = md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
@@ -130,8 +163,28 @@ fn name_and_fields(ev: &EventRef<'_>, pointer_size: u8, name: &mut String, field
             true
         }
         Ok(e) => {
-            let text = format!("{e:?}");
-            let (variant, rest) = debug_json::variant(&text);
+            let mut text = std::mem::take(scratch);
+            text.clear();
+            let _ = write!(text, "{e:?}");
+            let ok = runtime_fields(&text, name, fields);
+            *scratch = text;
+            ok
+        }
+        Err(e) => {
+            if name.is_empty() {
+                let _ = write!(name, "Event{}", md.event_id);
+            }
+            fields.push_str(&json!({ "decode_error": e.to_string() }).to_string());
+            false
+        }
+    }
+}
+
+/// The variant name (when the metadata has none) and fields of a typed event's `Debug` text.
+fn runtime_fields(text: &str, name: &mut String, fields: &mut String) -> bool {
+    {
+        {
+            let (variant, rest) = debug_json::variant(text);
             if name.is_empty() {
                 name.push_str(variant);
             }
@@ -143,13 +196,6 @@ fn name_and_fields(ev: &EventRef<'_>, pointer_size: u8, name: &mut String, field
             // `Variant(Struct { .. })` or `Variant { .. }`.
             let inner = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).map(|r| debug_json::variant(r.trim()).1).unwrap_or(rest);
             debug_json::convert(inner, fields)
-        }
-        Err(e) => {
-            if name.is_empty() {
-                let _ = write!(name, "Event{}", md.event_id);
-            }
-            fields.push_str(&json!({ "decode_error": e.to_string() }).to_string());
-            false
         }
     }
 }
@@ -179,18 +225,19 @@ fn value_json(v: Value) -> Json {
 }
 
 /// Appends the event's line (JSON or text) to `line`; false when its payload did not decode.
-fn event_line(line: &mut String, ev: &EventRef<'_>, pointer_size: u8, stack_id: Option<u64>, json: bool) -> bool {
+fn event_line(line: &mut String, bufs: &mut Buffers, ev: &EventRef<'_>, pointer_size: u8, stack_id: Option<u64>, json: bool) -> bool {
     let md = ev.metadata();
-    let mut name = String::new();
-    let mut fields = String::new();
-    let ok = name_and_fields(ev, pointer_size, &mut name, &mut fields);
+    bufs.name.clear();
+    bufs.fields.clear();
+    let ok = name_and_fields(ev, pointer_size, &mut bufs.name, &mut bufs.fields, &mut bufs.scratch);
+    let (name, fields) = (&bufs.name, &bufs.fields);
     if json {
         line.push_str("{\"type\":\"event\",\"time_ns\":");
         let _ = write!(line, "{}", ev.time_ns());
         line.push_str(",\"provider\":");
         debug_json::json_string(&md.provider, line);
         line.push_str(",\"name\":");
-        debug_json::json_string(&name, line);
+        debug_json::json_string(name, line);
         let _ = write!(
             line,
             ",\"id\":{},\"version\":{},\"opcode\":{},\"thread\":{},\"seq\":{},\"stack_id\":",
@@ -207,7 +254,7 @@ fn event_line(line: &mut String, ev: &EventRef<'_>, pointer_size: u8, stack_id: 
             None => line.push_str("null"),
         }
         line.push_str(",\"fields\":");
-        line.push_str(&fields);
+        line.push_str(fields);
         line.push_str("}\n");
     } else {
         let _ = write!(
@@ -221,13 +268,13 @@ fn event_line(line: &mut String, ev: &EventRef<'_>, pointer_size: u8, stack_id: 
             stack_id.map_or_else(|| "-".to_owned(), |id| format!("#{id} ({} frames)", ev.stack().len())),
         );
         // Fields as `name=value`, values compact JSON.
-        match serde_json::from_str::<Json>(&fields) {
+        match serde_json::from_str::<Json>(fields) {
             Ok(Json::Object(map)) => {
                 for (i, (k, v)) in map.iter().enumerate() {
                     let _ = write!(line, "{}{k}={v}", if i == 0 { "" } else { " " });
                 }
             }
-            _ => line.push_str(&fields),
+            _ => line.push_str(fields),
         }
         line.push('\n');
     }
