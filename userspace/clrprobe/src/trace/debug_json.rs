@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// holding a JSON string of the raw text) when the text is not of the shape above.
 pub fn convert(debug: &str, out: &mut String) -> bool {
     let start = out.len();
-    let mut p = Parser { s: debug.as_bytes(), i: 0 };
+    let mut p = Parser { src: debug, s: debug.as_bytes(), i: 0 };
     if p.value(out).is_some() && p.rest_is_blank() {
         return true;
     }
@@ -49,6 +49,8 @@ pub fn json_string(s: &str, out: &mut String) {
 }
 
 struct Parser<'a> {
+    /// The text; `s` is its bytes. Slices cut at ASCII bytes are `str` slices of it.
+    src: &'a str,
     s: &'a [u8],
     i: usize,
 }
@@ -79,8 +81,8 @@ impl<'a> Parser<'a> {
         while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
             self.i += 1;
         }
-        let s: &'a [u8] = self.s;
-        std::str::from_utf8(&s[start..self.i]).unwrap_or("")
+        let src: &'a str = self.src;
+        src.get(start..self.i).unwrap_or("")
     }
 
     fn value(&mut self, out: &mut String) -> Option<()> {
@@ -213,10 +215,12 @@ impl<'a> Parser<'a> {
         while self.peek().is_some_and(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'+' || c == b'-') {
             self.i += 1;
         }
-        let text = std::str::from_utf8(&self.s[start..self.i]).ok()?;
+        let src: &'a str = self.src;
+        let text = src.get(start..self.i)?;
+        let digits = text.strip_prefix('-').unwrap_or(text);
         if text.ends_with("inf") {
             out.push_str("null");
-        } else if text.parse::<f64>().is_ok() {
+        } else if (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())) || text.parse::<f64>().is_ok() {
             out.push_str(text);
         } else {
             return None;
@@ -228,12 +232,12 @@ impl<'a> Parser<'a> {
     fn string(&mut self, quote: u8, out: &mut String) -> Option<()> {
         self.i += 1;
         // Fast path: no escape before the closing quote.
-        let s: &'a [u8] = self.s;
-        let rest = &s[self.i..];
+        let src: &'a str = self.src;
+        let rest = &self.s[self.i..];
         if let Some(end) = rest.iter().position(|&b| b == quote || b == b'\\')
             && rest[end] == quote
         {
-            json_string(std::str::from_utf8(&rest[..end]).ok()?, out);
+            json_string(src.get(self.i..self.i + end)?, out);
             self.i += end + 1;
             return Some(());
         }
