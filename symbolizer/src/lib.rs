@@ -37,6 +37,7 @@
 pub mod cache;
 #[cfg(target_os = "linux")]
 pub mod elf;
+pub mod build_id;
 pub mod error;
 pub mod frame;
 pub mod jitdump;

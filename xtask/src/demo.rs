@@ -38,6 +38,6 @@ pub fn run(seconds: u32) -> Result<()> {
     drop(app);
     std::thread::sleep(Duration::from_millis(10));
     anyhow::ensure!(status.success(), "clrprobe exited with {status}");
-    eprintln!("xtask demo: outputs are in {} (open demo.cpu.svg in a browser, demo.cpu.firefox.json in https://profiler.firefox.com, demo.pb.gz with `go tool pprof`)", out_dir.display());
+    eprintln!("xtask demo: outputs are in {} (open demo.cpu.svg in a browser, demo.cpu.firefox.json in https://profiler.firefox.com, demo.cpu.pb.gz with `go tool pprof`, `clrprobe report out/demo` for every kind)", out_dir.display());
     Ok(())
 }

@@ -6,6 +6,7 @@ mod demo;
 mod dotnet;
 mod ebpf;
 mod fuzz;
+mod speedscope;
 mod util;
 mod windows;
 
@@ -109,6 +110,8 @@ fn test(extra: &[String]) -> Result<()> {
     util::ensure_apt("tmux", "tmux", "a terminal for the `clrprobe top` live test")?;
     // `clrprobe agent` is scraped by a real Prometheus server in its live test.
     util::ensure_apt("prometheus", "prometheus", "a Prometheus server scraping `clrprobe agent` in its live test")?;
+    // speedscope's schema validates clrprobe's speedscope files in a test.
+    speedscope::setup()?;
     let t1 = Instant::now();
     let obj = ebpf::build()?;
     let t2 = Instant::now();

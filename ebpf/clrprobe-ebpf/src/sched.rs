@@ -92,7 +92,12 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         user_stack_id: start.user_stack_id,
         kernel_stack_id: start.kernel_stack_id,
         comm: start.comm,
-        time: if flags & switch_config::FLAG_OFFCPU_TIME != 0 { start.start_ns >> 10 } else { 0 },
+        // Each interval its own entry, at its start, when times are asked for (timelines, HTTP).
+        time: if flags & switch_config::FLAG_OFFCPU_TIME != 0 || config(switch_config::SAMPLE_TIME) != 0 {
+            start.start_ns >> 10
+        } else {
+            0
+        },
         generation,
         _pad: 0,
     };

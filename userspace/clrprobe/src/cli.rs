@@ -1,7 +1,10 @@
 //! Command-line arguments, parsed by clap into plain structs.
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::cli_values::{parse_duration, parse_freq, parse_pid};
 
 #[derive(Debug, Parser)]
 #[command(name = "clrprobe", version, about = "A kernel-assisted profiler for .NET")]
@@ -44,8 +47,11 @@ pub struct CountersCmd {
 
 #[derive(Debug, Args)]
 pub struct ReportCmd {
-    /// The pprof file written by `clrprobe record` (PREFIX.pb.gz).
-    pub file: PathBuf,
+    /// What `clrprobe record` wrote: a PREFIX (reads every PREFIX.KIND.pb.gz and
+    /// PREFIX.events.json), or pprof files (any pprof, also rewritten or merged ones) and
+    /// events files.
+    #[arg(required = true, num_args = 1.., value_name = "PREFIX|FILE")]
+    pub files: Vec<PathBuf>,
     /// Frames listed per kind.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
@@ -57,18 +63,25 @@ pub struct ReportCmd {
 #[derive(Debug, Args)]
 pub struct TraceCmd {
     /// Process to trace.
-    #[arg(short = 'p', long = "pid", required_unless_present = "dump")]
+    #[arg(short = 'p', long = "pid", visible_alias = "process-id", value_parser = parse_pid, required_unless_present_any = ["dump", "name"])]
     pub pid: Option<u32>,
+    /// The process to trace by name (it must match exactly one; see `clrprobe ps`).
+    #[arg(short = 'n', long, conflicts_with_all = ["pid", "dump"])]
+    pub name: Option<String>,
     /// Providers: runtime keyword sets like `gc+exception+contention:verbose`, or
     /// `Name[:keywords[:level[:key=value;...]]]` (comma separated).
     #[arg(long, default_value = "gc+exception+contention+loader+jit:verbose")]
     pub providers: String,
-    /// Seconds to trace (default: until Ctrl-C or the target exits).
+    /// How long to trace: 10, 10s, 5m, hh:mm:ss (default: until Ctrl-C or the target exits).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Output file (default: trace.nettrace, or trace.speedscope.json with --format speedscope).
     #[arg(short, long)]
-    pub duration: Option<f64>,
-    /// Output file.
-    #[arg(short, long, default_value = "trace.nettrace")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
+    /// What to write: the runtime's NetTrace bytes, or a speedscope file of the sampled
+    /// stacks (the sample profiler's ThreadSample events, evented per thread).
+    #[arg(long, value_enum, default_value_t = TraceFormat::Nettrace)]
+    pub format: TraceFormat,
     /// No rundown (method/module names) at the end.
     #[arg(long)]
     pub no_rundown: bool,
@@ -83,25 +96,43 @@ pub struct TraceCmd {
     pub json: bool,
 }
 
+/// `trace --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    /// The NetTrace bytes as the runtime sent them (PerfView, TraceEvent, `trace --dump`).
+    Nettrace,
+    /// speedscope JSON of the sampled stacks (needs the sample profiler provider).
+    Speedscope,
+}
+
 #[derive(Debug, Args)]
 pub struct RecordCmd {
-    /// Process ids to record.
-    #[arg(short = 'p', long = "pid", required_unless_present_any = ["all", "command"], num_args = 1..)]
+    /// Process ids to record: lists and repeats (-p 1,2 -p 3).
+    #[arg(short = 'p', long = "pid", visible_alias = "process-id", value_parser = parse_pid, value_delimiter = ',',
+          num_args = 1.., required_unless_present_any = ["all", "command", "names"])]
     pub pids: Vec<u32>,
+    /// Every process with this name (comm, program file name, or the .dll dotnet runs); repeats.
+    #[arg(short = 'n', long = "name", value_name = "NAME", conflicts_with_all = ["all", "command"])]
+    pub names: Vec<String>,
     /// Every process on the host: all CPUs sampled, every .NET process (also ones that start
     /// while recording) gets names; writes PREFIX.* for the host and PREFIX.PID.* per process.
-    #[arg(long, conflicts_with_all = ["pids", "command"])]
+    #[arg(short = 'a', long, conflicts_with_all = ["pids", "command"])]
     pub all: bool,
     /// Start this command and record it from its first instruction until it exits.
     #[arg(last = true, conflicts_with = "pids")]
     pub command: Vec<String>,
-    /// Seconds to record (default: until Ctrl-C or the targets exit).
-    #[arg(short, long)]
-    pub duration: Option<f64>,
-    /// Sampling frequency in Hz.
-    #[arg(short = 'F', long, default_value_t = 99)]
+    /// How long to record: 10, 2.5, 10s, 500ms, 5m, hh:mm:ss (default: until Ctrl-C or the
+    /// targets exit).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Sampling frequency in Hz (1 to 100000).
+    #[arg(short = 'F', long, default_value = "99", value_parser = parse_freq)]
     pub freq: u64,
-    /// Output prefix: writes PREFIX.pb.gz, PREFIX.cpu.folded, PREFIX.cpu.svg, ...
+    /// Call graphs: accepted for perf's habit; stacks are always recorded.
+    #[arg(short = 'g', long = "call-graph", num_args = 0..=1, default_missing_value = "fp", value_name = "MODE")]
+    pub call_graph: Option<String>,
+    /// Output prefix (PREFIX.cpu.pb.gz, PREFIX.cpu.svg, ...), a directory (ending in /), or a
+    /// file name whose suffix names the format (`-o cpu.pb.gz` with one kind writes that file).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
     /// Output formats.
@@ -210,18 +241,18 @@ pub struct PsCmd {
 #[derive(Debug, Args)]
 pub struct TopCmd {
     /// Process to watch.
-    #[arg(short = 'p', long = "pid", required_unless_present = "all")]
+    #[arg(short = 'p', long = "pid", visible_alias = "process-id", value_parser = parse_pid, required_unless_present = "all")]
     pub pid: Option<u32>,
     /// Every .NET process on the host.
-    #[arg(long, conflicts_with = "pid")]
+    #[arg(short = 'a', long, conflicts_with = "pid")]
     pub all: bool,
-    /// Sampling frequency in Hz.
-    #[arg(short = 'F', long, default_value_t = 99)]
+    /// Sampling frequency in Hz (1 to 100000).
+    #[arg(short = 'F', long, default_value = "99", value_parser = parse_freq)]
     pub freq: u64,
     /// Rows per table.
     #[arg(long, default_value_t = 10)]
     pub rows: usize,
-    /// Stop after this many seconds (default: until q or Ctrl-C).
-    #[arg(short, long)]
-    pub duration: Option<f64>,
+    /// Stop after this long: 10, 10s, 5m, hh:mm:ss (default: until q or Ctrl-C).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
 }

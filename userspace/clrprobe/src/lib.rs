@@ -1,6 +1,7 @@
 //! clrprobe: a kernel-assisted profiler for .NET.
 pub mod cli;
 pub mod agent_cli;
+pub mod cli_values;
 pub mod doctor;
 pub mod errors;
 pub mod formats;

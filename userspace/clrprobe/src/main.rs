@@ -23,7 +23,10 @@ use clrprobe::{
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) if clrprobe::errors::is_broken_pipe(&e) => ExitCode::SUCCESS,
@@ -32,6 +35,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Help and version print as clap writes them; a bad command line is one line on stderr
+/// (clap's first line: what was wrong and what is accepted) and exit status 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        e.exit();
+    }
+    let text = e.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    eprintln!("clrprobe: error: {first} (see clrprobe --help)");
+    ExitCode::from(2)
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -54,7 +71,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Counters(cmd) => counters(cmd),
         Command::Agent(cmd) => agent(cmd),
         Command::Report(cmd) => {
-            let r = clrprobe::report::read(&cmd.file, cmd.top)?;
+            let r = clrprobe::report::read_inputs(&cmd.files, cmd.top)?;
             if cmd.json {
                 outln!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -69,6 +86,12 @@ fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
     use anyhow::Context;
     use clrprobe::trace;
     if let Some(file) = &cmd.dump {
+        if cmd.format == clrprobe::cli::TraceFormat::Speedscope {
+            let output = cmd.output.clone().unwrap_or_else(|| "trace.speedscope.json".into());
+            let n = trace::to_speedscope(file, &output)?;
+            eprintln!("clrprobe: wrote {} ({n} stack samples)", output.display());
+            return Ok(ExitCode::SUCCESS);
+        }
         let stdout = std::io::stdout();
         let stats = trace::dump(file, cmd.json, std::io::BufWriter::new(stdout.lock()))?;
         eprintln!(
@@ -77,25 +100,56 @@ fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let pid = cmd.pid.context("--pid is required")?;
+    let pid = match (&cmd.pid, &cmd.name) {
+        (Some(pid), _) => *pid,
+        (None, Some(name)) => one_pid_named(name)?,
+        (None, None) => anyhow::bail!("name the process to trace with -p PID or -n NAME"),
+    };
     let providers = clrprobe_eventpipe::ipc::parse_providers(&cmd.providers).context("--providers")?;
+    let speedscope = cmd.format == clrprobe::cli::TraceFormat::Speedscope;
+    let output = cmd.output.clone().unwrap_or_else(|| {
+        if speedscope { "trace.speedscope.json".into() } else { "trace.nettrace".into() }
+    });
+    // speedscope: the NetTrace goes to a temporary file next to the output, then converts.
+    let nettrace = if speedscope { output.with_extension("nettrace.tmp") } else { output.clone() };
     let args = trace::TraceArgs {
         pid,
         providers,
-        duration: cmd.duration.map(std::time::Duration::from_secs_f64),
-        output: cmd.output.clone(),
+        duration: cmd.duration,
+        output: nettrace.clone(),
         rundown: !cmd.no_rundown,
         buffer_mb: cmd.buffer_mb,
     };
     let s = trace::record_to_file(&args, trace_stop_flag())?;
+    if speedscope {
+        let converted = trace::to_speedscope(&nettrace, &output);
+        let _ = std::fs::remove_file(&nettrace);
+        let n = converted.with_context(|| format!("converting the trace to {}", output.display()))?;
+        eprintln!("clrprobe: {n} stack samples");
+    }
     eprintln!(
-        "clrprobe: wrote {} ({} bytes, {:.1} s, ended by {})",
-        cmd.output.display(),
+        "clrprobe: wrote {} ({} bytes of NetTrace, {:.1} s, ended by {})",
+        output.display(),
         s.bytes,
         s.seconds,
         s.ended_by
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The one process called `name` (`trace -n`).
+#[cfg(target_os = "linux")]
+fn one_pid_named(name: &str) -> anyhow::Result<u32> {
+    match clrprobe::cli_values::pids_named(name).as_slice() {
+        [] => anyhow::bail!("no process named {name:?}; `clrprobe ps` lists the .NET ones"),
+        [pid] => Ok(*pid),
+        many => anyhow::bail!("{} processes are named {name:?} ({many:?}); pick one with -p PID", many.len()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn one_pid_named(name: &str) -> anyhow::Result<u32> {
+    anyhow::bail!("-n {name:?}: finding processes by name needs Linux; use -p PID")
 }
 
 #[cfg(target_os = "linux")]
@@ -125,17 +179,30 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         !(cmd.no_eventpipe && (cmd.http || cmd.providers.is_some())),
         "--http and --providers read EventPipe: drop --no-eventpipe"
     );
-    // A bad output directory fails now, not after the recording (default outputs go to ".").
-    clrprobe::output::prepare(cmd.output.as_deref().unwrap_or("clrprobe".as_ref()))?;
+    let mut named_pids = cmd.pids.clone();
+    for name in &cmd.names {
+        let found = clrprobe::cli_values::pids_named(name);
+        anyhow::ensure!(!found.is_empty(), "no process named {name:?}; `clrprobe ps` lists the .NET ones");
+        named_pids.extend(found);
+    }
+    named_pids.sort_unstable();
+    named_pids.dedup();
     let launched = if cmd.command.is_empty() { None } else { Some(clrprobe::launch::spawn_stopped(&cmd.command)?) };
-    let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or_else(|| cmd.pids.clone());
+    let pids = launched.as_ref().map(|l| vec![l.pid]).unwrap_or(named_pids);
+    let default_prefix = if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) };
+    let name = match &cmd.output {
+        Some(o) => clrprobe::output::OutputName::parse(o, &default_prefix.to_string_lossy()),
+        None => clrprobe::output::OutputName { prefix: default_prefix, file: None },
+    };
+    // A bad output directory fails now, not after the recording.
+    clrprobe::output::prepare(&name.prefix)?;
     let args = RecordArgs {
         all: cmd.all,
         resume_after_attach: launched.is_some(),
         kinds,
         offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
         pids: pids.clone(),
-        duration: cmd.duration.map(Duration::from_secs_f64),
+        duration: cmd.duration,
         freq: cmd.freq,
         sampler: cmd.sampler,
         eventpipe: !cmd.no_eventpipe,
@@ -143,7 +210,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         thread_roots: cmd.thread_roots,
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
     };
-    let named: Vec<_> = cmd.pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
+    let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
     let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
     for note in &early {
         eprintln!("clrprobe: {note}");
@@ -176,8 +243,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         }
     };
     summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
-    let prefix = cmd.output.clone().unwrap_or_else(|| if cmd.all { "clrprobe-all".into() } else { record::default_prefix(&pids) });
-    let mut written = record::write_all(&profile, &prefix, &cmd.format);
+    let prefix = name.prefix.clone();
+    let mut written = clrprobe::output::write_named(&profile, &name, &cmd.format);
     if cmd.all {
         written.extend(record::write_per_process(&profile, &prefix));
     }
@@ -216,15 +283,15 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
 
     use clrprobe_etw::RecordKinds;
     use clrprobe_pipeline::Kinds;
-    anyhow::ensure!(cmd.pids.len() <= 1, "on Windows, record one process (-p PID) or every process (-p 0)");
-    let pid = cmd.pids.first().copied().filter(|&p| p != 0);
+    anyhow::ensure!(cmd.pids.len() <= 1 && cmd.names.is_empty(), "on Windows, record one process (-p PID) or every process (-a)");
+    let pid = if cmd.all { None } else { cmd.pids.first().copied() };
     let named = cmd.cpu || cmd.alloc || cmd.exceptions || cmd.contention;
     let kinds = if named {
         RecordKinds { cpu: cmd.cpu, events: Kinds { alloc: cmd.alloc, exceptions: cmd.exceptions, contention: cmd.contention } }
     } else {
         RecordKinds { cpu: true, events: Kinds::ALL }
     };
-    let duration = Duration::from_secs_f64(cmd.duration.unwrap_or(10.0));
+    let duration = cmd.duration.unwrap_or(Duration::from_secs(10));
     let (profile, report) = clrprobe_etw::record(pid, duration, kinds)?;
     let prefix = cmd.output.clone().unwrap_or_else(|| format!("clrprobe-{}", pid.unwrap_or(0)).into());
     let mut failed = false;

@@ -1,10 +1,16 @@
 //! `clrprobe report PREFIX.pb.gz`: per kind, the top leaf (self) and inclusive frames; the
 //! exception types with messages; contended call sites with their lock owners; wait-time
-//! percentiles — as text or JSON, from the pprof file alone.
-use std::{collections::HashMap, fmt::Write as _, path::Path};
+//! percentiles — as text or JSON, from standard pprof fields (files rewritten by `go tool
+//! pprof -proto` or merged by a backend report the same), plus the `PREFIX.events.json`
+//! companion for the event reports and the GC timeline when it is there.
+use std::{
+    collections::HashMap,
+    fmt::Write as _,
+    path::{Path, PathBuf},
+};
 
 use clrprobe_pipeline::EventReport;
-use clrprobe_profile::{Profile, ProfileError, pprof, summary::top_functions};
+use clrprobe_profile::{Profile, ProfileBuilder, ProfileError, events, pprof, summary::top_functions};
 use serde::Serialize;
 
 /// Prefix of the pprof comment carrying a process's event report (written by `record`).
@@ -44,8 +50,67 @@ pub struct Report {
 }
 
 pub fn read(path: &Path, top: usize) -> Result<Report, ProfileError> {
-    let mut r = build(&pprof::read_file(path)?, top)?;
-    if let Some(j) = crate::http::companion_of(path) {
+    read_inputs(&[path.to_path_buf()], top)
+}
+
+/// The profile behind `report`'s arguments: pprof files (Go-style per kind, or any pprof),
+/// `PREFIX.events.json` companions, or prefixes (every `PREFIX.KIND.pb.gz` there is, and
+/// `PREFIX.events.json`). A pprof file named `PREFIX.KIND.pb.gz` brings its companion along
+/// when it exists. The companion's reports and markers join the profile.
+pub fn load(inputs: &[PathBuf]) -> Result<Profile, ProfileError> {
+    let mut pprofs: Vec<PathBuf> = Vec::new();
+    let mut companions: Vec<PathBuf> = Vec::new();
+    for input in inputs {
+        let name = input.to_string_lossy();
+        if name.ends_with(".events.json") {
+            companions.push(input.clone());
+            continue;
+        }
+        let prefix = if input.is_file() {
+            pprofs.push(input.clone());
+            pprof::go::prefix_of(input)
+        } else {
+            let files = pprof::go::files_of_prefix(input);
+            if files.is_empty() {
+                return Err(ProfileError::Read {
+                    path: input.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "neither a file nor the prefix of PREFIX.KIND.pb.gz files",
+                    ),
+                });
+            }
+            pprofs.extend(files);
+            Some(input.clone())
+        };
+        if let Some(prefix) = prefix {
+            let c = PathBuf::from(format!("{}.events.json", prefix.display()));
+            if c.is_file() && !companions.contains(&c) {
+                companions.push(c);
+            }
+        }
+    }
+    let profile = pprof::go::read_files(&pprofs)?;
+    if companions.is_empty() {
+        return Ok(profile);
+    }
+    let mut b = ProfileBuilder::from_profile(profile);
+    for c in &companions {
+        let e = events::read_file(c)?;
+        for m in e.markers {
+            b.add_marker(m);
+        }
+        for (pid, r) in e.reports {
+            b.add_comment(format!("{REPORT_COMMENT}{pid} {r}"));
+        }
+    }
+    Ok(b.build())
+}
+
+/// [`load`] then [`build`].
+pub fn read_inputs(inputs: &[PathBuf], top: usize) -> Result<Report, ProfileError> {
+    let mut r = build(&load(inputs)?, top)?;
+    if let Some(j) = inputs.iter().find_map(|p| crate::http::companion_of(p)) {
         r.http = crate::http::read_jsonl(&j).map_err(|source| ProfileError::Read { path: j, source })?;
     }
     Ok(r)

@@ -1,7 +1,7 @@
 //! Live: the GC timeline, GC CPU and the `Garbage Collector` frame from `clrprobe record`, on
 //! the GcWork workload (.NET 8), checked against what the runtime itself reports (the
 //! workload prints GC.GetTotalPauseDuration increases) and against /proc.
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
@@ -26,9 +26,9 @@ fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, Strin
         w.wait(Duration::from_secs(15));
     }
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe_profile::pprof::read_file(PathBuf::from(format!("{}.pb.gz", prefix.display()))).unwrap();
+    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let firefox = std::fs::read_to_string(format!("{}.cpu.firefox.json", prefix.display())).unwrap_or_default();
-    let report = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(format!("{}.pb.gz", prefix.display())).output().expect("run clrprobe report");
+    let report = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(&prefix).output().expect("run clrprobe report");
     assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
     let _ = std::fs::remove_dir_all(&dir);
     (summary, profile, firefox, String::from_utf8_lossy(&report.stdout).into_owned())

@@ -94,7 +94,7 @@ fn run_clrprobe(args: &[&str]) -> (Value, String) {
     (json, stderr)
 }
 
-/// CPU samples whose stack has a frame named `name`, per the pprof at `path`.
+/// CPU samples whose stack has a frame named `name`.
 fn samples_with(p: &Profile, name: &str) -> i64 {
     let col = p.sample_type_index("cpu").expect("cpu kind");
     p.samples()
@@ -103,8 +103,9 @@ fn samples_with(p: &Profile, name: &str) -> i64 {
         .sum()
 }
 
-fn read(path: &Path) -> Profile {
-    clrprobe_profile::pprof::read_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+/// Every `PREFIX.KIND.pb.gz` (and the events file) as one profile.
+fn read(prefix: &Path) -> Profile {
+    clrprobe::report::load(&[prefix.to_path_buf()]).unwrap_or_else(|e| panic!("{}: {e}", prefix.display()))
 }
 
 #[test]
@@ -127,9 +128,9 @@ fn record_all_names_managed_frames_of_four_processes_one_contained_one_started_m
     let (summary, stderr) = rec.join().unwrap();
     eprintln!("{stderr}");
 
-    let host = read(&PathBuf::from(format!("{}.pb.gz", prefix.display())));
+    let host = read(&prefix);
     for (what, pid) in [("first", a.pid), ("second", b.pid), ("contained", c.pid), ("started midway", late_pid)] {
-        let per = read(&PathBuf::from(format!("{}.{pid}.pb.gz", prefix.display())));
+        let per = read(&PathBuf::from(format!("{}.{pid}", prefix.display())));
         let spin = samples_with(&per, "Cpu::Spin");
         let hot = samples_with(&per, "Cpu::HotA") + samples_with(&per, "Cpu::HotB");
         assert!(spin >= 20 && hot >= 20, "{what} ({pid}): Cpu::Spin in {spin} samples, HotA/HotB in {hot}");
@@ -190,7 +191,7 @@ fn launch_mode_profiles_the_first_second() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stdout.contains("first done"), "the program ran to its end: {stdout}");
-    let p = read(&PathBuf::from(format!("{}.pb.gz", prefix.display())));
+    let p = read(&prefix);
     // FirstSecond and Rest do the same work, FirstSecond first thing in Main: attached late,
     // the profile would have fewer FirstSecond samples than Rest samples.
     let first = samples_with(&p, "FirstSecondApp::FirstSecond");

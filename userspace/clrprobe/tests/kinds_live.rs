@@ -1,6 +1,6 @@
 //! Live: allocation, exception, contention and off-CPU profiles from one `clrprobe record`,
 //! checked against workloads whose truth is known (they count or time it themselves).
-use std::{collections::HashMap, path::PathBuf, process::Command, time::Duration};
+use std::{collections::HashMap, process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
@@ -20,7 +20,7 @@ fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Pro
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     w.wait(Duration::from_secs(10));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe_profile::pprof::read_file(PathBuf::from(format!("{}.pb.gz", prefix.display()))).unwrap();
+    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     (summary, profile)
 }
@@ -191,7 +191,7 @@ fn report_prints_top_frames_contended_sites_owners_and_wait_percentiles() {
     assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
     w.wait(Duration::from_secs(10));
     let holder = line_value(&w, "holder tid=") as u64;
-    let file = PathBuf::from(format!("{}.pb.gz", prefix.display()));
+    let file = prefix.clone();
     let json = Command::new(env!("CARGO_BIN_EXE_clrprobe")).arg("report").arg(&file).arg("--json").output().unwrap();
     assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
     let r: Value = serde_json::from_slice(&json.stdout).unwrap();

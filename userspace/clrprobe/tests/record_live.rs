@@ -101,10 +101,10 @@ fn cpu_split_on_net8(sampler: &str) {
     assert_eq!(s["sampler_stats"]["lost_samples"], 0);
 
     // Every output was written, and the pprof reads back with the same total.
-    for suffix in [".pb.gz", ".cpu.folded", ".cpu.svg", ".cpu.firefox.json"] {
+    for suffix in [".cpu.pb.gz", ".events.json", ".cpu.folded", ".cpu.svg", ".cpu.firefox.json"] {
         assert!(r.file(suffix).metadata().map(|m| m.len() > 0).unwrap_or(false), "{suffix} missing");
     }
-    let p = clrprobe_profile::pprof::read_file(r.file(".pb.gz")).unwrap();
+    let p = clrprobe::report::load(std::slice::from_ref(&r.prefix)).unwrap();
     let total = p.total(p.sample_type_index("cpu").unwrap());
     assert_eq!(total as u64, s["samples"].as_u64().unwrap());
     let names: Vec<&str> = p.frames().iter().map(|f| f.name.as_str()).collect();
@@ -135,7 +135,7 @@ fn readytorun_corelib_code_is_named() {
     // Call counting delayed: CoreLib's precompiled code is not re-jitted during the test.
     let w = Workload::new("R2R", Runtime::Net8).arg(10).env("DOTNET_TC_CallCountingDelayMs", "600000").start().unwrap();
     let r = record(w.pid, "r2r", &["-d", "3"]);
-    let p = clrprobe_profile::pprof::read_file(r.file(".pb.gz")).unwrap();
+    let p = clrprobe::report::load(std::slice::from_ref(&r.prefix)).unwrap();
     let r2r: HashMap<&str, &str> = p
         .frames()
         .iter()
@@ -158,7 +158,7 @@ fn go_tool_pprof_reads_the_profile() {
     let r = record(w.pid, "gopprof", &["-d", "2", "--format", "pprof"]);
     let out = Command::new("go")
         .args(["tool", "pprof", "-top", "-symbolize=none"])
-        .arg(r.file(".pb.gz"))
+        .arg(r.file(".cpu.pb.gz"))
         .env("HOME", std::env::temp_dir())
         .output()
         .expect("go (Debian golang-go, installed by cargo xtask test) runs");
@@ -197,7 +197,7 @@ fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(s["samples"].as_u64().unwrap() > 0, "{s}");
-    assert!(Path::new(&format!("{}.pb.gz", prefix.display())).exists());
+    assert!(Path::new(&format!("{}.cpu.pb.gz", prefix.display())).exists());
     assert!(!perf_map_exists(w.pid), "perf map left switched on after Ctrl-C");
     // The EventPipe session is gone: the runtime closed its connection, and still answers.
     std::thread::sleep(std::time::Duration::from_millis(300));

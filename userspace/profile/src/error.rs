@@ -46,6 +46,9 @@ pub enum ProfileError {
     /// The bytes are not a valid pprof profile.
     #[error("corrupt pprof data: {0}")]
     CorruptPprof(String),
+    /// A `PREFIX.events.json` companion file is not one.
+    #[error("not a clrprobe events file: {0}")]
+    CorruptEvents(String),
 }
 
 impl ProfileError {

@@ -4,9 +4,11 @@
 //! One process per pid, one thread per (pid, tid), one category per frame kind (Kernel,
 //! Native, .NET JIT, .NET R2R, Interpreted, Synthetic, GC) and one interval marker per
 //! [`crate::Marker`]. A file holds one sample type (the Firefox Profiler weighs a thread's
-//! samples by a single number); weights in nanoseconds are written in microseconds so that
-//! they fit the format's 32-bit weights (larger ones saturate). CPU kinds also fill the
-//! per-sample CPU delta (value × period), so the activity graph shows CPU use.
+//! samples by a single number). Samples with a time sit at it (a timeline per thread);
+//! samples without one (aggregated) at the start. Off-CPU and wait times are traced
+//! durations (`tracing-ms` weights, whole milliseconds). CPU kinds also fill the per-sample
+//! CPU delta (value × period), so the activity graph shows CPU use. Process and thread names
+//! come from any sample of the profile that has them.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -49,7 +51,7 @@ impl Categories {
     }
 
     fn for_frame(&self, f: &Frame) -> CategoryHandle {
-        if is_gc_frame(f) {
+        if f.is_gc() {
             return self.gc;
         }
         match f.kind {
@@ -62,15 +64,6 @@ impl Categories {
             FrameKind::Unknown => CategoryHandle::OTHER,
         }
     }
-}
-
-/// CoreCLR's collector lives in the `WKS::` / `SVR::` namespaces; synthetic GC frames say so.
-fn is_gc_frame(f: &Frame) -> bool {
-    f.name.starts_with("WKS::gc")
-        || f.name.starts_with("SVR::gc")
-        || f.name.starts_with("WKS::GCHeap")
-        || f.name.starts_with("SVR::GCHeap")
-        || (f.kind == FrameKind::Synthetic && f.name.contains("GC"))
 }
 
 /// A clrprobe marker: its name plus its key/value data as one searchable text field.
@@ -109,6 +102,9 @@ type ThreadKey = (Option<u32>, Option<u32>);
 
 struct Builder<'a> {
     p: &'a Profile,
+    /// Names from every label set of the profile (all kinds): pid → process, (pid, tid) → thread.
+    process_names: BTreeMap<u32, &'a str>,
+    thread_names: BTreeMap<ThreadKey, &'a str>,
     fp: fx::Profile,
     cats: Categories,
     processes: BTreeMap<Option<u32>, ProcessHandle>,
@@ -135,10 +131,12 @@ impl<'a> Builder<'a> {
         if let Some(&h) = self.threads.get(&key) {
             return h;
         }
-        let process = self.process(key.0, labels.and_then(|l| l.process_name.as_deref()));
+        let pname = labels.and_then(|l| l.process_name.as_deref()).or_else(|| key.0.and_then(|p| self.process_names.get(&p).copied()));
+        let process = self.process(key.0, pname);
         let is_main = key.0.is_some() && key.0 == key.1;
         let h = self.fp.add_thread(process, key.1.unwrap_or(0), Timestamp::from_nanos_since_reference(0), is_main);
-        let name = match (labels.and_then(|l| l.thread_name.as_deref()), key.1) {
+        let tname = labels.and_then(|l| l.thread_name.as_deref()).or_else(|| self.thread_names.get(&key).copied());
+        let name = match (tname, key.1) {
             (Some(n), _) => n.to_owned(),
             (None, Some(tid)) => format!("thread {tid}"),
             (None, None) => "all threads".to_owned(),
@@ -200,18 +198,36 @@ pub fn build(p: &Profile, index: usize, product: &str) -> Result<fx::Profile, Pr
     };
     let mut fp = fx::Profile::new(product, reference, interval);
     let cats = Categories::new(&mut fp);
+    let mut process_names = BTreeMap::new();
+    let mut thread_names = BTreeMap::new();
+    for l in p.label_sets() {
+        if let (Some(pid), Some(n)) = (l.pid, l.process_name.as_deref()) {
+            process_names.entry(pid).or_insert(n);
+        }
+        if let Some(n) = l.thread_name.as_deref() {
+            thread_names.entry((l.pid, l.tid)).or_insert(n);
+        }
+    }
     let mut b = Builder {
         p,
+        process_names,
+        thread_names,
         fp,
         cats,
         processes: BTreeMap::new(),
         threads: BTreeMap::new(),
         stacks: FastMap::default(),
     };
-    let (weight_type, divisor) = match sample_type.unit.as_str() {
-        "bytes" => (WeightType::Bytes, 1),
-        "nanoseconds" => (WeightType::Samples, 1000),
-        _ => (WeightType::Samples, 1),
+    // Times (off-CPU, waits) are traced durations in whole milliseconds (the format's weights
+    // are integers); a non-zero duration weighs at least 1 ms.
+    let traced = sample_type.unit == crate::units::NANOSECONDS && sample_type.kind != crate::kinds::CPU;
+    let weight_type = match sample_type.unit.as_str() {
+        "bytes" => WeightType::Bytes,
+        _ if traced => WeightType::TracingMs,
+        _ => WeightType::Samples,
+    };
+    let weight_of = |v: i64| -> i64 {
+        if traced { ((v + 500_000) / 1_000_000).max(i64::from(v > 0)) } else { v }
     };
     // Samples in time order (aggregated ones, without a timestamp, sit at the start).
     let mut order: Vec<_> = p.samples().filter(|s| s.values[index] != 0).collect();
@@ -220,8 +236,8 @@ pub fn build(p: &Profile, index: usize, product: &str) -> Result<fx::Profile, Pr
         let thread = b.thread(p.labels(s.labels));
         b.fp.set_thread_samples_weight_type(thread, weight_type.clone());
         let stack = b.stack(thread, s.stack);
-        let weight = i32::try_from(s.values[index] / divisor)
-            .unwrap_or(if s.values[index] < 0 { i32::MIN } else { i32::MAX });
+        let w = weight_of(s.values[index]);
+        let weight = i32::try_from(w).unwrap_or(if w < 0 { i32::MIN } else { i32::MAX });
         let ts = Timestamp::from_nanos_since_reference(s.timestamp_ns.unwrap_or(0));
         b.fp.add_sample(thread, ts, stack, cpu_delta(p, sample_type, s.values[index]), weight);
     }

@@ -38,6 +38,7 @@ mod strings;
 pub mod model;
 pub(crate) mod output;
 
+pub mod events;
 pub mod firefox;
 pub mod folded;
 pub mod pprof;
@@ -49,6 +50,6 @@ pub mod svg;
 pub use builder::ProfileBuilder;
 pub use error::ProfileError;
 pub use model::{
-    Frame, FrameId, FrameKind, LabelSet, LabelSetId, Marker, Period, Profile, Sample, SampleType, StackId, Str,
+    Frame, FrameId, FrameKind, LabelSet, LabelSetId, Mapping, Marker, Period, Profile, Sample, SampleType, StackId, Str,
     kinds, units,
 };

@@ -103,6 +103,23 @@ impl FrameKind {
     }
 }
 
+/// The piece of a process's address space a frame's code sits in, as pprof's `Mapping` and
+/// `/proc/PID/maps` describe it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Mapping {
+    /// First address of the mapping.
+    pub start: u64,
+    /// One past its last address.
+    pub limit: u64,
+    /// File offset mapped at `start`.
+    pub offset: u64,
+    /// Path as the process sees it (`/usr/lib/.../libc.so.6`), or `memfd:doublemapper`,
+    /// `[anon]`, `[kernel.kallsyms]`.
+    pub path: Str,
+    /// GNU build id of an ELF file, lowercase hex; empty when unknown.
+    pub build_id: Str,
+}
+
 /// One stack frame. Frames are interned by value: equal frames get the same [`FrameId`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
@@ -115,11 +132,31 @@ pub struct Frame {
     pub address: u64,
     /// Extra attributes, e.g. `("tier", "Tier1")`, `("il_offset", "0x12")`.
     pub attrs: Vec<(Str, Str)>,
+    /// Where `address` is mapped, when known.
+    pub mapping: Option<Arc<Mapping>>,
 }
 
 impl Frame {
     pub fn new(name: impl Into<Str>, module: impl Into<Str>, kind: FrameKind) -> Self {
-        Frame { name: name.into(), module: module.into(), kind, address: 0, attrs: Vec::new() }
+        Frame { name: name.into(), module: module.into(), kind, address: 0, attrs: Vec::new(), mapping: None }
+    }
+
+    pub fn with_mapping(mut self, mapping: Arc<Mapping>) -> Self {
+        self.mapping = Some(mapping);
+        self
+    }
+
+    /// CoreCLR's collector: the `WKS::`/`SVR::` gc functions, `GCHeap` methods, and synthetic
+    /// GC frames (clrprobe's `Garbage Collector` root).
+    pub fn is_gc(&self) -> bool {
+        let n = self.name.as_str();
+        ["WKS::gc", "SVR::gc", "WKS::GCHeap", "SVR::GCHeap"].iter().any(|p| n.starts_with(p))
+            || (self.kind == FrameKind::Synthetic && (n.contains("GC") || n == "Garbage Collector"))
+    }
+
+    /// True for frames nothing could name (they carry the attribute `unnamed`).
+    pub fn is_unnamed(&self) -> bool {
+        self.attr("unnamed").is_some()
     }
 
     pub fn with_address(mut self, address: u64) -> Self {
@@ -200,7 +237,7 @@ impl LabelSet {
 }
 
 /// A time interval of interest (GC, pause, ...), shown as a marker where the format has them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Marker {
     pub name: String,
     /// Nanoseconds since the profile start.

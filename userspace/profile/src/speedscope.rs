@@ -1,5 +1,8 @@
-//! speedscope JSON (<https://www.speedscope.app/file-format-schema.json>): one `sampled`
-//! profile per sample type, or per (sample type, thread).
+//! speedscope JSON (<https://www.speedscope.app/file-format-schema.json>): one profile per
+//! sample type, or per (sample type, thread). A thread's samples that all have their time and
+//! measure time (CPU samples of a known period, off-CPU or wait nanoseconds) become an
+//! `evented` profile at their real times, so speedscope's time-order view is a timeline;
+//! others are `sampled` with weights (CPU samples as nanoseconds: count × period).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -8,6 +11,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::ProfileError;
+use crate::hash::FastMap;
 use crate::model::Profile;
 use crate::output;
 
@@ -28,7 +32,7 @@ struct File<'a> {
     #[serde(rename = "$schema")]
     schema: &'static str,
     shared: Shared<'a>,
-    profiles: Vec<SampledProfile>,
+    profiles: Vec<ProfileJson>,
     name: &'a str,
     #[serde(rename = "activeProfileIndex")]
     active_profile_index: usize,
@@ -48,17 +52,37 @@ struct FrameJson<'a> {
 }
 
 #[derive(Serialize)]
-struct SampledProfile {
+#[serde(tag = "type")]
+enum ProfileJson {
+    #[serde(rename = "sampled")]
+    Sampled {
+        name: String,
+        unit: &'static str,
+        #[serde(rename = "startValue")]
+        start_value: i64,
+        #[serde(rename = "endValue")]
+        end_value: i64,
+        samples: Vec<Vec<usize>>,
+        weights: Vec<i64>,
+    },
+    #[serde(rename = "evented")]
+    Evented {
+        name: String,
+        unit: &'static str,
+        #[serde(rename = "startValue")]
+        start_value: u64,
+        #[serde(rename = "endValue")]
+        end_value: u64,
+        events: Vec<EventJson>,
+    },
+}
+
+#[derive(Serialize)]
+struct EventJson {
     #[serde(rename = "type")]
     kind: &'static str,
-    name: String,
-    unit: &'static str,
-    #[serde(rename = "startValue")]
-    start_value: i64,
-    #[serde(rename = "endValue")]
-    end_value: i64,
-    samples: Vec<Vec<usize>>,
-    weights: Vec<i64>,
+    frame: usize,
+    at: u64,
 }
 
 /// speedscope's value units; anything it does not know is "none".
@@ -89,12 +113,64 @@ fn thread_title(pid: Option<u32>, tid: Option<u32>, names: (Option<&str>, Option
     format!("{process} / {thread}")
 }
 
+/// Samples of one (kind, thread): (time, stack as speedscope frame indexes, value).
+type Group<'b> = (Vec<(Option<u64>, Vec<usize>, i64)>, (Option<&'b str>, Option<&'b str>));
+
+/// The open/close events of timed samples, each lasting `duration(value)` nanoseconds (cut at
+/// the next sample of the thread): frames shared with the previous stack stay open, a gap
+/// closes everything.
+fn evented(mut samples: Vec<(u64, Vec<usize>, i64)>, duration: impl Fn(i64) -> u64) -> (Vec<EventJson>, u64, u64) {
+    samples.sort_by_key(|s| s.0);
+    let mut events = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    let mut last_end = 0u64;
+    let first = samples.first().map_or(0, |s| s.0);
+    let close_to = |open: &mut Vec<usize>, keep: usize, at: u64, events: &mut Vec<EventJson>| {
+        while open.len() > keep {
+            let f = open.pop().unwrap_or_default();
+            events.push(EventJson { kind: "C", frame: f, at });
+        }
+    };
+    for i in 0..samples.len() {
+        // Sorted, so `start` is at or after every event so far.
+        let start = samples[i].0;
+        let mut end = start.saturating_add(duration(samples[i].2).max(1));
+        if let Some(next) = samples.get(i + 1) {
+            end = end.min(next.0.max(start + 1));
+        }
+        let stack = &samples[i].1;
+        if start > last_end {
+            close_to(&mut open, 0, last_end, &mut events);
+        }
+        let common = open.iter().zip(stack.iter()).take_while(|(a, b)| a == b).count();
+        close_to(&mut open, common, start, &mut events);
+        for &f in &stack[common..] {
+            events.push(EventJson { kind: "O", frame: f, at: start });
+            open.push(f);
+        }
+        last_end = end;
+    }
+    close_to(&mut open, 0, last_end, &mut events);
+    (events, first, last_end)
+}
+
 fn build<'a>(p: &'a Profile, name: &'a str, grouping: Grouping) -> File<'a> {
-    let frames = p.frames().iter().map(|f| FrameJson { name: &f.name, file: &f.module }).collect();
+    // One speedscope frame per (name, module): frames that differ by address alone merge.
+    let mut index: FastMap<(&str, &str), usize> = FastMap::default();
+    let mut frames: Vec<FrameJson<'a>> = Vec::new();
+    let frame_of: Vec<usize> = p
+        .frames()
+        .iter()
+        .map(|f| {
+            *index.entry((&f.name, &f.module)).or_insert_with(|| {
+                frames.push(FrameJson { name: &f.name, file: &f.module });
+                frames.len() - 1
+            })
+        })
+        .collect();
+    let period_ns = p.period().filter(|x| x.sample_type.unit == crate::units::NANOSECONDS).map(|x| x.value).filter(|v| *v > 0);
     let mut profiles = Vec::new();
     for (i, t) in p.sample_types().iter().enumerate() {
-        // (pid, tid) → (samples, weights, names)
-        type Group<'b> = (Vec<Vec<usize>>, Vec<i64>, (Option<&'b str>, Option<&'b str>));
         let mut groups: BTreeMap<(Option<u32>, Option<u32>), Group<'_>> = BTreeMap::new();
         for s in p.samples() {
             let v = s.values[i];
@@ -108,33 +184,45 @@ fn build<'a>(p: &'a Profile, name: &'a str, grouping: Grouping) -> File<'a> {
             };
             let g = groups.entry(key).or_default();
             if let Some(l) = labels.filter(|_| grouping == Grouping::PerThread) {
-                g.2.0 = g.2.0.or(l.process_name.as_deref());
-                g.2.1 = g.2.1.or(l.thread_name.as_deref());
+                g.1.0 = g.1.0.or(l.process_name.as_deref());
+                g.1.1 = g.1.1.or(l.thread_name.as_deref());
             }
-            g.0.push(p.stack(s.stack).unwrap_or(&[]).iter().map(|f| f.index()).collect());
-            g.1.push(v);
+            let stack = p.stack(s.stack).unwrap_or(&[]).iter().map(|f| frame_of[f.index()]).collect();
+            g.0.push((s.timestamp_ns, stack, v));
         }
-        for ((pid, tid), (samples, weights, names)) in groups {
-            let total = weights.iter().fold(0i64, |a, w| a.saturating_add(*w));
+        // Counted CPU samples become time: value × period.
+        let (as_time, to_ns): (bool, Box<dyn Fn(i64) -> i64>) = match (t.unit.as_str(), period_ns) {
+            ("nanoseconds", _) => (true, Box::new(|v| v)),
+            ("samples", Some(period)) => (true, Box::new(move |v: i64| v.saturating_mul(period))),
+            _ => (false, Box::new(|v| v)),
+        };
+        for ((pid, tid), (samples, names)) in groups {
             let name = match grouping {
                 Grouping::PerKind => t.kind.clone(),
                 Grouping::PerThread => format!("{}: {}", t.kind, thread_title(pid, tid, names)),
             };
-            profiles.push(SampledProfile {
-                kind: "sampled",
+            let all_timed = samples.iter().all(|s| s.0.is_some());
+            if as_time && all_timed && grouping == Grouping::PerThread {
+                let timed = samples.into_iter().map(|(t, s, v)| (t.unwrap_or(0), s, v)).collect();
+                let (events, start, end) = evented(timed, |v| to_ns(v).max(0) as u64);
+                profiles.push(ProfileJson::Evented { name, unit: "nanoseconds", start_value: start, end_value: end, events });
+                continue;
+            }
+            let weights: Vec<i64> = samples.iter().map(|s| to_ns(s.2)).collect();
+            let total = weights.iter().fold(0i64, |a, w| a.saturating_add(*w));
+            profiles.push(ProfileJson::Sampled {
                 name,
-                unit: unit(&t.unit),
+                unit: if as_time { "nanoseconds" } else { unit(&t.unit) },
                 start_value: 0,
                 end_value: total,
-                samples,
+                samples: samples.into_iter().map(|s| s.1).collect(),
                 weights,
             });
         }
     }
     if profiles.is_empty() {
         // speedscope will not open a file without profiles.
-        profiles.push(SampledProfile {
-            kind: "sampled",
+        profiles.push(ProfileJson::Sampled {
             name: "no samples".to_owned(),
             unit: "none",
             start_value: 0,

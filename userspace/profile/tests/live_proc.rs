@@ -136,7 +136,7 @@ fn live_dotnet_threads_through_every_writer() {
     let path = dir.join("live.pb.gz");
     pprof::write_file(p, &path).unwrap();
     let back = pprof::read_file(&path).unwrap();
-    assert_eq!(&back, p);
+    assert_eq!(back, common::as_pprof_keeps(p));
 
     // Folded: counts add up; sleeping .NET threads wait in the kernel.
     let opts = FoldedOptions { thread_roots: true, ..FoldedOptions::default() };
@@ -156,14 +156,30 @@ fn live_dotnet_threads_through_every_writer() {
     let ss_path = dir.join("live.speedscope.json");
     speedscope::write_file(p, "live", Grouping::PerThread, &ss_path).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&fs::read(&ss_path).unwrap()).unwrap();
-    let per_thread_cpu: BTreeMap<String, i64> = v["profiles"]
+    // Timed CPU samples: one evented profile per thread, balanced and in time order, inside
+    // the recording.
+    let per_thread_cpu: BTreeMap<String, (u64, u64)> = v["profiles"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|q| q["name"].as_str().unwrap().starts_with("cpu: "))
-        .map(|q| (q["name"].as_str().unwrap().to_owned(), q["endValue"].as_i64().unwrap()))
+        .map(|q| {
+            assert_eq!(q["type"], "evented", "{}", q["name"]);
+            assert_eq!(q["unit"], "nanoseconds");
+            let mut depth = 0i64;
+            let mut last = 0u64;
+            for e in q["events"].as_array().unwrap() {
+                let at = e["at"].as_u64().unwrap();
+                assert!(at >= last, "events out of order in {}", q["name"]);
+                last = at;
+                depth += if e["type"] == "O" { 1 } else { -1 };
+                assert!(depth >= 0);
+            }
+            assert_eq!(depth, 0, "unbalanced events in {}", q["name"]);
+            (q["name"].as_str().unwrap().to_owned(), (q["startValue"].as_u64().unwrap(), q["endValue"].as_u64().unwrap()))
+        })
         .collect();
-    assert_eq!(per_thread_cpu.values().sum::<i64>(), p.total(cpu));
+    assert!(per_thread_cpu.values().all(|(a, b)| a <= b && *b <= p.duration_ns() + INTERVAL.as_nanos() as u64), "{per_thread_cpu:?}");
     assert!(per_thread_cpu.keys().any(|k| k.contains("Worker1")), "{per_thread_cpu:?}");
 
     let ff_path = dir.join("live.firefox.json");

@@ -57,6 +57,24 @@ fn svg_contains_frame_names() {
     for name in ["Program.Main(string[])", "Program.Work()", "System.String.Concat(string:string)", "__memmove_avx"] {
         assert!(svg.contains(name), "{name} missing from SVG");
     }
+    // Each frame is filled with its category's colour; the legend names every category.
+    let fill_of = |name: &str| -> String {
+        let at = svg.find(&format!("<title>{name}")).unwrap_or_else(|| panic!("no frame {name}"));
+        let rect = &svg[at..];
+        let fill = &rect[rect.find("fill=\"").unwrap() + 6..];
+        fill[..fill.find('"').unwrap()].to_owned()
+    };
+    let rgb = |hex: &str| {
+        let c = |i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
+        format!("rgb({},{},{})", c(1), c(3), c(5))
+    };
+    assert_eq!(fill_of("Program.Work()"), rgb(svg::Category::Jit.color()));
+    assert_eq!(fill_of("System.String.Concat"), rgb(svg::Category::ReadyToRun.color()));
+    assert_eq!(fill_of("__memmove_avx"), rgb(svg::Category::Native.color()));
+    assert!(svg.contains("id=\"clrprobe-legend\""));
+    for c in svg::Category::LEGEND {
+        assert!(svg.contains(&format!("fill=\"{}\"", c.color())) && svg.contains(&format!(">{}</text>", c.label())), "{c:?}");
+    }
     // Off-CPU graph has the kernel frame and not the memmove one.
     let mut out = Vec::new();
     svg::to_writer(&p, 3, "off", &mut out).unwrap();
@@ -96,16 +114,30 @@ fn speedscope_shape_and_weights() {
     );
     let main_cpu = &profiles[0];
     assert_eq!(main_cpu["type"], "sampled");
-    assert_eq!(main_cpu["unit"], "none");
+    // CPU samples of a 1 ms period are time.
+    assert_eq!(main_cpu["unit"], "nanoseconds");
     assert_eq!(main_cpu["samples"], serde_json::json!([[0, 1], [0, 1, 2, 3]]));
-    assert_eq!(main_cpu["weights"], serde_json::json!([4, 2]));
+    assert_eq!(main_cpu["weights"], serde_json::json!([4_000_000, 2_000_000]));
     assert_eq!(main_cpu["startValue"], 0);
-    assert_eq!(main_cpu["endValue"], 6);
+    assert_eq!(main_cpu["endValue"], 6_000_000);
     assert_eq!(profiles[2]["unit"], "bytes");
-    assert_eq!(profiles[4]["unit"], "nanoseconds");
-    assert_eq!(profiles[4]["weights"], serde_json::json!([1_500_000]));
+    // The timed off-CPU interval: evented, open at its time for its length.
+    let off = &profiles[4];
+    assert_eq!((off["type"].as_str(), off["unit"].as_str()), (Some("evented"), Some("nanoseconds")));
+    assert_eq!((off["startValue"].as_u64(), off["endValue"].as_u64()), (Some(250_000_000), Some(251_500_000)));
+    let events: Vec<(String, u64, u64)> = off["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["type"].as_str().unwrap().to_owned(), e["frame"].as_u64().unwrap(), e["at"].as_u64().unwrap()))
+        .collect();
+    let ksys_read = frames.iter().position(|f| f["name"] == "ksys_read").unwrap() as u64;
+    assert_eq!(
+        events,
+        [("O".into(), 0, 250_000_000), ("O".into(), ksys_read, 250_000_000), ("C".into(), ksys_read, 251_500_000), ("C".into(), 0, 251_500_000)]
+    );
     // Every sample indexes a real frame, and samples/weights line up.
-    for prof in profiles {
+    for prof in profiles.iter().filter(|p| p["type"] == "sampled") {
         let samples = prof["samples"].as_array().unwrap();
         assert_eq!(samples.len(), prof["weights"].as_array().unwrap().len());
         for s in samples {
@@ -124,7 +156,7 @@ fn speedscope_shape_and_weights() {
         .iter()
         .map(|p| p["weights"].as_array().unwrap().iter().map(|w| w.as_i64().unwrap()).sum())
         .collect();
-    assert_eq!(weights, [p.total(0), p.total(1), p.total(2), p.total(3)]);
+    assert_eq!(weights, [p.total(0) * 1_000_000, p.total(1), p.total(2), p.total(3)]);
 }
 
 #[test]
@@ -174,7 +206,7 @@ fn firefox_threads_samples_categories_markers() {
         .expect("memmove frame");
     assert_eq!(frames["category"][memmove].as_u64().unwrap() as usize, native);
 
-    // Allocation bytes: weight type bytes; off-CPU nanoseconds weighed in microseconds.
+    // Allocation bytes: weight type bytes; off-CPU nanoseconds are traced milliseconds.
     let mut out = Vec::new();
     firefox::to_writer(&p, 1, "clrprobe", &mut out).unwrap();
     let v = parse(&out);
@@ -185,7 +217,8 @@ fn firefox_threads_samples_categories_markers() {
     firefox::to_writer(&p, 3, "clrprobe", &mut out).unwrap();
     let v = parse(&out);
     let t = v["threads"].as_array().unwrap().iter().find(|t| t["tid"] == "101").unwrap();
-    assert_eq!(t["samples"]["weight"], serde_json::json!([1500]));
+    assert_eq!(t["samples"]["weightType"], "tracing-ms");
+    assert_eq!(t["samples"]["weight"], serde_json::json!([2]), "1.5 ms rounds to 2 ms");
     assert_eq!(t["samples"]["timeDeltas"][0], 250.0);
     assert_eq!(t["samples"]["threadCPUDelta"], serde_json::json!([0]), "off-CPU time is no CPU time");
 }

@@ -29,6 +29,7 @@ pub struct FrameResolver {
     managed_frames: u64,
     managed_named: u64,
     perf_map_names_corrected: u64,
+    mappings: super::mappings::Mappings,
 }
 
 impl Default for FrameResolver {
@@ -47,6 +48,7 @@ impl FrameResolver {
             managed_frames: 0,
             managed_named: 0,
             perf_map_names_corrected: 0,
+            mappings: super::mappings::Mappings::default(),
         }
     }
 
@@ -160,6 +162,8 @@ impl FrameResolver {
                     (FrameKind::Jit, Some(ev)) if ev.name != f.name => {
                         corrected += 1;
                         let mut g = ev;
+                        g.address = f.address;
+                        g.mapping = f.mapping.clone();
                         if let Some(t) = f.attr("tier") {
                             g = g.with_attr("tier", t.to_string());
                         }
@@ -194,7 +198,10 @@ impl FrameResolver {
             return addrs.iter().map(|&a| hex_frame(a)).collect();
         };
         let Some(sym) = p.sym.as_mut() else {
-            return addrs.iter().map(|&a| jit_lookup(&p.jit, a).unwrap_or_else(|| hex_frame(a))).collect();
+            return addrs
+                .iter()
+                .map(|&a| jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a)))
+                .collect();
         };
         let frames = sym.symbolize(addrs);
         let mut out = Vec::with_capacity(addrs.len());
@@ -203,7 +210,7 @@ impl FrameResolver {
                 SymKind::Unknown => {
                     // Code in JIT heaps that the perf map does not name: try the EventPipe ranges.
                     if let Some(named) = jit_lookup(&p.jit, addr) {
-                        named
+                        named.with_address(addr)
                     } else {
                         let region = sym.maps().find(addr).map(|m| &m.backing);
                         let kind = match region {
@@ -223,7 +230,7 @@ impl FrameResolver {
                         SymKind::ReadyToRun => FrameKind::ReadyToRun,
                         SymKind::Unknown => FrameKind::Unknown,
                     };
-                    let mut fr = Frame::new(f.name, f.module.unwrap_or_default(), kind);
+                    let mut fr = Frame::new(f.name, f.module.unwrap_or_default(), kind).with_address(addr);
                     if let Some(t) = f.tier {
                         fr = fr.with_attr("tier", t);
                     }
@@ -231,6 +238,18 @@ impl FrameResolver {
                 }
             };
             out.push(converted);
+        }
+        // Where each address is mapped (pprof mappings: range, offset, path, build id).
+        let mut refreshed = false;
+        for (f, &addr) in out.iter_mut().zip(addrs) {
+            f.mapping = self.mappings.of(pid, addr, sym.maps());
+            // Code mapped since the symbolizer last read the maps (named by the perf map,
+            // which needs no maps): read them again, once per call.
+            if f.mapping.is_none() && !refreshed {
+                refreshed = true;
+                let _ = sym.refresh_maps();
+                f.mapping = self.mappings.of(pid, addr, sym.maps());
+            }
         }
         out
     }

@@ -145,6 +145,16 @@ impl TimedSamples {
         !self.offcpu.is_empty()
     }
 
+    /// (key, monotonic ns, count) of every timed sample kept.
+    pub fn entries(&self) -> &[(AggKey, u64, u64)] {
+        &self.samples
+    }
+
+    /// Samples counted in [`TimedSamples::entries`].
+    pub fn total(&self) -> u64 {
+        self.samples.iter().map(|s| s.2).sum()
+    }
+
     /// Moves the samples taken inside a GC window of their own thread out of `cpu` into the
     /// returned aggregate (GC work on user threads), with the count per pid.
     pub fn split_gc(&self, cpu: &mut HashMap<AggKey, u64>, windows: &GcWindows) -> (HashMap<AggKey, u64>, HashMap<u32, u64>) {

@@ -8,10 +8,12 @@ mod frames;
 mod limits;
 pub(crate) mod gc;
 pub mod http;
+mod mappings;
 mod perfmap;
 mod split;
 mod summary;
 mod targets;
+mod timeline;
 
 pub use clr_collect::{ClrCollector, JitMethod};
 pub use frames::FrameResolver;
@@ -34,7 +36,7 @@ use std::{
 };
 
 use clrprobe_pipeline::{EventProfiles, Kinds};
-use clrprobe_profile::{LabelSet, Period, Profile, ProfileBuilder, SampleType, kinds, units};
+use clrprobe_profile::{Period, Profile, ProfileBuilder, SampleType, kinds, units};
 
 use crate::sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError};
 
@@ -212,6 +214,7 @@ pub fn run(
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
     let mut timed = gc::TimedSamples::default();
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
+    let mut offcpu_times = timeline::OffCpuTimes::default();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
     loop {
@@ -239,7 +242,7 @@ pub fn run(
                 proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &mut offcpu_times, &targets.pids);
             }
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
@@ -298,16 +301,32 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
-    let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &gc::GcWindows::from_reports(&summary.events));
+    // CPU samples with their time stay one by one in the profile (timeline formats); the few
+    // taken before times were switched on stay aggregated.
+    let cpu_timed = !timed.overflowed && timed.total() > 0;
+    let cpu_untimed = if cpu_timed { timeline::untimed(&cpu, timed.entries()) } else { HashMap::new() };
+    let windows = gc::GcWindows::from_reports(&summary.events);
+    let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &windows);
+    let (cpu, gc_cpu) = if cpu_timed { (cpu_untimed, HashMap::new()) } else { (cpu, gc_cpu) };
+    let offcpu = if offcpu_times.has_times() { timeline::untimed(&offcpu, offcpu_times.intervals()) } else { offcpu };
     let period_ns = 1_000_000_000 / args.freq.max(1);
     let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
-    let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu)?;
+    // The profile's clock starts when sampling starts (after attaching), as its duration does.
+    let attach_ns = summary.time_to_attach.as_nanos() as u64;
+    let origin_mono = started_mono.saturating_add(attach_ns as i64);
+    let times = Times {
+        cpu: cpu_timed.then_some((&timed, &windows)),
+        offcpu: offcpu_times.has_times().then_some(&offcpu_times),
+        start_mono_ns: origin_mono,
+    };
+    let profile =
+        build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &gc_cpu, &times)?;
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
-    let profile = gc::add_markers(profile, &summary.events, started_mono)?;
+    let profile = gc::add_markers(profile, &summary.events, origin_mono)?;
     let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
@@ -331,6 +350,7 @@ fn drain(
     resolver: &mut FrameResolver,
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
+    offcpu_times: &mut timeline::OffCpuTimes,
     targets: &[u32],
 ) {
     match s.drain() {
@@ -344,7 +364,10 @@ fn drain(
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
                 Ok(batch) => {
-                    batch.iter().for_each(|s| timed.note_offcpu(s));
+                    batch.iter().for_each(|s| {
+                        timed.note_offcpu(s);
+                        offcpu_times.note(s);
+                    });
                     absorb(offcpu, batch, resolver)
                 }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
@@ -370,6 +393,13 @@ fn read_thread_names(pid: u32, names: &mut HashMap<(u32, u64), String>) {
     }
 }
 
+/// The timed samples to use instead of the aggregates, per kind (None: aggregated).
+struct Times<'a> {
+    cpu: Option<(&'a gc::TimedSamples, &'a gc::GcWindows)>,
+    offcpu: Option<&'a timeline::OffCpuTimes>,
+    start_mono_ns: i64,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build_profile(
     args: &RecordArgs,
@@ -380,6 +410,7 @@ fn build_profile(
     start_unix_ns: u64,
     duration: Duration,
     gc_cpu: &HashMap<AggKey, u64>,
+    times: &Times<'_>,
 ) -> Result<Profile, RecordError> {
     let mut types = Vec::new();
     if args.kinds.cpu {
@@ -399,9 +430,30 @@ fn build_profile(
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
-    let mut process_names: HashMap<u32, String> = HashMap::new();
+    let mut processes = timeline::ProcessLabels::default();
+    if let (Some(col), Some((timed, windows))) = (column(kinds::CPU), times.cpu) {
+        let samples = timed.entries().iter().map(|(key, t, n)| timeline::TimedInput {
+            key,
+            time_mono_ns: *t,
+            value: *n as i64,
+            column: col,
+            in_gc: windows.contains(key.0, key.1, *t),
+        });
+        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+    }
+    if let (Some(col), Some(off)) = (column(kinds::OFF_CPU), times.offcpu) {
+        let samples = off.intervals().iter().map(|(key, t, ns)| timeline::TimedInput {
+            key,
+            time_mono_ns: *t,
+            value: *ns as i64,
+            column: col,
+            in_gc: false,
+        });
+        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+    }
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
-    for (agg, col, gc_work) in [(cpu, column(kinds::CPU), false), (gc_cpu, column(kinds::CPU), true), (offcpu, column(kinds::OFF_CPU), false)] {
+    let (cpu_col, offcpu_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
+    for (agg, col, gc_work) in [(cpu, cpu_col, false), (gc_cpu, cpu_col, true), (offcpu, offcpu_col, false)] {
         let Some(col) = col else { continue };
         for ((pid, tid, comm, kernel, user), &count) in agg {
             let in_gc = gc_work || gc::is_gc_thread(comm);
@@ -416,10 +468,7 @@ fn build_profile(
                 ids.push(b.intern_frame(f)?);
             }
             let stack = b.intern_stack(&ids)?;
-            let pname = process_names.entry(*pid).or_insert_with(|| process_name(*pid)).clone();
-            let mut labels = LabelSet::thread(*pid, *tid);
-            labels.thread_name = Some(comm.as_str().into());
-            labels.process_name = Some(pname.as_str().into());
+            let mut labels = processes.labels(*pid, *tid, comm);
             if let Some(w) = wait {
                 labels = labels.with_string("wait", w);
             }

@@ -49,7 +49,7 @@ pub fn run(cmd: &crate::cli::TopCmd) -> Result<(), TopError> {
         };
         if quit
             || stop.load(Ordering::SeqCst)
-            || cmd.duration.is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+            || cmd.duration.is_some_and(|d| started.elapsed() >= d)
             || watch.all_exited()
         {
             break Ok(());

@@ -2,16 +2,17 @@
 
 use std::io::{BufRead, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use flate2::read::GzDecoder;
 use prost::Message;
 
 use super::proto;
-use super::{COMMENT_FRAMES, COMMENT_MARKERS, FrameExtra, KEY_PID, KEY_PROCESS, KEY_THREAD, KEY_TID, KEY_TIMESTAMP, MarkerJson};
+use super::{KEY_PID, KEY_PROCESS, KEY_PROCESS_OLD, KEY_THREAD, KEY_THREAD_OLD, KEY_TID, KEY_TIMESTAMP, kinds};
 use crate::builder::ProfileBuilder;
 use crate::error::ProfileError;
 use crate::hash::FastMap;
-use crate::model::{Frame, FrameId, FrameKind, LabelSet, Marker, Period, Profile, SampleType, Str};
+use crate::model::{Frame, FrameId, LabelSet, Mapping, Period, Profile, SampleType, Str};
 
 /// Protobuf bytes read at most (streamed: never held whole).
 pub const MAX_INFLATED: u64 = 1 << 30;
@@ -218,38 +219,25 @@ fn convert(msg: &proto::Profile, budget: &mut Budget) -> Result<Profile, Profile
     b.set_start_time_ns(u64::try_from(msg.time_nanos).unwrap_or(0));
     b.set_duration_ns(u64::try_from(msg.duration_nanos).unwrap_or(0));
 
-    let mut extras: FastMap<u64, (FrameKind, Vec<(Str, Str)>)> = FastMap::default();
     for &c in &msg.comment {
-        let text = s.get(c, "comment")?;
-        if let Some(json) = text.strip_prefix(COMMENT_FRAMES) {
-            let list: Vec<FrameExtra> = serde_json::from_str(json)
-                .map_err(|e| ProfileError::corrupt(format!("clrprobe:frames comment: {e}")))?;
-            for e in list {
-                let kind = FrameKind::parse(&e.kind)
-                    .ok_or_else(|| ProfileError::corrupt(format!("unknown frame kind {:?}", e.kind)))?;
-                extras.insert(e.loc, (kind, e.attrs.into_iter().map(|(k, v)| (k.into(), v.into())).collect()));
-            }
-        } else if let Some(json) = text.strip_prefix(COMMENT_MARKERS) {
-            let list: Vec<MarkerJson> = serde_json::from_str(json)
-                .map_err(|e| ProfileError::corrupt(format!("clrprobe:markers comment: {e}")))?;
-            for m in list {
-                b.add_marker(Marker {
-                    name: m.name,
-                    start_ns: m.start_ns,
-                    end_ns: m.end_ns,
-                    pid: m.pid,
-                    tid: m.tid,
-                    data: m.data,
-                });
-            }
-        } else {
-            b.add_comment(text);
-        }
+        b.add_comment(s.get(c, "comment")?);
     }
 
-    let mut mappings: FastMap<u64, &str> = FastMap::default();
+    let mut mappings: FastMap<u64, (Option<Arc<Mapping>>, &str)> = FastMap::default();
     for m in &msg.mapping {
-        if mappings.insert(m.id, s.get(m.filename, "mapping filename")?).is_some() {
+        let path = s.get(m.filename, "mapping filename")?;
+        let build_id = s.get(m.build_id, "mapping build id")?;
+        // Pseudo mappings (`[jit]`, ...) only carry the kind.
+        let real = (m.memory_limit > m.memory_start).then(|| {
+            Arc::new(Mapping {
+                start: m.memory_start,
+                limit: m.memory_limit,
+                offset: m.file_offset,
+                path: path.into(),
+                build_id: build_id.into(),
+            })
+        });
+        if mappings.insert(m.id, (real, path)).is_some() {
             return Err(ProfileError::corrupt(format!("duplicate mapping id {}", m.id)));
         }
     }
@@ -263,39 +251,49 @@ fn convert(msg: &proto::Profile, budget: &mut Budget) -> Result<Profile, Profile
     // Location id → its frames, root first (pprof lists inlined lines innermost first).
     let mut locations: FastMap<u64, Vec<FrameId>> = FastMap::default();
     for loc in &msg.location {
-        let module = match loc.mapping_id {
-            0 => None,
-            id => Some(
-                *mappings
+        let (mapping, mapping_path) = match loc.mapping_id {
+            0 => (None, ""),
+            id => {
+                let (m, path) = mappings
                     .get(&id)
-                    .ok_or_else(|| ProfileError::corrupt(format!("location {} names unknown mapping {id}", loc.id)))?,
-            ),
+                    .ok_or_else(|| ProfileError::corrupt(format!("location {} names unknown mapping {id}", loc.id)))?;
+                (m.clone(), *path)
+            }
         };
-        let (kind, attrs) = extras.remove(&loc.id).unwrap_or((FrameKind::Unknown, Vec::new()));
         let mut frames = Vec::with_capacity(loc.line.len().max(1));
-        let make = |name: &str, file: &str| Frame {
-            name: name.into(),
-            module: module.unwrap_or(file).into(),
-            kind,
-            address: loc.address,
-            attrs: attrs.clone(),
-        };
         if loc.line.is_empty() {
-            frames.push(b.intern_frame(make(&format!("0x{:x}", loc.address), ""))?);
+            let (name, mut module) =
+                kinds::unnamed_name(mapping.as_deref().map(|m| (m.path.as_str(), m.start, m.offset)), loc.address);
+            if module.is_empty() && !kinds::is_pseudo(mapping_path) {
+                module = mapping_path.to_owned();
+            }
+            let mut f = Frame::new(name, module, kinds::infer(mapping_path, ""))
+                .with_address(loc.address)
+                .with_attr("unnamed", "1");
+            f.mapping = mapping.clone();
+            frames.push(b.intern_frame(f)?);
         }
         for line in loc.line.iter().rev() {
             let &(name, file) = functions.get(&line.function_id).ok_or_else(|| {
                 ProfileError::corrupt(format!("location {} names unknown function {}", loc.id, line.function_id))
             })?;
-            frames.push(b.intern_frame(make(name, file))?);
+            let kind = kinds::infer(mapping_path, file);
+            // The pseudo name stands for "no module"; foreign files may name it by mapping only.
+            let module = if kinds::is_pseudo(file) {
+                ""
+            } else if file.is_empty() && !kinds::is_pseudo(mapping_path) {
+                mapping_path
+            } else {
+                file
+            };
+            let mut f = Frame::new(name, module, kind).with_address(loc.address);
+            f.mapping = mapping.clone();
+            frames.push(b.intern_frame(f)?);
         }
         budget.charge(frames.len() * std::mem::size_of::<FrameId>() + 48, "locations")?;
         if locations.insert(loc.id, frames).is_some() {
             return Err(ProfileError::corrupt(format!("duplicate location id {}", loc.id)));
         }
-    }
-    if let Some(loc) = extras.keys().next() {
-        return Err(ProfileError::corrupt(format!("clrprobe:frames names unknown location {loc}")));
     }
 
     let mut stack = Vec::new();
@@ -323,8 +321,8 @@ fn convert(msg: &proto::Profile, budget: &mut Budget) -> Result<Profile, Profile
             if l.str != 0 {
                 let val = Str::from(s.get(l.str, "label value")?);
                 match key {
-                    KEY_PROCESS => labels.process_name = Some(val),
-                    KEY_THREAD => labels.thread_name = Some(val),
+                    KEY_PROCESS | KEY_PROCESS_OLD => labels.process_name = Some(val),
+                    KEY_THREAD | KEY_THREAD_OLD => labels.thread_name = Some(val),
                     _ => labels.strings.push((key.into(), val)),
                 }
             } else {

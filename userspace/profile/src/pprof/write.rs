@@ -8,13 +8,10 @@ use flate2::write::GzEncoder;
 use prost::Message;
 
 use super::proto;
-use super::{
-    COMMENT_FRAMES, COMMENT_MARKERS, FrameExtra, KEY_PID, KEY_PROCESS, KEY_THREAD, KEY_TID, KEY_TIMESTAMP,
-    MarkerJson,
-};
+use super::{KEY_PID, KEY_PROCESS, KEY_THREAD, KEY_TID, KEY_TIMESTAMP, kinds};
 use crate::error::ProfileError;
 use crate::hash::FastMap;
-use crate::model::{FrameKind, Profile};
+use crate::model::{Mapping, Profile};
 use crate::output;
 
 /// The pprof string table under construction; index 0 is always "".
@@ -45,8 +42,10 @@ fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn json<T: serde::Serialize>(v: &T) -> Result<String, ProfileError> {
-    serde_json::to_string(v).map_err(|e| ProfileError::Encode(format!("pprof comment: {e}")))
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum MappingKey<'a> {
+    Real(&'a Mapping),
+    Pseudo(&'static str),
 }
 
 fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
@@ -70,48 +69,61 @@ fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
         out.period = period.value;
     }
 
-    let mut mappings: FastMap<&str, u64> = FastMap::default();
+    // Real mappings are shared by value; frames without one get a pseudo mapping named for
+    // their kind (`[jit]`, `[kernel.kallsyms]`, ...) so that readers can tell the kind from
+    // standard fields alone.
+    let mut mappings: FastMap<MappingKey<'_>, u64> = FastMap::default();
     let mut functions: FastMap<(&str, &str), u64> = FastMap::default();
-    let mut extras = Vec::new();
     for (i, f) in p.frames().iter().enumerate() {
         let loc_id = i as u64 + 1;
-        let mapping_id = if f.module.is_empty() {
-            0
+        let key = match &f.mapping {
+            Some(m) => Some(MappingKey::Real(m)),
+            None => kinds::pseudo_mapping(f.kind).map(MappingKey::Pseudo),
+        };
+        let mapping_id = match key {
+            None => 0,
+            Some(key) => {
+                let next = mappings.len() as u64 + 1;
+                *mappings.entry(key).or_insert_with(|| {
+                    let (start, limit, offset, path, build_id) = match key {
+                        MappingKey::Real(m) => (m.start, m.limit, m.offset, m.path.as_str(), m.build_id.as_str()),
+                        MappingKey::Pseudo(name) => (0, 0, 0, name, ""),
+                    };
+                    out.mapping.push(proto::Mapping {
+                        id: next,
+                        memory_start: start,
+                        memory_limit: limit,
+                        file_offset: offset,
+                        filename: s.id(path),
+                        build_id: s.id(build_id),
+                        // Symbolized already: pprof must not look for these files itself.
+                        has_functions: true,
+                        ..Default::default()
+                    });
+                    next
+                })
+            }
+        };
+        // A frame nothing named is a bare address, as pprof writes unsymbolized code.
+        let line = if f.is_unnamed() {
+            Vec::new()
         } else {
-            let next = mappings.len() as u64 + 1;
-            *mappings.entry(&f.module).or_insert_with(|| {
-                out.mapping.push(proto::Mapping {
+            let file = kinds::function_file(f);
+            let next = functions.len() as u64 + 1;
+            let function_id = *functions.entry((&f.name, file)).or_insert_with(|| {
+                let name = s.id(&f.name);
+                out.function.push(proto::Function {
                     id: next,
-                    filename: s.id(&f.module),
-                    has_functions: true,
-                    ..Default::default()
+                    name,
+                    system_name: name,
+                    filename: s.id(file),
+                    start_line: 0,
                 });
                 next
-            })
-        };
-        let next = functions.len() as u64 + 1;
-        let function_id = *functions.entry((&f.name, &f.module)).or_insert_with(|| {
-            let name = s.id(&f.name);
-            out.function.push(proto::Function {
-                id: next,
-                name,
-                system_name: name,
-                filename: s.id(&f.module),
-                start_line: 0,
             });
-            next
-        });
-        out.location.push(proto::Location {
-            id: loc_id,
-            mapping_id,
-            address: f.address,
-            line: vec![proto::Line { function_id, line: 0, column: 0 }],
-            is_folded: false,
-        });
-        if f.kind != FrameKind::Unknown || !f.attrs.is_empty() {
-            let attrs = f.attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            extras.push(FrameExtra { loc: loc_id, kind: f.kind.as_str().to_owned(), attrs });
-        }
+            vec![proto::Line { function_id, line: 0, column: 0 }]
+        };
+        out.location.push(proto::Location { id: loc_id, mapping_id, address: f.address, line, is_folded: false });
     }
 
     let key_pid = s.id(KEY_PID);
@@ -165,24 +177,6 @@ fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
 
     for c in p.comments() {
         out.comment.push(s.id(c));
-    }
-    if !extras.is_empty() {
-        out.comment.push(s.id(&format!("{COMMENT_FRAMES}{}", json(&extras)?)));
-    }
-    if !p.markers().is_empty() {
-        let markers: Vec<MarkerJson> = p
-            .markers()
-            .iter()
-            .map(|m| MarkerJson {
-                name: m.name.clone(),
-                start_ns: m.start_ns,
-                end_ns: m.end_ns,
-                pid: m.pid,
-                tid: m.tid,
-                data: m.data.clone(),
-            })
-            .collect();
-        out.comment.push(s.id(&format!("{COMMENT_MARKERS}{}", json(&markers)?)));
     }
     out.string_table = s.table;
     Ok(out)

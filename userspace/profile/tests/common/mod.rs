@@ -67,3 +67,35 @@ pub fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `p` as a pprof file keeps it: no markers, no frame attributes other than `unnamed`.
+pub fn as_pprof_keeps(p: &Profile) -> Profile {
+    let mut b = ProfileBuilder::new(p.sample_types().to_vec());
+    if let Some(period) = p.period() {
+        b.set_period(period.clone());
+    }
+    b.set_start_time_ns(p.start_time_ns());
+    b.set_duration_ns(p.duration_ns());
+    for c in p.comments() {
+        b.add_comment(c.clone());
+    }
+    for s in p.samples() {
+        let ids: Vec<_> = p
+            .stack(s.stack)
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let mut f = p.frame(*f).unwrap().clone();
+                f.attrs.retain(|(k, _)| k.as_str() == "unnamed");
+                b.intern_frame(f).unwrap()
+            })
+            .collect();
+        let stack = b.intern_stack(&ids).unwrap();
+        let labels = b.intern_labels(p.labels(s.labels).unwrap().clone()).unwrap();
+        match s.timestamp_ns {
+            Some(t) => b.add_timed_sample(stack, s.values, labels, t).unwrap(),
+            None => b.add_sample(stack, s.values, labels).unwrap(),
+        }
+    }
+    b.build()
+}

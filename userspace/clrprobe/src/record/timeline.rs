@@ -1,0 +1,144 @@
+//! Samples with their times, for the timeline formats (Firefox Profiler, speedscope): the
+//! BPF sampler stamps each CPU sample and each off-CPU interval (its start) with
+//! CLOCK_MONOTONIC when sample times are on (recording named processes). When every sample of
+//! a kind has its time, the profile holds them one by one, at their times relative to the
+//! recording start; otherwise (host-wide recording, the perf_event fallback, too many) the
+//! kind stays aggregated without times.
+use std::collections::HashMap;
+
+use clrprobe_profile::{LabelSet, ProfileBuilder, ProfileError};
+
+use super::{AggKey, FrameResolver, gc};
+use crate::sampler::RawSample;
+
+/// Most timed off-CPU intervals kept (~110 bytes each).
+const MAX_OFFCPU: usize = 1 << 19;
+
+#[derive(Debug, Default)]
+pub(super) struct OffCpuTimes {
+    /// (key, start monotonic ns, off-CPU ns).
+    intervals: Vec<(AggKey, u64, u64)>,
+    full: bool,
+}
+
+impl OffCpuTimes {
+    pub fn note(&mut self, s: &RawSample) {
+        if self.intervals.len() >= MAX_OFFCPU {
+            self.full = true;
+        }
+        if s.time_ns == 0 || self.full {
+            return;
+        }
+        self.intervals.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
+    }
+
+    pub fn intervals(&self) -> &[(AggKey, u64, u64)] {
+        &self.intervals
+    }
+
+    /// Intervals have times (and none was dropped for room).
+    pub fn has_times(&self) -> bool {
+        !self.full && !self.intervals.is_empty()
+    }
+}
+
+/// What the aggregate `all` holds beyond the timed entries (key, time, value): samples taken
+/// before times were switched on.
+pub(super) fn untimed(all: &HashMap<AggKey, u64>, timed: &[(AggKey, u64, u64)]) -> HashMap<AggKey, u64> {
+    let mut left = all.clone();
+    for (key, _, v) in timed {
+        if let Some(n) = left.get_mut(key) {
+            *n = n.saturating_sub(*v);
+        }
+    }
+    left.retain(|_, n| *n > 0);
+    left
+}
+
+/// What one timed sample becomes: which column, its labels and whether it is GC work.
+pub(super) struct TimedInput<'a> {
+    pub key: &'a AggKey,
+    pub time_mono_ns: u64,
+    pub value: i64,
+    pub column: usize,
+    pub in_gc: bool,
+}
+
+/// Adds timed samples (times relative to `start_mono_ns`).
+pub(super) fn add_timed<'a>(
+    b: &mut ProfileBuilder,
+    width: usize,
+    samples: impl Iterator<Item = TimedInput<'a>>,
+    resolver: &mut FrameResolver,
+    processes: &mut ProcessLabels,
+    start_mono_ns: i64,
+) -> Result<(), ProfileError> {
+    for s in samples {
+        let (pid, tid, comm, kernel, user) = s.key;
+        let frames = gc::under_gc_root(s.in_gc || gc::is_gc_thread(comm), resolver.stack(*pid, kernel, user));
+        let mut ids = Vec::with_capacity(frames.len());
+        for f in frames {
+            ids.push(b.intern_frame(f)?);
+        }
+        let stack = b.intern_stack(&ids)?;
+        let labels = b.intern_labels(processes.labels(*pid, *tid, comm))?;
+        let mut values = vec![0i64; width];
+        values[s.column] = s.value;
+        let t = (s.time_mono_ns as i64).saturating_sub(start_mono_ns).max(0) as u64;
+        b.add_timed_sample(stack, &values, labels, t)?;
+    }
+    Ok(())
+}
+
+/// Labels of a sample's thread: pid, tid, thread name, process name and, for a process in a
+/// container, `container` (the container id from its cgroup, else `yes`). Read once per pid.
+#[derive(Default)]
+pub(super) struct ProcessLabels {
+    by_pid: HashMap<u32, (String, Option<String>)>,
+}
+
+impl ProcessLabels {
+    pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
+        let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
+            let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
+            (super::process_name(pid), container)
+        });
+        let mut l = LabelSet::thread(pid, tid);
+        l.thread_name = Some(comm.into());
+        l.process_name = Some(name.as_str().into());
+        if let Some(c) = container {
+            l = l.with_string("container", c.as_str());
+        }
+        l
+    }
+}
+
+/// The container id in `/proc/PID/cgroup` (docker, containerd, podman: 64 hex digits),
+/// shortened to 12 as `docker ps` shows it.
+fn container_id(pid: u32) -> Option<String> {
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    container_id_in(&cgroup)
+}
+
+fn container_id_in(cgroup: &str) -> Option<String> {
+    for line in cgroup.lines() {
+        for part in line.rsplit(['/', '-', ':']) {
+            let part = part.strip_suffix(".scope").unwrap_or(part);
+            if part.len() == 64 && part.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Some(part[..12].to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn container_ids_from_cgroup_paths() {
+        let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(super::container_id_in(&format!("0::/system.slice/docker-{id}.scope\n")).as_deref(), Some("0123456789ab"));
+        assert_eq!(super::container_id_in(&format!("0::/kubepods/besteffort/pod1/{id}")).as_deref(), Some("0123456789ab"));
+        assert_eq!(super::container_id_in("0::/user.slice/session-2.scope"), None);
+    }
+}
