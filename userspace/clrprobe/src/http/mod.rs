@@ -53,38 +53,19 @@ pub fn jsonl_path(prefix: &Path) -> PathBuf {
     PathBuf::from(format!("{}.http.jsonl", prefix.display()))
 }
 
-/// Writes one JSON object per request, through a new file renamed into place.
+/// Writes one JSON object per request, safely (no link followed, renamed into place whole;
+/// see `clrprobe_profile::safe_file`).
 pub fn write_jsonl(path: &Path, reports: &[HttpReport]) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut o = std::fs::OpenOptions::new();
-        o.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, 0o400_000); // O_NOFOLLOW
-        let f = o.open(&tmp)?;
-        let mut w = std::io::BufWriter::new(f);
+    clrprobe_profile::safe_file::write_file(path, |w| {
         for r in reports {
             for line in &r.requests {
-                serde_json::to_writer(&mut w, line)?;
+                serde_json::to_writer(&mut *w, line)?;
                 w.write_all(b"\n")?;
             }
         }
-        let f = w.into_inner().map_err(|e| e.into_error())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        Ok(())
+    })
+    .map_err(std::io::Error::other)
 }
 
 /// Reads `PREFIX.http.jsonl`.
