@@ -102,8 +102,8 @@ const MAX_TIMED: usize = 1 << 19;
 #[derive(Debug, Default)]
 pub struct TimedSamples {
     samples: Vec<(AggKey, u64, u64)>,
-    /// Off-CPU intervals with their start (`--http` asks BPF for their times): (key, start, ns).
-    offcpu: Vec<(AggKey, u64, u64)>,
+    /// Off-CPU intervals with their start (timelines and `--http` ask BPF for their times).
+    pub offcpu: super::timeline::OffCpuTimes,
     pub overflowed: bool,
 }
 
@@ -117,32 +117,6 @@ impl TimedSamples {
             return;
         }
         self.samples.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
-    }
-
-    /// Keeps an off-CPU interval that carries its start time.
-    pub fn note_offcpu(&mut self, s: &crate::sampler::RawSample) {
-        if s.time_ns == 0 {
-            return;
-        }
-        if self.offcpu.len() >= MAX_TIMED {
-            self.overflowed = true;
-            return;
-        }
-        self.offcpu.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
-    }
-
-    /// CPU samples with their time: (key, host monotonic ns, count).
-    pub fn cpu(&self) -> &[(AggKey, u64, u64)] {
-        &self.samples
-    }
-
-    /// Off-CPU intervals: (key, start in host monotonic ns, ns off CPU).
-    pub fn offcpu(&self) -> &[(AggKey, u64, u64)] {
-        &self.offcpu
-    }
-
-    pub fn has_offcpu_times(&self) -> bool {
-        !self.offcpu.is_empty()
     }
 
     /// (key, monotonic ns, count) of every timed sample kept.

@@ -205,7 +205,7 @@ fn meanwhile(
         ..Meanwhile::default()
     };
     let mut cpu: HashMap<&AggKey, u64> = HashMap::new();
-    for (k, t, n) in timed.cpu() {
+    for (k, t, n) in timed.entries() {
         if mine(k) && (lo..=hi).contains(t) {
             *cpu.entry(k).or_insert(0) += n;
             m.cpu_samples += n;
@@ -218,15 +218,15 @@ fn meanwhile(
     }
     m.cpu_top = sorted(top);
     m.cpu_top.truncate(5);
-    if timed.cpu().is_empty() {
+    if timed.entries().is_empty() {
         m.notes.push(
             "no CPU sample times: CPU sampling was off, used perf_event, or recorded --all".into(),
         );
     }
-    if clock.offcpu && timed.has_offcpu_times() {
+    if clock.offcpu && !timed.offcpu.intervals().is_empty() {
         let mut off: HashMap<String, u64> = HashMap::new();
         let mut total = 0u64;
-        for (k, t, ns) in timed.offcpu() {
+        for (k, t, ns) in timed.offcpu.intervals() {
             let (s, e) = (*t, t.saturating_add(*ns));
             if !mine(k) || e <= lo || s >= hi {
                 continue;

@@ -214,7 +214,6 @@ pub fn run(
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
     let mut timed = gc::TimedSamples::default();
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
-    let mut offcpu_times = timeline::OffCpuTimes::default();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
     loop {
@@ -242,7 +241,7 @@ pub fn run(
                 proc_cpu.read(pid);
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &mut offcpu_times, &targets.pids);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
             }
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
@@ -308,7 +307,7 @@ pub fn run(
     let windows = gc::GcWindows::from_reports(&summary.events);
     let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &windows);
     let (cpu, gc_cpu) = if cpu_timed { (cpu_untimed, HashMap::new()) } else { (cpu, gc_cpu) };
-    let offcpu = if offcpu_times.has_times() { timeline::untimed(&offcpu, offcpu_times.intervals()) } else { offcpu };
+    let offcpu = if timed.offcpu.has_times() { timeline::untimed(&offcpu, timed.offcpu.intervals()) } else { offcpu };
     let period_ns = 1_000_000_000 / args.freq.max(1);
     let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
     if timed.overflowed {
@@ -319,7 +318,7 @@ pub fn run(
     let origin_mono = started_mono.saturating_add(attach_ns as i64);
     let times = Times {
         cpu: cpu_timed.then_some((&timed, &windows)),
-        offcpu: offcpu_times.has_times().then_some(&offcpu_times),
+        offcpu: timed.offcpu.has_times().then_some(&timed.offcpu),
         start_mono_ns: origin_mono,
     };
     let profile =
@@ -350,7 +349,6 @@ fn drain(
     resolver: &mut FrameResolver,
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
-    offcpu_times: &mut timeline::OffCpuTimes,
     targets: &[u32],
 ) {
     match s.drain() {
@@ -364,10 +362,7 @@ fn drain(
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
                 Ok(batch) => {
-                    batch.iter().for_each(|s| {
-                        timed.note_offcpu(s);
-                        offcpu_times.note(s);
-                    });
+                    batch.iter().for_each(|s| timed.offcpu.note(s));
                     absorb(offcpu, batch, resolver)
                 }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),

@@ -15,7 +15,7 @@ use crate::sampler::RawSample;
 const MAX_OFFCPU: usize = 1 << 19;
 
 #[derive(Debug, Default)]
-pub(super) struct OffCpuTimes {
+pub struct OffCpuTimes {
     /// (key, start monotonic ns, off-CPU ns).
     intervals: Vec<(AggKey, u64, u64)>,
     full: bool,
