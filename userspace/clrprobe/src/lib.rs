@@ -21,6 +21,8 @@ pub mod discover;
 #[cfg(target_os = "linux")]
 pub mod launch;
 #[cfg(target_os = "linux")]
+pub mod lifecycle;
+#[cfg(target_os = "linux")]
 pub mod ps;
 #[cfg(target_os = "linux")]
 pub mod top;

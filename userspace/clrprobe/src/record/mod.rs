@@ -19,7 +19,7 @@ pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
 pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
-pub use summary::{RecordSummary, TopFrame, summary_text};
+pub use summary::{RecordSummary, RecordedPid, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
 use std::{
@@ -253,10 +253,15 @@ pub fn run(
     }
     drop(sampler);
 
+    // Everything below is bounded: set-ups in flight, the sessions' stop (StopTracing, rundown)
+    // and the perf maps' switch-off run at once, and a runtime that does not answer is given up on.
+    let stopping = Instant::now();
+    targets.finish_attaching(&mut summary, &mut resolver, stopping + Duration::from_millis(300));
+    // The final refresh above read the perf maps: they can go off while the sessions stop.
+    let restores = restore_all(std::mem::take(&mut targets.guards));
+    let outcomes = clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE);
     let mut event_profiles = Vec::new();
-    for s in std::mem::take(&mut targets.sessions) {
-        let pid = s.pid();
-        let outcome = s.finish();
+    for (pid, outcome) in outcomes {
         if let Some(e) = &outcome.error {
             summary.warnings.push(e.to_string());
         } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
@@ -284,15 +289,65 @@ pub fn run(
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, started_mono)?;
-    for mut g in std::mem::take(&mut targets.guards) {
-        if let Err(e) = g.restore() {
-            summary.warnings.push(format!("switching the perf map off: {e}"));
-        }
-    }
+    summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
+    summary.stop_time = stopping.elapsed();
+    summary.recorded = recorded_pids(&targets);
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
     Ok((profile, summary))
+}
+
+/// How long switching perf maps off may still take once the sessions have stopped.
+const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
+
+/// Perf maps being switched off, one thread each.
+pub(crate) struct Restores {
+    rx: std::sync::mpsc::Receiver<Option<String>>,
+    n: usize,
+}
+
+/// Switches the perf maps of `guards` off at once, each on its own thread.
+pub(crate) fn restore_all(guards: Vec<PerfMapGuard>) -> Restores {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let n = guards.len();
+    for mut g in guards {
+        let t = tx.clone();
+        let spawned = std::thread::Builder::new().name(format!("restore-{}", g.pid())).spawn(move || {
+            let pid = g.pid();
+            let _ = t.send(g.restore().err().map(|e| format!("switching the perf map of {pid} off: {e}")));
+        });
+        if spawned.is_err() {
+            let _ = tx.send(Some("switching a perf map off: no thread".into()));
+        }
+    }
+    Restores { rx, n }
+}
+
+impl Restores {
+    /// Waits for every switch-off until `deadline`; returns the warnings.
+    pub(crate) fn wait(self, deadline: Instant) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for _ in 0..self.n {
+            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(w) => warnings.extend(w),
+                Err(_) => {
+                    warnings.push("a perf map was not switched off in time: the guardian or the next clrprobe does it".into());
+                    break;
+                }
+            }
+        }
+        warnings
+    }
+}
+
+/// The processes recorded (named or launched, then the children followed), for the summary.
+fn recorded_pids(targets: &targets::Targets) -> Vec<RecordedPid> {
+    targets
+        .pids
+        .iter()
+        .map(|&pid| RecordedPid { pid, name: process_name(pid), parent: targets.children.get(&pid).copied(), dotnet: targets.is_set_up(pid) })
+        .collect()
 }
 
 /// Moves the sampler's new samples into the aggregates.
