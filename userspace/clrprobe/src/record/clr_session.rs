@@ -131,6 +131,16 @@ impl RuntimeSession {
         });
     }
 
+    /// The outcome, once the reader has ended by itself (the target exited): the reader
+    /// thread is joined and the connection closed, so a long `--all` run keeps no threads,
+    /// sockets or stream buffers of exited processes.
+    pub fn try_finish(&mut self) -> Option<SessionOutcome> {
+        if !self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+            return None;
+        }
+        Some(self.outcome())
+    }
+
     fn is_finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }

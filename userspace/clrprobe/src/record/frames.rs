@@ -29,6 +29,8 @@ pub struct FrameResolver {
     managed_frames: u64,
     managed_named: u64,
     perf_map_names_corrected: u64,
+    /// Processes seen exited at the last [`FrameResolver::retire_exited`].
+    dying: std::collections::HashSet<u32>,
 }
 
 impl Default for FrameResolver {
@@ -47,7 +49,17 @@ impl FrameResolver {
             managed_frames: 0,
             managed_named: 0,
             perf_map_names_corrected: 0,
+            dying: Default::default(),
         }
+    }
+
+    /// Loads the kernel's symbols on a thread now, so naming kernel frames at the end of a
+    /// recording (after Ctrl-C) does not wait for /proc/kallsyms to be read.
+    pub fn preload_kernel(&self) {
+        let cache = Arc::clone(&self.cache);
+        let _ = std::thread::Builder::new().name("kallsyms".into()).spawn(move || {
+            let _ = cache.kernel();
+        });
     }
 
     pub fn add_process(&mut self, pid: u32) {
@@ -67,6 +79,37 @@ impl FrameResolver {
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
             let _ = p.refresh_maps();
             let _ = p.refresh_perf_map();
+        }
+    }
+
+    /// Frees what naming an exited process needed (its symbolizer: maps, perf map table,
+    /// modules; its JIT ranges) once every address noted for it has been named with them.
+    /// Processes that exit are retired one call after they are first seen dead, so samples
+    /// drained meanwhile are named too. Keeps memory flat over a long `--all` run: what stays
+    /// per exited process is its named addresses.
+    pub fn retire_exited(&mut self) {
+        let dead: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !super::alive(**pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
+        self.dying = dead.into_iter().filter(|p| !ready.contains(p)).collect();
+        for pid in ready {
+            let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
+            if !todo.is_empty() {
+                for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
+                    if f.attr(UNNAMED_ATTR).is_none() {
+                        self.unnamed.remove(&(pid, a));
+                        self.named.insert((pid, a), f);
+                    }
+                }
+            }
+            if let Some(p) = self.processes.get_mut(&pid) {
+                p.sym = None;
+                p.jit = Vec::new();
+            }
         }
     }
 

@@ -184,6 +184,7 @@ pub fn run(
         proc_cpu.read(pid);
     }
     let mut resolver = FrameResolver::new();
+    resolver.preload_kernel();
     let mut targets = targets::Targets::new(args);
     for &pid in &args.pids {
         resolver.add_process(pid);
@@ -201,12 +202,16 @@ pub fn run(
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
-    loop {
+    // Sessions of exited targets, ended by themselves.
+    let mut finished = Vec::new();
+    let mut jit_counts: HashMap<u32, usize> = HashMap::new();
+    let done_at = loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        let done_at = Instant::now();
         if !done && targets.poll_due() {
             let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
             targets.poll(args, &mut summary, bpf, &mut resolver);
@@ -228,6 +233,16 @@ pub fn run(
                     resolver.note_addresses(s.pid(), &st, 0);
                 }
             }
+            let before = finished.len();
+            targets.retire_exited(&mut finished, &mut summary);
+            // Name the exited processes' code with their method events now, then free what
+            // naming them needed (see FrameResolver::retire_exited).
+            for (pid, o) in &mut finished[before..] {
+                resolver.add_jit_methods(*pid, &o.collector.jit_methods);
+                jit_counts.insert(*pid, o.collector.jit_methods.len());
+                o.collector.jit_methods = Vec::new();
+            }
+            resolver.retire_exited();
             on_status(&Status {
                 elapsed,
                 samples: cpu.values().sum(),
@@ -236,9 +251,9 @@ pub fn run(
             });
         }
         if done {
-            break;
+            break done_at;
         }
-    }
+    };
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
@@ -255,19 +270,24 @@ pub fn run(
 
     // Everything below is bounded: set-ups in flight, the sessions' stop (StopTracing, rundown)
     // and the perf maps' switch-off run at once, and a runtime that does not answer is given up on.
-    let stopping = Instant::now();
+    let stopping = done_at;
+    log::info!("stop: final drain done after {:?}", stopping.elapsed());
     targets.finish_attaching(&mut summary, &mut resolver, stopping + Duration::from_millis(300));
     // The final refresh above read the perf maps: they can go off while the sessions stop.
     let restores = restore_all(std::mem::take(&mut targets.guards));
-    let outcomes = clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE);
+    log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
+    let mut outcomes = finished;
+    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE));
     let mut event_profiles = Vec::new();
+    log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
     for (pid, outcome) in outcomes {
         if let Some(e) = &outcome.error {
             summary.warnings.push(e.to_string());
         } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
             summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
         }
-        summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, outcome.collector.jit_methods.len()));
+        let jit_named = jit_counts.get(&pid).copied().unwrap_or(outcome.collector.jit_methods.len());
+        summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, jit_named));
         resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
         let mut profiles = outcome.collector.profiles;
         for ((p, tid), name) in &thread_names {
@@ -279,6 +299,7 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
+    log::info!("stop: sessions done after {:?}", stopping.elapsed());
     let (gc_cpu, user_gc_samples) = timed.split_gc(&mut cpu, &gc::GcWindows::from_reports(&summary.events));
     let period_ns = 1_000_000_000 / args.freq.max(1);
     let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
@@ -286,9 +307,12 @@ pub fn run(
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
     let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu)?;
+    log::info!("stop: build_profile after {:?}", stopping.elapsed());
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
+    log::info!("stop: reports after {:?}", stopping.elapsed());
     let profile = gc::add_markers(profile, &summary.events, started_mono)?;
+    log::info!("stop: profile built after {:?}", stopping.elapsed());
     summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);

@@ -161,7 +161,9 @@ pub fn summary_text(s: &RecordSummary) -> String {
                 format!("{} ({})", r.pid, d.join(", "))
             })
             .collect();
-        let _ = writeln!(o, "pids recorded: {}", list.join(", "));
+        let more = list.len().saturating_sub(20);
+        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let _ = writeln!(o, "pids recorded: {}{tail}", list[..list.len().min(20)].join(", "));
     }
     let _ = writeln!(o, "stopped in {:.0} ms", s.stop_time.as_secs_f64() * 1e3);
     for (pid, state) in &s.perf_maps {

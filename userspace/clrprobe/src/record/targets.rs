@@ -207,6 +207,30 @@ impl Targets {
             }
     }
 
+    /// Releases what exited targets hold: their sessions' reader threads and sockets (their
+    /// outcomes are kept) and their perf-map guards (switched off, files removed, state fd
+    /// closed). Keeps threads and fds flat over a long `--all` run.
+    pub fn retire_exited(&mut self, finished: &mut Vec<(u32, super::clr_session::SessionOutcome)>, summary: &mut RecordSummary) {
+        let mut i = 0;
+        while i < self.sessions.len() {
+            match self.sessions[i].try_finish() {
+                Some(o) => finished.push((self.sessions.swap_remove(i).pid(), o)),
+                None => i += 1,
+            }
+        }
+        let mut i = 0;
+        while i < self.guards.len() {
+            if alive(self.guards[i].pid()) {
+                i += 1;
+                continue;
+            }
+            let mut g = self.guards.swap_remove(i);
+            if let Err(e) = g.restore() {
+                summary.warnings.push(format!("switching the perf map of {} off: {e}", g.pid()));
+            }
+        }
+    }
+
     /// Was `pid` found to be .NET and set up?
     pub fn is_set_up(&self, pid: u32) -> bool {
         self.attached.contains(&pid)
