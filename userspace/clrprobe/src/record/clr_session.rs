@@ -199,7 +199,8 @@ pub fn finish_all(mut sessions: Vec<RuntimeSession>, deadline: Instant) -> Vec<(
         .enumerate()
         .map(|(i, s)| {
             let mut o = s.outcome();
-            if late.contains(&i) && o.error.is_none() {
+            // A stream error after the shut-down is ours: the reason is the runtime's silence.
+            if late.contains(&i) && !matches!(o.error, Some(SessionError::GaveUp { .. })) {
                 o.error = Some(SessionError::NoAnswer { pid: s.pid });
             }
             (s.pid, o)

@@ -31,6 +31,11 @@ pub struct FrameResolver {
     perf_map_names_corrected: u64,
     /// Processes seen exited at the last [`FrameResolver::retire_exited`].
     dying: std::collections::HashSet<u32>,
+    /// Past this, addresses are not symbolized any more (left as addresses): keeps each drain,
+    /// and the end of a recording after Ctrl-C, bounded whatever the host runs.
+    deadline: Option<std::time::Instant>,
+    /// Addresses left unnamed because the deadline had passed.
+    pub out_of_time: u64,
 }
 
 impl Default for FrameResolver {
@@ -50,7 +55,18 @@ impl FrameResolver {
             managed_named: 0,
             perf_map_names_corrected: 0,
             dying: Default::default(),
+            deadline: None,
+            out_of_time: 0,
         }
+    }
+
+    /// Sets (or clears) the time after which no more addresses are symbolized.
+    pub fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
+        self.deadline = deadline;
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
     }
 
     /// Loads the kernel's symbols on a thread now, so naming kernel frames at the end of a
@@ -124,6 +140,9 @@ impl FrameResolver {
     /// images are opened through /proc/PID/root), and counts how many managed frames of
     /// `count` samples are named.
     pub fn note_addresses(&mut self, pid: u32, user: &[u64], count: u64) {
+        if self.past_deadline() {
+            return; // named at the end (or left as addresses if time is short then too)
+        }
         let addrs: Vec<u64> = lookup_addrs(user).collect();
         let todo: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
         if !todo.is_empty() {
@@ -211,6 +230,10 @@ impl FrameResolver {
 
     /// Names addresses of one process (lookup addresses: return addresses already minus 1).
     fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        if self.past_deadline() {
+            self.out_of_time += addrs.len() as u64;
+            return addrs.iter().map(|&a| hex_frame(a)).collect();
+        }
         let Some(p) = self.processes.get_mut(&pid) else {
             return addrs.iter().map(|&a| hex_frame(a)).collect();
         };

@@ -218,6 +218,9 @@ pub fn run(
         }
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
+            // Symbolizing is bounded per drain (Ctrl-C is seen within ~0.6 s); what is left
+            // is named in a later drain or at the end.
+            resolver.set_deadline(Some(last_drain + if done { STOP_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
                 resolver.refresh(pid);
@@ -306,6 +309,8 @@ pub fn run(
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
+    resolver.out_of_time = 0;
+    resolver.set_deadline(Some(done_at + BUILD_SYMBOLIZE));
     let profile = build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns, summary.duration, &gc_cpu)?;
     log::info!("stop: build_profile after {:?}", stopping.elapsed());
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
@@ -317,10 +322,24 @@ pub fn run(
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
+    if resolver.out_of_time > 0 {
+        summary.warnings.push(format!(
+            "{} address lookups were left unnamed: symbolizing ran out of its time after the recording ended ({:.1} s)",
+            resolver.out_of_time,
+            BUILD_SYMBOLIZE.as_secs_f64()
+        ));
+    }
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
     Ok((profile, summary))
 }
+
+/// Symbolizing budget of one drain while recording.
+const DRAIN_SYMBOLIZE: Duration = Duration::from_millis(500);
+/// Symbolizing budget of the final drain after the recording ended.
+const STOP_SYMBOLIZE: Duration = Duration::from_millis(300);
+/// From the end of recording, until when building the profile may still symbolize.
+const BUILD_SYMBOLIZE: Duration = Duration::from_millis(1300);
 
 /// How long switching perf maps off may still take once the sessions have stopped.
 const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
