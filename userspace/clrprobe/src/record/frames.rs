@@ -15,6 +15,9 @@ pub const UNNAMED_ATTR: &str = "unnamed";
 
 struct Process {
     sym: Option<ProcessSymbolizer>,
+    /// Light naming (host-wide recordings, processes that are not targets): native frames as
+    /// `module+offset`, no ELF symbol tables parsed or mapped for them.
+    light: bool,
     /// Sorted by start: (start, end, name).
     jit: Vec<(u64, u64, String)>,
 }
@@ -36,6 +39,7 @@ pub struct FrameResolver {
     deadline: Option<std::time::Instant>,
     /// Addresses left unnamed because the deadline had passed.
     pub out_of_time: u64,
+    light_others: bool,
 }
 
 impl Default for FrameResolver {
@@ -57,6 +61,7 @@ impl FrameResolver {
             dying: Default::default(),
             deadline: None,
             out_of_time: 0,
+            light_others: false,
         }
     }
 
@@ -78,16 +83,31 @@ impl FrameResolver {
         });
     }
 
+    /// Adds a target: every frame of it is named as well as can be.
     pub fn add_process(&mut self, pid: u32) {
+        if self.processes.get(&pid).is_some_and(|p| p.light) {
+            // Seen in host-wide samples before it was found to be a target: name it afresh.
+            self.named.retain(|k, _| k.0 != pid);
+            self.unnamed.retain(|k, _| k.0 != pid);
+        }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, jit: Vec::new() });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new() });
     }
 
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
+    /// With [`FrameResolver::light_for_others`], it is named lightly.
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
-            self.add_process(pid);
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new() });
         }
+    }
+
+    /// Host-wide recordings: processes that are not targets get their native frames named
+    /// `module+offset` only (kernel frames still by kallsyms). Parsing and mapping the symbol
+    /// tables of every binary on the host (compilers, browsers…) was most of `--all`'s memory.
+    pub fn light_for_others(&mut self, light: bool) {
+        self.light_others = light;
     }
 
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
@@ -240,6 +260,9 @@ impl FrameResolver {
         let Some(sym) = p.sym.as_mut() else {
             return addrs.iter().map(|&a| jit_lookup(&p.jit, a).unwrap_or_else(|| hex_frame(a))).collect();
         };
+        if p.light {
+            return light_frames(sym, addrs);
+        }
         let frames = sym.symbolize(addrs);
         let mut out = Vec::with_capacity(addrs.len());
         for (&addr, f) in addrs.iter().zip(frames) {
@@ -278,6 +301,28 @@ impl FrameResolver {
         }
         out
     }
+}
+
+/// Kernel frames by kallsyms, user frames as `module+offset` (see [`FrameResolver::light_for_others`]).
+fn light_frames(sym: &mut ProcessSymbolizer, addrs: &[u64]) -> Vec<Frame> {
+    let kernel: Vec<u64> = addrs.iter().copied().filter(|&a| is_kernel_address(a)).collect();
+    let mut named = sym.symbolize(&kernel).into_iter();
+    addrs
+        .iter()
+        .map(|&a| {
+            if is_kernel_address(a) {
+                let f = named.next().expect("one frame per kernel address");
+                return Frame::new(f.name, f.module.unwrap_or_default(), FrameKind::Kernel);
+            }
+            match sym.maps().find(a) {
+                Some(m) => {
+                    let module = m.module_name().unwrap_or_default();
+                    Frame::new(format!("{module}+{:#x}", m.file_offset(a)), module, FrameKind::Native).with_address(a)
+                }
+                None => hex_frame(a),
+            }
+        })
+        .collect()
 }
 
 /// Lookup addresses of a leaf-first stack: the leaf IP as is, return addresses minus one (so

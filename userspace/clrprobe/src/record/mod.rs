@@ -185,6 +185,7 @@ pub fn run(
     }
     let mut resolver = FrameResolver::new();
     resolver.preload_kernel();
+    resolver.light_for_others(args.all);
     let mut targets = targets::Targets::new(args);
     for &pid in &args.pids {
         resolver.add_process(pid);
