@@ -223,7 +223,9 @@ pub enum Joined {
 }
 
 /// Joins the users of `pid` (a shared lock on its entry). `first` runs under the global lock
-/// when no record exists, so that two clrprobe processes never both switch the map on.
+/// when no record exists, so that two clrprobe processes never both switch the map on; it
+/// must be quick (files only, no IPC: it holds every clrprobe's lock): it writes the record
+/// of what the caller is about to switch on, which the caller then does.
 pub fn join<T>(dir: &StateDir, pid: u32, first: impl FnOnce(&mut Member) -> T) -> Result<(Member, Option<T>), StateError> {
     let start = start_time(pid).ok_or_else(|| StateError::Io { path: format!("/proc/{pid}/stat"), source: io::ErrorKind::NotFound.into() })?;
     let name = entry_name(pid, start);
@@ -262,6 +264,15 @@ impl Member {
         self.file.seek(io::SeekFrom::Start(0))?;
         self.file.write_all(&json)?;
         self.record = Some(record);
+        Ok(())
+    }
+
+    /// Forgets the record (nothing was switched on after all: the runtime has no such
+    /// command): later joiners then decide afresh. Under the global lock.
+    pub fn clear(&mut self, dir: &StateDir) -> Result<(), StateError> {
+        let _lock = dir.lock()?;
+        self.file.set_len(0).map_err(io_err(format!("{}/{}", dir.path, self.name)))?;
+        self.record = None;
         Ok(())
     }
 

@@ -238,7 +238,7 @@ pub fn run(
                 }
             }
             let before = finished.len();
-            targets.retire_exited(&mut finished, &mut summary);
+            targets.retire_exited(&mut finished);
             // Name the exited processes' code with their method events now, then free what
             // naming them needed (see FrameResolver::retire_exited).
             for (pid, o) in &mut finished[before..] {

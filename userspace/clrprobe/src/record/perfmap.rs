@@ -71,29 +71,33 @@ impl PerfMapGuard {
             Ok(d) => d,
             Err(why) => {
                 log::warn!("no shared perf-map state ({why}): switching off only at a normal end");
-                let mut fallback = None;
-                let state = switch_on(pid, how, &mut |r| {
-                    fallback = Some(r);
-                    Ok(())
-                });
-                if !matches!(state, PerfMapState::EnabledByClrprobe) {
-                    fallback = None;
-                }
+                let (state, record) = match plan(pid, how) {
+                    Plan::Switch(r) => (switch_on(pid, r.how), Some(r)),
+                    Plan::Is(state) => (state, None),
+                };
+                let fallback = record.filter(|_| state == PerfMapState::EnabledByClrprobe);
                 return Self { pid, state, member: None, fallback };
             }
         };
-        let joined = state::join(dir, pid, |m| {
-            let state = switch_on(pid, how, &mut |r| m.write(r));
-            if matches!(state, PerfMapState::Unsupported | PerfMapState::AlreadyOn) {
-                m.record = None; // nothing switched on: no entry
-            }
-            state
+        // Decided and recorded under the state lock; switched on after it (IPC may be slow).
+        let joined = state::join(dir, pid, |m| match plan(pid, how) {
+            Plan::Switch(r) => match m.write(r.clone()) {
+                Ok(()) => Ok(r),
+                Err(e) => Err(PerfMapState::Failed(format!("recording the state: {e}"))),
+            },
+            Plan::Is(state) => Err(state),
         });
         match joined {
             Ok((member, None)) => Self { pid, state: PerfMapState::EnabledByClrprobe, member: Some(member), fallback: None },
-            Ok((member, Some(state))) => {
-                let member = member.record.is_some().then_some(member);
-                Self { pid, state, member, fallback: None }
+            Ok((_, Some(Err(state)))) => Self { pid, state, member: None, fallback: None },
+            Ok((mut member, Some(Ok(record)))) => {
+                let state = switch_on(pid, record.how);
+                if state == PerfMapState::Unsupported {
+                    let _ = member.clear(dir); // nothing on: no entry to keep
+                    return Self { pid, state, member: None, fallback: None };
+                }
+                // Kept even when switching on failed: it may have happened late (a slow runtime).
+                Self { pid, state, member: Some(member), fallback: None }
             }
             Err(e) => Self { pid, state: PerfMapState::Failed(e.to_string()), member: None, fallback: None },
         }
@@ -117,21 +121,26 @@ impl PerfMapGuard {
     }
 }
 
-/// Switches the map on (or finds it on). `write` records what is about to be switched on.
-fn switch_on(pid: u32, how: Switched, write: &mut dyn FnMut(Record) -> std::io::Result<()>) -> PerfMapState {
-    let Some(start_time) = state::start_time(pid) else { return PerfMapState::Failed(format!("process {pid} is gone")) };
-    let record = |how, jitdump| Record { pid, start_time, how, files: state::perf_map_files(pid, jitdump) };
+/// What to do for a target whose map no clrprobe has switched on.
+enum Plan {
+    /// Switch it on (over IPC), or it is on by our launch environment: record this.
+    Switch(Record),
+    /// Nothing to switch: this is the state.
+    Is(PerfMapState),
+}
+
+fn plan(pid: u32, how: Switched) -> Plan {
+    let Some(start_time) = state::start_time(pid) else { return Plan::Is(PerfMapState::Failed(format!("process {pid} is gone"))) };
+    if how == Switched::Ipc && perf_map_path(pid).exists() {
+        return Plan::Is(PerfMapState::AlreadyOn);
+    }
+    Plan::Switch(Record { pid, start_time, how, files: state::perf_map_files(pid, how == Switched::Env) })
+}
+
+/// Switches the map on over IPC (a launched program has it on by its environment already).
+fn switch_on(pid: u32, how: Switched) -> PerfMapState {
     if how == Switched::Env {
-        return match write(record(Switched::Env, true)) {
-            Ok(()) => PerfMapState::EnabledByClrprobe,
-            Err(e) => PerfMapState::Failed(format!("recording the state: {e}")),
-        };
-    }
-    if perf_map_path(pid).exists() {
-        return PerfMapState::AlreadyOn;
-    }
-    if let Err(e) = write(record(Switched::Ipc, false)) {
-        return PerfMapState::Failed(format!("recording the state: {e}"));
+        return PerfMapState::EnabledByClrprobe;
     }
     match Client::for_pid(pid).map(|c| c.with_timeout(ENABLE_TIMEOUT)).and_then(|c| c.enable_perf_map(PerfMapType::PerfMap)) {
         Ok(()) => PerfMapState::EnabledByClrprobe,

@@ -210,7 +210,7 @@ impl Targets {
     /// Releases what exited targets hold: their sessions' reader threads and sockets (their
     /// outcomes are kept) and their perf-map guards (switched off, files removed, state fd
     /// closed). Keeps threads and fds flat over a long `--all` run.
-    pub fn retire_exited(&mut self, finished: &mut Vec<(u32, super::clr_session::SessionOutcome)>, summary: &mut RecordSummary) {
+    pub fn retire_exited(&mut self, finished: &mut Vec<(u32, super::clr_session::SessionOutcome)>) {
         let mut i = 0;
         while i < self.sessions.len() {
             match self.sessions[i].try_finish() {
@@ -224,10 +224,11 @@ impl Targets {
                 i += 1;
                 continue;
             }
+            // On its own thread: the recording loop never waits for the state lock.
             let mut g = self.guards.swap_remove(i);
-            if let Err(e) = g.restore() {
-                summary.warnings.push(format!("switching the perf map of {} off: {e}", g.pid()));
-            }
+            let _ = std::thread::Builder::new().name(format!("restore-{}", g.pid())).spawn(move || {
+                let _ = g.restore();
+            });
         }
     }
 
