@@ -364,3 +364,24 @@ fn launch_mode_through_sh_follows_the_child_and_removes_its_files() {
     assert!(state_entries(child).is_empty());
     assert!(samples_with(&read(&prefix.with_extension("pb.gz")), "Cpu::Spin") > 0, "{stderr}");
 }
+
+#[test]
+fn a_second_ctrl_c_exits_at_once_and_the_guardian_switches_the_map_off() {
+    require_root();
+    let target = Workload::new("Cpu", Runtime::Net8).arg(60).start().unwrap();
+    let dir = out_dir("twice");
+    let pid = target.pid.to_string();
+    let probe = spawn(&["record", "-p", &pid, "--format", "pprof", "-o", dir.join("p").to_str().unwrap()]);
+    assert!(wait_until(Duration::from_secs(20), || perf_map_open(target.pid)).is_some(), "map on: {}", probe.stderr());
+    // Stopped, the target makes the first Ctrl-C's clean-up wait for it; the second ends it now.
+    kill(target.pid, libc::SIGSTOP);
+    probe.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(50));
+    probe.signal(libc::SIGINT);
+    let (took, ok, _, stderr) = probe.wait(Duration::from_secs(15));
+    kill(target.pid, libc::SIGCONT);
+    assert!(!ok, "the second Ctrl-C exits with 128+SIGINT: {stderr}");
+    assert!(took <= Duration::from_millis(500), "exited {took:?} after the second Ctrl-C: {stderr}");
+    let off = wait_until(Duration::from_secs(10), || !perf_map_open(target.pid) && !perf_map_files_exist(target.pid));
+    assert!(off.is_some_and(|t| t <= Duration::from_secs(2)), "map off within 2 s of the resume: {off:?}");
+}

@@ -3,13 +3,17 @@
 //! normally, by a panic, SIGKILL or the OOM killer — the kernel closes that end and the
 //! guardian reads end of file. It then [`sweep`](super::state::sweep)s the state directory:
 //! every target no live clrprobe uses any more gets its perf map switched off and its files
-//! removed. It ignores Ctrl-C (it is in its own session) and exits after the sweep.
+//! removed. It ignores Ctrl-C (it is in its own session) and exits after the sweep (retrying
+//! for up to a minute the targets that did not answer, e.g. stopped ones).
 use std::{
     os::fd::{FromRawFd, OwnedFd},
     sync::OnceLock,
 };
 
 use super::state::{self, StateDir};
+
+/// How long the guardian keeps retrying targets that do not answer.
+const RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The write end, kept open for the life of this process.
 static GUARDIAN: OnceLock<Option<Guardian>> = OnceLock::new();
@@ -85,7 +89,12 @@ fn guard(read_end: i32, write_end: i32) -> ! {
         }
     }
     if let Ok(dir) = StateDir::open() {
-        state::sweep(&dir);
+        // A target that does not answer (stopped) is retried each second for a while; after
+        // that, the next clrprobe start does it.
+        let until = std::time::Instant::now() + RETRY_FOR;
+        while state::sweep(&dir) > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
     }
     // SAFETY: ends the forked child without running the parent's atexit handlers.
     unsafe { libc::_exit(0) }

@@ -334,7 +334,8 @@ pub fn teardown(r: &Record) -> Result<(), LeaveError> {
     Ok(())
 }
 
-/// Tears down every entry nobody holds (its clrprobe died). Returns how many were cleaned.
+/// Tears down every entry nobody holds (its clrprobe died). Returns how many could not be
+/// (their target did not answer DisablePerfMap: stopped, or hung).
 pub fn sweep(dir: &StateDir) -> usize {
     let mut stale = Vec::new();
     {
@@ -347,19 +348,20 @@ pub fn sweep(dir: &StateDir) -> usize {
             }
         }
     }
-    let mut cleaned = 0;
+    let mut left = 0;
     for (name, mut f) in stale {
         match read_record(&mut f) {
             None => dir.unlink(&name),
             Some(r) => {
                 if teardown(&r).is_ok() {
                     dir.unlink(&name);
-                    cleaned += 1;
+                } else {
+                    left += 1;
                 }
             }
         }
     }
-    cleaned
+    left
 }
 
 /// Paths of the files a perf map of `pid` consists of, as reachable after it exits (see [`Record::files`]).
