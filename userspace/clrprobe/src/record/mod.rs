@@ -7,6 +7,7 @@ mod cxa;
 mod frames;
 mod limits;
 mod gc;
+mod memory;
 mod perfmap;
 mod split;
 mod summary;
@@ -126,6 +127,7 @@ pub fn run(
             return Err(RecordError::NoProcess(pid));
         }
     }
+    memory::cap_arenas();
     let started = Instant::now();
     let started_mono = gc::monotonic_ns();
     let start_unix_ns = std::time::SystemTime::now()
@@ -247,6 +249,7 @@ pub fn run(
                 o.collector.jit_methods = Vec::new();
             }
             resolver.retire_exited();
+            memory::trim();
             on_status(&Status {
                 elapsed,
                 samples: cpu.values().sum(),
