@@ -249,6 +249,11 @@ pub fn run(
                 o.collector.jit_methods = Vec::new();
             }
             resolver.retire_exited();
+            if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf()) {
+                for pid in b.loaded().uprobed_pids().into_iter().filter(|&p| !alive(p)) {
+                    b.loaded().detach_uprobes(pid);
+                }
+            }
             memory::trim();
             on_status(&Status {
                 elapsed,
