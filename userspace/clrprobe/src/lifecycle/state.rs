@@ -309,8 +309,10 @@ pub enum LeaveError {
 
 /// Switches the map of `r` off (when the target still runs) and removes its files.
 pub fn teardown(r: &Record) -> Result<(), LeaveError> {
-    let same = start_time(r.pid) == Some(r.start_time) && crate::record::alive(r.pid);
-    let reused = !same && start_time(r.pid).is_some();
+    let now = start_time(r.pid);
+    // Still running (not a zombie); or the pid now names another process.
+    let same = now == Some(r.start_time) && crate::record::alive(r.pid);
+    let reused = now.is_some_and(|t| t != r.start_time);
     if same {
         let disabled = Client::for_pid(r.pid).map(|c| c.with_timeout(DISABLE_TIMEOUT)).and_then(|c| c.disable_perf_map());
         match disabled {
