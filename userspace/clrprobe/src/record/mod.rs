@@ -278,6 +278,7 @@ pub fn run(
             summary.cxa_throws = b.loaded().cxa_throws().unwrap_or_default().into_iter().collect();
         }
     }
+    log::info!("stop: samples drained after {:?}", done_at.elapsed());
     drop(sampler);
 
     // Everything below is bounded: set-ups in flight, the sessions' stop (StopTracing, rundown)

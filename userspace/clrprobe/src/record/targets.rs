@@ -198,7 +198,10 @@ impl Targets {
             }
             Err(e) => summary.warnings.push(format!("no set-up for {pid}: {e}")),
         }
+        // Not host-wide: a uprobe per process costs an RCU grace period each to remove (seconds
+        // at the end of an `--all` run with dozens of .NET processes).
         if kinds.exceptions
+            && !self.all
             && let Some(b) = bpf {
                 match cxa::attach(b.loaded(), pid) {
                     Ok(()) => summary.cxa_throw_probed.push(pid),
