@@ -40,6 +40,8 @@ pub struct FrameResolver {
     /// Addresses left unnamed because the deadline had passed.
     pub out_of_time: u64,
     light_others: bool,
+    /// Addresses not looked up yet because a drain ran out of time, per process.
+    backlog: HashMap<u32, std::collections::HashSet<u64>>,
 }
 
 impl Default for FrameResolver {
@@ -62,6 +64,7 @@ impl FrameResolver {
             deadline: None,
             out_of_time: 0,
             light_others: false,
+            backlog: HashMap::new(),
         }
     }
 
@@ -123,11 +126,34 @@ impl FrameResolver {
     /// Processes that exit are retired one call after they are first seen dead, so samples
     /// drained meanwhile are named too. Keeps memory flat over a long `--all` run: what stays
     /// per exited process is its named addresses.
+    /// Looks up addresses a previous drain had no time for (bounded by the deadline).
+    pub fn work_backlog(&mut self) {
+        let pids: Vec<u32> = self.backlog.keys().copied().collect();
+        for pid in pids {
+            if self.past_deadline() {
+                return;
+            }
+            let Some(addrs) = self.backlog.remove(&pid) else { continue };
+            let todo: Vec<u64> = addrs.into_iter().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+            if todo.is_empty() {
+                continue;
+            }
+            for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
+                if f.attr(UNNAMED_ATTR).is_none() {
+                    self.unnamed.remove(&(pid, a));
+                    self.named.insert((pid, a), f);
+                } else {
+                    self.unnamed.insert((pid, a), f.kind);
+                }
+            }
+        }
+    }
+
     pub fn retire_exited(&mut self) {
         let dead: Vec<u32> = self
             .processes
             .iter()
-            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !super::alive(**pid))
+            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !self.backlog.contains_key(pid) && !super::alive(**pid))
             .map(|(pid, _)| *pid)
             .collect();
         let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
@@ -161,7 +187,9 @@ impl FrameResolver {
     /// `count` samples are named.
     pub fn note_addresses(&mut self, pid: u32, user: &[u64], count: u64) {
         if self.past_deadline() {
-            return; // named at the end (or left as addresses if time is short then too)
+            // Named in a later drain (before the process may be retired), or at the end.
+            self.backlog.entry(pid).or_default().extend(lookup_addrs(user));
+            return;
         }
         let addrs: Vec<u64> = lookup_addrs(user).collect();
         let todo: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();

@@ -224,6 +224,7 @@ pub fn run(
             // Symbolizing is bounded per drain (Ctrl-C is seen within ~0.6 s); what is left
             // is named in a later drain or at the end.
             resolver.set_deadline(Some(last_drain + if done { STOP_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
+            resolver.work_backlog();
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
                 resolver.refresh(pid);
