@@ -62,6 +62,16 @@ impl Probe {
         String::from_utf8_lossy(&self.err.lock().unwrap()).into_owned()
     }
 
+    /// Waits until the live status line shows CPU samples (the recording is under way).
+    fn wait_samples(&self, timeout: Duration) -> bool {
+        wait_until(timeout, || {
+            self.stderr().split("clrprobe: ").any(|status| {
+                status.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w[1] == "samples" && w[0].parse::<u64>().is_ok_and(|n| n > 0))
+            })
+        })
+        .is_some()
+    }
+
     fn signal(&self, sig: i32) {
         // SAFETY: kill(2) of our own child.
         unsafe { libc::kill(self.child.id() as i32, sig) };
@@ -162,6 +172,7 @@ fn sigstopped(all: bool) {
         "the perf map of the target was not switched on: {}",
         probe.stderr()
     );
+    assert!(probe.wait_samples(Duration::from_secs(20)), "no samples: {}", probe.stderr());
     std::thread::sleep(Duration::from_secs(1));
     kill(target.pid, libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(500));
@@ -250,6 +261,7 @@ fn sigkill_of_clrprobe_mid_record_switches_the_map_off_within_2s() {
     let pid = target.pid.to_string();
     let probe = spawn(&["record", "-p", &pid, "--format", "pprof", "-o", dir.join("p").to_str().unwrap()]);
     assert!(wait_until(Duration::from_secs(20), || perf_map_open(target.pid)).is_some(), "map on: {}", probe.stderr());
+    assert!(probe.wait_samples(Duration::from_secs(20)), "no samples: {}", probe.stderr());
     assert_eq!(state_entries(target.pid).len(), 1, "its state is recorded");
     std::thread::sleep(Duration::from_secs(1));
     probe.signal(libc::SIGKILL);
@@ -271,6 +283,7 @@ fn two_overlapping_recordings_share_the_map_and_it_goes_off_after_both() {
     let pid = target.pid.to_string();
     let a = spawn(&["record", "-p", &pid, "-d", "8", "--cpu", "--format", "pprof", "--json", "-o", pa.to_str().unwrap()]);
     assert!(wait_until(Duration::from_secs(20), || perf_map_open(target.pid)).is_some(), "map on: {}", a.stderr());
+    assert!(a.wait_samples(Duration::from_secs(20)), "no samples: {}", a.stderr());
     let b = spawn(&["record", "-p", &pid, "-d", "2", "--cpu", "--format", "pprof", "--json", "-o", pb.to_str().unwrap()]);
     let (_, ok_b, out_b, err_b) = b.wait(Duration::from_secs(30));
     assert!(ok_b, "second recording: {err_b}");
@@ -373,6 +386,7 @@ fn a_second_ctrl_c_exits_at_once_and_the_guardian_switches_the_map_off() {
     let pid = target.pid.to_string();
     let probe = spawn(&["record", "-p", &pid, "--format", "pprof", "-o", dir.join("p").to_str().unwrap()]);
     assert!(wait_until(Duration::from_secs(20), || perf_map_open(target.pid)).is_some(), "map on: {}", probe.stderr());
+    assert!(probe.wait_samples(Duration::from_secs(20)), "no samples: {}", probe.stderr());
     // Stopped, the target makes the first Ctrl-C's clean-up wait for it; the second ends it now.
     kill(target.pid, libc::SIGSTOP);
     probe.signal(libc::SIGINT);
