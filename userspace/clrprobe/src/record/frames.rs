@@ -22,10 +22,47 @@ struct Process {
     jit: Vec<(u64, u64, String)>,
 }
 
+/// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
+/// library code named in hundreds of short-lived processes of a long `--all` run costs an
+/// index per address, not a frame.
+#[derive(Default)]
+struct Named {
+    ids: HashMap<(u32, u64), u32>,
+    frames: Vec<Frame>,
+    index: HashMap<Frame, u32>,
+}
+
+impl Named {
+    fn contains_key(&self, k: &(u32, u64)) -> bool {
+        self.ids.contains_key(k)
+    }
+
+    fn get(&self, k: &(u32, u64)) -> Option<&Frame> {
+        self.ids.get(k).map(|&i| &self.frames[i as usize])
+    }
+
+    fn insert(&mut self, k: (u32, u64), f: Frame) {
+        let id = match self.index.get(&f) {
+            Some(&i) => i,
+            None => {
+                let i = self.frames.len() as u32;
+                self.frames.push(f.clone());
+                self.index.insert(f, i);
+                i
+            }
+        };
+        self.ids.insert(k, id);
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&(u32, u64)) -> bool) {
+        self.ids.retain(|k, _| keep(k));
+    }
+}
+
 pub struct FrameResolver {
     cache: Arc<ImageCache>,
     processes: HashMap<u32, Process>,
-    named: HashMap<(u32, u64), Frame>,
+    named: Named,
     /// Kinds of addresses not named (yet), to tell managed code from native.
     unnamed: HashMap<(u32, u64), FrameKind>,
     /// Sample-weighted managed frames seen, and how many of them had a name.
@@ -55,7 +92,7 @@ impl FrameResolver {
         Self {
             cache: Arc::new(ImageCache::new()),
             processes: HashMap::new(),
-            named: HashMap::new(),
+            named: Named::default(),
             unnamed: HashMap::new(),
             managed_frames: 0,
             managed_named: 0,
@@ -90,7 +127,7 @@ impl FrameResolver {
     pub fn add_process(&mut self, pid: u32) {
         if self.processes.get(&pid).is_some_and(|p| p.light) {
             // Seen in host-wide samples before it was found to be a target: name it afresh.
-            self.named.retain(|k, _| k.0 != pid);
+            self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
@@ -345,7 +382,8 @@ fn light_frames(sym: &mut ProcessSymbolizer, addrs: &[u64]) -> Vec<Frame> {
             match sym.maps().find(a) {
                 Some(m) => {
                     let module = m.module_name().unwrap_or_default();
-                    Frame::new(format!("{module}+{:#x}", m.file_offset(a)), module, FrameKind::Native).with_address(a)
+                    // No address: equal across processes, so stored once (see `Named`).
+                    Frame::new(format!("{module}+{:#x}", m.file_offset(a)), module, FrameKind::Native)
                 }
                 None => hex_frame(a),
             }
