@@ -59,9 +59,22 @@ pub fn spawn_stopped(argv: &[String]) -> Result<Launched, LaunchError> {
 }
 
 impl Launched {
-    /// Waits for the program to end, then removes the perf-map files its environment made.
+    /// Waits (at most a second: the recording has ended, by Ctrl-C maybe) for the program to
+    /// end, then removes the perf-map files its environment made. A program still running is
+    /// left running (its perf map is switched off by the recording's perf-map guard).
     pub fn finish(mut self) -> std::io::Result<ExitStatus> {
-        let status = self.child.wait();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(s)) => break Ok(s),
+                Ok(None) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(10)),
+                Ok(None) => {
+                    self.reaped = true; // running, not stopped: nothing to do in Drop
+                    return Err(std::io::Error::other(format!("still running as pid {}; left running", self.pid)));
+                }
+                Err(e) => break Err(e),
+            }
+        };
         self.reaped = status.is_ok();
         // Only files the program (running as we do) or root made: never a link or another
         // user's file planted under those names.

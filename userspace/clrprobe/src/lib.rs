@@ -28,6 +28,8 @@ pub mod launch;
 #[cfg(target_os = "linux")]
 pub mod target_notes;
 #[cfg(target_os = "linux")]
+pub mod lifecycle;
+#[cfg(target_os = "linux")]
 pub mod ps;
 #[cfg(target_os = "linux")]
 pub mod top;

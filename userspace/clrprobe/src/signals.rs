@@ -1,10 +1,15 @@
-//! Ctrl-C / SIGTERM end a recording cleanly (outputs written, sessions stopped, perf maps off).
+//! Ctrl-C / SIGTERM end a recording cleanly (outputs written, sessions stopped, perf maps off,
+//! all bounded to about a second); a second one exits at once (the guardian switches off what
+//! was left on, see [`crate::lifecycle`]).
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
+extern "C" fn on_signal(sig: libc::c_int) {
+    if STOP.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(128 + sig) };
+    }
 }
 
 /// Installs the handlers and returns the flag they set.

@@ -55,6 +55,8 @@ pub struct Loaded {
     pub ebpf: Ebpf,
     logger: EbpfLogger<LogCollector>,
     pub logs: LogCollector,
+    /// Per-process uprobe links, to detach when the process exits (each holds an fd).
+    uprobe_links: HashMap<(&'static str, u32), aya::programs::uprobe::UProbeLinkId>,
 }
 
 impl Loaded {
@@ -67,7 +69,7 @@ impl Loaded {
         let mut ebpf = Ebpf::load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
-        Ok(Self { ebpf, logger, logs })
+        Ok(Self { ebpf, logger, logs, uprobe_links: HashMap::new() })
     }
 
     /// Moves pending BPF log records into the collector.
@@ -133,8 +135,30 @@ impl Loaded {
             Some(p) => UProbeScope::OneProcess(p),
             None => UProbeScope::AllProcesses,
         };
-        prog.attach(symbol, target, scope).map_err(|source| BpfError::Program { name, source })?;
+        let link = prog.attach(symbol, target, scope).map_err(|source| BpfError::Program { name, source })?;
+        if let Some(p) = pid {
+            self.uprobe_links.insert((name, p), link);
+        }
         Ok(())
+    }
+
+    /// Detaches every per-process uprobe of `pid` (it exited): a long host-wide recording
+    /// keeps no links (fds) of exited processes.
+    pub fn detach_uprobes(&mut self, pid: u32) {
+        let keys: Vec<_> = self.uprobe_links.keys().filter(|k| k.1 == pid).copied().collect();
+        for k in keys {
+            if let (Some(link), Ok(prog)) = (self.uprobe_links.remove(&k), self.program::<UProbe>(k.0)) {
+                let _ = prog.detach(link);
+            }
+        }
+    }
+
+    /// Pids with per-process uprobes attached.
+    pub fn uprobed_pids(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self.uprobe_links.keys().map(|k| k.1).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     }
 
     /// A per-pid counter map (UPROBE_COUNTS, CXA_THROWS).

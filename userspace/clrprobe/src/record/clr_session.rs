@@ -5,6 +5,7 @@ use std::{
     io::Read,
     sync::{Arc, Mutex},
     thread::JoinHandle,
+    time::{Duration, Instant},
 };
 
 use clrprobe_eventpipe::{
@@ -22,6 +23,10 @@ pub enum SessionError {
     Ipc { pid: u32, #[source] source: IpcError },
     #[error("reading the EventPipe stream of pid {pid}: {source}")]
     Stream { pid: u32, #[source] source: NetTraceError },
+    #[error("the runtime of pid {pid} did not finish its EventPipe session within {:.1} s of StopTracing (stopped or not answering): kept the events read before", STOP_DEADLINE.as_secs_f64())]
+    NoAnswer { pid: u32 },
+    #[error("the EventPipe reader of pid {pid} did not end after its stream was shut down: kept the events read before")]
+    GaveUp { pid: u32 },
 }
 
 /// What the session thread produced.
@@ -100,7 +105,7 @@ impl RuntimeSession {
 
     /// [`RuntimeSession::start`], with EventSource events also going to `net`.
     pub fn start_with(pid: u32, config: &SessionConfig, kinds: Kinds, net: Option<crate::http::NetCollector>) -> Result<Self, SessionError> {
-        let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
+        let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?.with_timeout(START_TIMEOUT);
         let requested_mono_ns = super::gc::monotonic_ns();
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
@@ -123,30 +128,102 @@ impl RuntimeSession {
         self.live.lock().map(|c| c.profiles.kinds()).unwrap_or(Kinds::ALL)
     }
 
-    /// Stops the session and waits for the rundown and the end of the stream.
-    pub fn finish(mut self) -> SessionOutcome {
-        self.stop_and_join()
+    /// Sends StopTracing from a helper thread (bounded by `deadline`); the reader thread keeps
+    /// reading the rundown meanwhile.
+    fn begin_stop(&self, deadline: Instant) {
+        let stop = self.stop.clone();
+        let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
+        let _ = std::thread::Builder::new().name(format!("stop-{}", self.pid)).spawn(move || {
+            let _ = stop.stop_within(timeout);
+        });
     }
 
-    fn stop_and_join(&mut self) -> SessionOutcome {
-        // The target may be gone already: the stream has ended then, and there is no session.
-        let _ = self.stop.stop();
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(o)) => o,
-            _ => SessionOutcome {
-                collector: take(&self.live, self.pid, self.kinds()),
-                stats: ReaderStats::default(),
-                status: StreamStatus::Truncated,
-                error: None,
+    /// The outcome, once the reader has ended by itself (the target exited): the reader
+    /// thread is joined and the connection closed, so a long `--all` run keeps no threads,
+    /// sockets or stream buffers of exited processes.
+    pub fn try_finish(&mut self) -> Option<SessionOutcome> {
+        if !self.thread.as_ref().is_some_and(|t| t.is_finished()) {
+            return None;
+        }
+        Some(self.outcome())
+    }
+
+    fn is_finished(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// The reader's outcome if it has ended; else what it collected so far (the reader thread
+    /// is left behind, its stream shut down).
+    fn outcome(&mut self) -> SessionOutcome {
+        match self.thread.take() {
+            Some(t) if t.is_finished() => match t.join() {
+                Ok(o) => o,
+                Err(_) => self.partial(None),
             },
+            Some(_) => self.partial(Some(SessionError::GaveUp { pid: self.pid })),
+            None => self.partial(None),
         }
     }
+
+    fn partial(&self, error: Option<SessionError>) -> SessionOutcome {
+        SessionOutcome {
+            collector: take(&self.live, self.pid, self.kinds()),
+            stats: ReaderStats::default(),
+            status: StreamStatus::Truncated,
+            error,
+        }
+    }
+}
+
+/// Bound of CollectTracing (a stopped runtime does not answer).
+const START_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long stopping sessions may take in all: StopTracing, the rundown, the end of the
+/// stream. A runtime that has not finished by then (stopped with SIGSTOP, a fake server, a
+/// rundown too long) is given up on: its stream is shut down and what was read is kept.
+pub const STOP_DEADLINE: Duration = Duration::from_millis(1000);
+
+/// Stops every session at once and waits for them until `deadline`; sessions not done by then
+/// are aborted (their events so far are kept, the outcome names the reason).
+pub fn finish_all(mut sessions: Vec<RuntimeSession>, deadline: Instant) -> Vec<(u32, SessionOutcome)> {
+    for s in &sessions {
+        s.begin_stop(deadline);
+    }
+    while Instant::now() < deadline && !sessions.iter().all(RuntimeSession::is_finished) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let late: Vec<usize> = (0..sessions.len()).filter(|&i| !sessions[i].is_finished()).collect();
+    for &i in &late {
+        sessions[i].stop.abort();
+    }
+    // A shut-down stream ends the reader within milliseconds.
+    let grace = Instant::now() + Duration::from_millis(150);
+    while Instant::now() < grace && !late.iter().all(|&i| sessions[i].is_finished()) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sessions
+        .iter_mut()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut o = s.outcome();
+            // A stream error after the shut-down is ours: the reason is the runtime's silence.
+            if late.contains(&i) && !matches!(o.error, Some(SessionError::GaveUp { .. })) {
+                o.error = Some(SessionError::NoAnswer { pid: s.pid });
+            }
+            (s.pid, o)
+        })
+        .collect()
 }
 
 impl Drop for RuntimeSession {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            let _ = self.stop_and_join();
+            let pid = self.pid;
+            let me = std::mem::replace(
+                self,
+                RuntimeSession { pid, stop: self.stop.clone(), thread: None, live: Arc::clone(&self.live) },
+            );
+            let _ = finish_all(vec![me], Instant::now() + STOP_DEADLINE);
         }
     }
 }

@@ -15,14 +15,54 @@ pub const UNNAMED_ATTR: &str = "unnamed";
 
 struct Process {
     sym: Option<ProcessSymbolizer>,
+    /// Light naming (host-wide recordings, processes that are not targets): native frames as
+    /// `module+offset`, no ELF symbol tables parsed or mapped for them.
+    light: bool,
     /// Sorted by start: (start, end, name).
     jit: Vec<(u64, u64, String)>,
+}
+
+/// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
+/// library code named in hundreds of short-lived processes of a long `--all` run costs an
+/// index per address, not a frame.
+#[derive(Default)]
+struct Named {
+    ids: HashMap<(u32, u64), u32>,
+    frames: Vec<Frame>,
+    index: HashMap<Frame, u32>,
+}
+
+impl Named {
+    fn contains_key(&self, k: &(u32, u64)) -> bool {
+        self.ids.contains_key(k)
+    }
+
+    fn get(&self, k: &(u32, u64)) -> Option<&Frame> {
+        self.ids.get(k).map(|&i| &self.frames[i as usize])
+    }
+
+    fn insert(&mut self, k: (u32, u64), f: Frame) {
+        let id = match self.index.get(&f) {
+            Some(&i) => i,
+            None => {
+                let i = self.frames.len() as u32;
+                self.frames.push(f.clone());
+                self.index.insert(f, i);
+                i
+            }
+        };
+        self.ids.insert(k, id);
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&(u32, u64)) -> bool) {
+        self.ids.retain(|k, _| keep(k));
+    }
 }
 
 pub struct FrameResolver {
     cache: Arc<ImageCache>,
     processes: HashMap<u32, Process>,
-    named: HashMap<(u32, u64), Frame>,
+    named: Named,
     /// Kinds of addresses not named (yet), to tell managed code from native.
     unnamed: HashMap<(u32, u64), FrameKind>,
     /// Sample-weighted managed frames seen, and how many of them had a name.
@@ -30,6 +70,16 @@ pub struct FrameResolver {
     managed_named: u64,
     perf_map_names_corrected: u64,
     mappings: super::mappings::Mappings,
+    /// Processes seen exited at the last [`FrameResolver::retire_exited`].
+    dying: std::collections::HashSet<u32>,
+    /// Past this, addresses are not symbolized any more (left as addresses): keeps each drain,
+    /// and the end of a recording after Ctrl-C, bounded whatever the host runs.
+    deadline: Option<std::time::Instant>,
+    /// Addresses left unnamed because the deadline had passed.
+    pub out_of_time: u64,
+    light_others: bool,
+    /// Addresses not looked up yet because a drain ran out of time, per process.
+    backlog: HashMap<u32, std::collections::HashSet<u64>>,
 }
 
 impl Default for FrameResolver {
@@ -43,31 +93,62 @@ impl FrameResolver {
         Self {
             cache: Arc::new(ImageCache::new()),
             processes: HashMap::new(),
-            named: HashMap::new(),
+            named: Named::default(),
             unnamed: HashMap::new(),
             managed_frames: 0,
             managed_named: 0,
             perf_map_names_corrected: 0,
             mappings: super::mappings::Mappings::default(),
+            dying: Default::default(),
+            deadline: None,
+            out_of_time: 0,
+            light_others: false,
+            backlog: HashMap::new(),
         }
     }
 
+    /// Sets (or clears) the time after which no more addresses are symbolized.
+    pub fn set_deadline(&mut self, deadline: Option<std::time::Instant>) {
+        self.deadline = deadline;
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
+
+    /// Loads the kernel's symbols on a thread now, so naming kernel frames at the end of a
+    /// recording (after Ctrl-C) does not wait for /proc/kallsyms to be read.
+    pub fn preload_kernel(&self) {
+        let cache = Arc::clone(&self.cache);
+        let _ = std::thread::Builder::new().name("kallsyms".into()).spawn(move || {
+            let _ = cache.kernel();
+        });
+    }
+
+    /// Adds a target: every frame of it is named as well as can be.
     pub fn add_process(&mut self, pid: u32) {
+        if self.processes.get(&pid).is_some_and(|p| p.light) {
+            // Seen in host-wide samples before it was found to be a target: name it afresh.
+            self.named.retain(|k| k.0 != pid);
+            self.unnamed.retain(|k, _| k.0 != pid);
+        }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, jit: Vec::new() });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new() });
     }
 
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
+    /// With [`FrameResolver::light_for_others`], it is named lightly.
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
-            self.add_process(pid);
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new() });
         }
     }
 
     /// Forgets processes (gone ones, in a long-running agent): their maps and names.
     pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
         self.processes.retain(|p, _| !pids.contains(p));
-        self.named.retain(|(p, _), _| !pids.contains(p));
+        self.named.retain(|(p, _)| !pids.contains(p));
         self.unnamed.retain(|(p, _), _| !pids.contains(p));
     }
 
@@ -76,11 +157,72 @@ impl FrameResolver {
         self.processes.keys().copied().collect()
     }
 
+    /// Host-wide recordings: processes that are not targets get their native frames named
+    /// `module+offset` only (kernel frames still by kallsyms). Parsing and mapping the symbol
+    /// tables of every binary on the host (compilers, browsers…) was most of `--all`'s memory.
+    pub fn light_for_others(&mut self, light: bool) {
+        self.light_others = light;
+    }
+
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
     pub fn refresh(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
             let _ = p.refresh_maps();
             let _ = p.refresh_perf_map();
+        }
+    }
+
+    /// Frees what naming an exited process needed (its symbolizer: maps, perf map table,
+    /// modules; its JIT ranges) once every address noted for it has been named with them.
+    /// Processes that exit are retired one call after they are first seen dead, so samples
+    /// drained meanwhile are named too. Keeps memory flat over a long `--all` run: what stays
+    /// per exited process is its named addresses.
+    /// Looks up addresses a previous drain had no time for (bounded by the deadline).
+    pub fn work_backlog(&mut self) {
+        let pids: Vec<u32> = self.backlog.keys().copied().collect();
+        for pid in pids {
+            if self.past_deadline() {
+                return;
+            }
+            let Some(addrs) = self.backlog.remove(&pid) else { continue };
+            let todo: Vec<u64> = addrs.into_iter().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+            if todo.is_empty() {
+                continue;
+            }
+            for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
+                if f.attr(UNNAMED_ATTR).is_none() {
+                    self.unnamed.remove(&(pid, a));
+                    self.named.insert((pid, a), f);
+                } else {
+                    self.unnamed.insert((pid, a), f.kind);
+                }
+            }
+        }
+    }
+
+    pub fn retire_exited(&mut self) {
+        let dead: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !self.backlog.contains_key(pid) && !super::alive(**pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
+        self.dying = dead.into_iter().filter(|p| !ready.contains(p)).collect();
+        for pid in ready {
+            let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
+            if !todo.is_empty() {
+                for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
+                    if f.attr(UNNAMED_ATTR).is_none() {
+                        self.unnamed.remove(&(pid, a));
+                        self.named.insert((pid, a), f);
+                    }
+                }
+            }
+            if let Some(p) = self.processes.get_mut(&pid) {
+                p.sym = None;
+                p.jit = Vec::new();
+            }
         }
     }
 
@@ -95,6 +237,11 @@ impl FrameResolver {
     /// images are opened through /proc/PID/root), and counts how many managed frames of
     /// `count` samples are named.
     pub fn note_addresses(&mut self, pid: u32, user: &[u64], count: u64) {
+        if self.past_deadline() {
+            // Named in a later drain (before the process may be retired), or at the end.
+            self.backlog.entry(pid).or_default().extend(lookup_addrs(user));
+            return;
+        }
         let addrs: Vec<u64> = lookup_addrs(user).collect();
         let todo: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
         if !todo.is_empty() {
@@ -194,6 +341,10 @@ impl FrameResolver {
 
     /// Names addresses of one process (lookup addresses: return addresses already minus 1).
     fn resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
+        if self.past_deadline() {
+            self.out_of_time += addrs.len() as u64;
+            return addrs.iter().map(|&a| hex_frame(a)).collect();
+        }
         let Some(p) = self.processes.get_mut(&pid) else {
             return addrs.iter().map(|&a| hex_frame(a)).collect();
         };
@@ -203,6 +354,9 @@ impl FrameResolver {
                 .map(|&a| jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a)))
                 .collect();
         };
+        if p.light {
+            return light_frames(sym, addrs);
+        }
         let frames = sym.symbolize(addrs);
         let mut out = Vec::with_capacity(addrs.len());
         for (&addr, f) in addrs.iter().zip(frames) {
@@ -253,6 +407,29 @@ impl FrameResolver {
         }
         out
     }
+}
+
+/// Kernel frames by kallsyms, user frames as `module+offset` (see [`FrameResolver::light_for_others`]).
+fn light_frames(sym: &mut ProcessSymbolizer, addrs: &[u64]) -> Vec<Frame> {
+    let kernel: Vec<u64> = addrs.iter().copied().filter(|&a| is_kernel_address(a)).collect();
+    let mut named = sym.symbolize(&kernel).into_iter();
+    addrs
+        .iter()
+        .map(|&a| {
+            if is_kernel_address(a) {
+                let f = named.next().expect("one frame per kernel address");
+                return Frame::new(f.name, f.module.unwrap_or_default(), FrameKind::Kernel);
+            }
+            match sym.maps().find(a) {
+                Some(m) => {
+                    let module = m.module_name().unwrap_or_default();
+                    // No address: equal across processes, so stored once (see `Named`).
+                    Frame::new(format!("{module}+{:#x}", m.file_offset(a)), module, FrameKind::Native)
+                }
+                None => hex_frame(a),
+            }
+        })
+        .collect()
 }
 
 /// Lookup addresses of a leaf-first stack: the leaf IP as is, return addresses minus one (so

@@ -9,6 +9,7 @@ mod limits;
 pub(crate) mod gc;
 pub mod http;
 mod mappings;
+mod memory;
 mod perfmap;
 mod split;
 mod summary;
@@ -22,7 +23,7 @@ pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
 pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
-pub use summary::{RecordSummary, TopFrame, summary_text};
+pub use summary::{RecordSummary, RecordedPid, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
 use std::{
@@ -133,6 +134,7 @@ pub fn run(
             return Err(RecordError::NoProcess(pid));
         }
     }
+    memory::cap_arenas();
     let started = Instant::now();
     let started_mono = gc::monotonic_ns();
     let start_unix_ns = std::time::SystemTime::now()
@@ -199,6 +201,8 @@ pub fn run(
         proc_cpu.read(pid);
     }
     let mut resolver = FrameResolver::new();
+    resolver.preload_kernel();
+    resolver.light_for_others(args.all);
     let mut targets = targets::Targets::new(args);
     for &pid in &args.pids {
         resolver.add_process(pid);
@@ -216,7 +220,10 @@ pub fn run(
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
     let mut thread_names: HashMap<(u32, u64), String> = HashMap::new();
     let mut last_drain = Instant::now();
-    loop {
+    // Sessions of exited targets, ended by themselves.
+    let mut finished = Vec::new();
+    let mut jit_counts: HashMap<u32, usize> = HashMap::new();
+    let done_at = loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
         let done = stop.load(Ordering::SeqCst)
@@ -228,12 +235,17 @@ pub fn run(
         {
             summary.warnings.push(format!("reading stack copies: {e}"));
         }
+        let done_at = Instant::now();
         if !done && targets.poll_due() {
             let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
             targets.poll(args, &mut summary, bpf, &mut resolver);
         }
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
+            // Symbolizing is bounded per drain (Ctrl-C is seen within ~0.6 s); what is left
+            // is named in a later drain or at the end.
+            resolver.set_deadline(Some(last_drain + if done { STOP_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
+            resolver.work_backlog();
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
                 resolver.refresh(pid);
@@ -249,6 +261,22 @@ pub fn run(
                     resolver.note_addresses(s.pid(), &st, 0);
                 }
             }
+            let before = finished.len();
+            targets.retire_exited(&mut finished);
+            // Name the exited processes' code with their method events now, then free what
+            // naming them needed (see FrameResolver::retire_exited).
+            for (pid, o) in &mut finished[before..] {
+                resolver.add_jit_methods(*pid, &o.collector.jit_methods);
+                jit_counts.insert(*pid, o.collector.jit_methods.len());
+                o.collector.jit_methods = Vec::new();
+            }
+            resolver.retire_exited();
+            if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf()) {
+                for pid in b.loaded().uprobed_pids().into_iter().filter(|&p| !alive(p)) {
+                    b.loaded().detach_uprobes(pid);
+                }
+            }
+            memory::trim();
             on_status(&Status {
                 elapsed,
                 samples: cpu.values().sum(),
@@ -257,9 +285,9 @@ pub fn run(
             });
         }
         if done {
-            break;
+            break done_at;
         }
-    }
+    };
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
@@ -273,13 +301,23 @@ pub fn run(
             summary.unwind = b.unwind_summary();
         }
     }
+    log::info!("stop: samples drained after {:?}", done_at.elapsed());
     drop(sampler);
 
+    // Everything below is bounded: set-ups in flight, the sessions' stop (StopTracing, rundown)
+    // and the perf maps' switch-off run at once, and a runtime that does not answer is given up on.
+    let stopping = done_at;
+    log::info!("stop: final drain done after {:?}", stopping.elapsed());
+    targets.finish_attaching(&mut summary, &mut resolver, stopping + Duration::from_millis(300));
+    // The final refresh above read the perf maps: they can go off while the sessions stop.
+    let restores = restore_all(std::mem::take(&mut targets.guards));
+    log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
+    let mut outcomes = finished;
+    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE));
     let mut event_profiles = Vec::new();
     let mut net_parts = Vec::new();
-    for s in std::mem::take(&mut targets.sessions) {
-        let pid = s.pid();
-        let mut outcome = s.finish();
+    log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
+    for (pid, mut outcome) in outcomes {
         if let Some(net) = outcome.collector.net.take() {
             net_parts.push(http::NetPart { pid, outcome: net.finish(), origin_mono_ns: outcome.collector.profiles.clock.map(|c| c.0) });
         }
@@ -288,7 +326,8 @@ pub fn run(
         } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
             summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
         }
-        summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, outcome.collector.jit_methods.len()));
+        let jit_named = jit_counts.get(&pid).copied().unwrap_or(outcome.collector.jit_methods.len());
+        summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, jit_named));
         resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
         let mut profiles = outcome.collector.profiles;
         for ((p, tid), name) in &thread_names {
@@ -300,6 +339,7 @@ pub fn run(
         event_profiles.push(profiles);
     }
 
+    log::info!("stop: sessions done after {:?}", stopping.elapsed());
     // CPU samples with their time stay one by one in the profile (timeline formats); the few
     // taken before times were switched on stay aggregated.
     let cpu_timed = !timed.overflowed && timed.total() > 0;
@@ -313,6 +353,8 @@ pub fn run(
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
+    resolver.out_of_time = 0;
+    resolver.set_deadline(Some(done_at + BUILD_SYMBOLIZE));
     // The profile's clock starts when sampling starts (after attaching), as its duration does.
     let attach_ns = summary.time_to_attach.as_nanos() as u64;
     let origin_mono = started_mono.saturating_add(attach_ns as i64);
@@ -329,16 +371,81 @@ pub fn run(
     let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
-    for mut g in std::mem::take(&mut targets.guards) {
-        if let Err(e) = g.restore() {
-            summary.warnings.push(format!("switching the perf map off: {e}"));
-        }
-    }
+    log::info!("stop: profile built after {:?}", stopping.elapsed());
+    summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
+    summary.stop_time = stopping.elapsed();
+    summary.recorded = recorded_pids(&targets);
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.warnings.extend(resolver.file_warnings());
+    if resolver.out_of_time > 0 {
+        summary.warnings.push(format!(
+            "{} address lookups were left unnamed: symbolizing ran out of its time after the recording ended ({:.1} s)",
+            resolver.out_of_time,
+            BUILD_SYMBOLIZE.as_secs_f64()
+        ));
+    }
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
     Ok((profile, summary))
+}
+
+/// Symbolizing budget of one drain while recording.
+const DRAIN_SYMBOLIZE: Duration = Duration::from_millis(500);
+/// Symbolizing budget of the final drain after the recording ended.
+const STOP_SYMBOLIZE: Duration = Duration::from_millis(300);
+/// From the end of recording, until when building the profile may still symbolize.
+const BUILD_SYMBOLIZE: Duration = Duration::from_millis(1300);
+
+/// How long switching perf maps off may still take once the sessions have stopped.
+const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
+
+/// Perf maps being switched off, one thread each.
+pub(crate) struct Restores {
+    rx: std::sync::mpsc::Receiver<Option<String>>,
+    n: usize,
+}
+
+/// Switches the perf maps of `guards` off at once, each on its own thread.
+pub(crate) fn restore_all(guards: Vec<PerfMapGuard>) -> Restores {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let n = guards.len();
+    for mut g in guards {
+        let t = tx.clone();
+        let spawned = std::thread::Builder::new().name(format!("restore-{}", g.pid())).spawn(move || {
+            let pid = g.pid();
+            let _ = t.send(g.restore().err().map(|e| format!("switching the perf map of {pid} off: {e}")));
+        });
+        if spawned.is_err() {
+            let _ = tx.send(Some("switching a perf map off: no thread".into()));
+        }
+    }
+    Restores { rx, n }
+}
+
+impl Restores {
+    /// Waits for every switch-off until `deadline`; returns the warnings.
+    pub(crate) fn wait(self, deadline: Instant) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for _ in 0..self.n {
+            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(w) => warnings.extend(w),
+                Err(_) => {
+                    warnings.push("a perf map was not switched off in time: the guardian or the next clrprobe does it".into());
+                    break;
+                }
+            }
+        }
+        warnings
+    }
+}
+
+/// The processes recorded (named or launched, then the children followed), for the summary.
+fn recorded_pids(targets: &targets::Targets) -> Vec<RecordedPid> {
+    targets
+        .pids
+        .iter()
+        .map(|&pid| RecordedPid { pid, name: process_name(pid), parent: targets.children.get(&pid).copied(), dotnet: targets.is_set_up(pid) })
+        .collect()
 }
 
 /// Moves the sampler's new samples into the aggregates.

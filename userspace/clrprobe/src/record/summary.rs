@@ -53,6 +53,22 @@ pub struct RecordSummary {
     pub limits: super::Limits,
     /// User stacks unwound from copies: completeness and unwind-table memory.
     pub unwind: Option<crate::unwind::UnwindSummary>,
+    /// The processes followed: named or launched, and their descendants (`--all`: the .NET ones found).
+    pub recorded: Vec<RecordedPid>,
+    /// From the end of recording to everything stopped and switched off.
+    #[serde(with = "secs")]
+    pub stop_time: Duration,
+}
+
+/// One process a recording followed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecordedPid {
+    pub pid: u32,
+    pub name: String,
+    /// Set for a descendant followed (not named on the command line or launched).
+    pub parent: Option<u32>,
+    /// Found to be .NET (perf map, EventPipe set up).
+    pub dotnet: bool,
 }
 
 mod secs {
@@ -137,6 +153,26 @@ pub fn summary_text(s: &RecordSummary) -> String {
         );
     }
     o.push_str(&super::limits_text(&s.limits));
+    if !s.recorded.is_empty() {
+        let list: Vec<String> = s
+            .recorded
+            .iter()
+            .map(|r| {
+                let mut d = vec![r.name.clone()];
+                if r.dotnet {
+                    d.push(".NET".into());
+                }
+                if let Some(p) = r.parent {
+                    d.push(format!("child of {p}"));
+                }
+                format!("{} ({})", r.pid, d.join(", "))
+            })
+            .collect();
+        let more = list.len().saturating_sub(20);
+        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let _ = writeln!(o, "pids recorded: {}{tail}", list[..list.len().min(20)].join(", "));
+    }
+    let _ = writeln!(o, "stopped in {:.0} ms", s.stop_time.as_secs_f64() * 1e3);
     for (pid, state) in &s.perf_maps {
         let _ = writeln!(o, "perf map of {pid}: {}", serde_json::to_value(state).map(|v| v.to_string()).unwrap_or_default());
     }

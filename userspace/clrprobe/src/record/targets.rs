@@ -2,9 +2,15 @@
 //! EventPipe session, `__cxa_throw` uprobe). With `--all` the host is scanned for new .NET
 //! processes four times a second ([`crate::discover::Scanner`]); a named or launched target
 //! that had not loaded the runtime yet gets its set-up once libcoreclr is mapped (checked each
-//! second).
+//! second). Without `--all`, the descendants of the named or launched processes are followed
+//! too (found by polling /proc), and .NET ones get the same set-up.
+//!
+//! The set-up of a .NET process talks to its runtime over IPC, which a stopped or hostile
+//! process may never answer: it runs on a thread per process, so the recording loop (and
+//! Ctrl-C) never waits for it; its result is picked up by the next poll.
 use std::{
     collections::HashSet,
+    sync::mpsc,
     time::{Duration, Instant},
 };
 
@@ -30,6 +36,19 @@ pub(super) struct Targets {
     /// Polls a .NET process was seen without its diagnostics socket yet (the runtime maps
     /// libcoreclr before it starts its diagnostics server).
     waiting: std::collections::HashMap<u32, u32>,
+    /// Followed processes that are not named or launched: child → parent.
+    pub children: std::collections::HashMap<u32, u32>,
+    /// Set-ups in flight (threads), and their results.
+    in_flight: HashSet<u32>,
+    tx: mpsc::Sender<Attached>,
+    rx: mpsc::Receiver<Attached>,
+}
+
+/// The IPC half of a .NET process's set-up, done on its own thread.
+struct Attached {
+    pid: u32,
+    guard: Option<PerfMapGuard>,
+    session: Option<Result<RuntimeSession, super::clr_session::SessionError>>,
 }
 
 /// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
@@ -37,7 +56,12 @@ const SOCKET_WAIT_POLLS: u32 = 20;
 
 impl Targets {
     pub fn new(args: &RecordArgs) -> Self {
+        let (tx, rx) = mpsc::channel();
         Self {
+            children: std::collections::HashMap::new(),
+            in_flight: HashSet::new(),
+            tx,
+            rx,
             pids: args.pids.clone(),
             attached: HashSet::new(),
             guards: Vec::new(),
@@ -49,9 +73,9 @@ impl Targets {
         }
     }
 
-    /// Is it time for the next [`Targets::poll`]? Every 250 ms with `--all`, else every second.
+    /// Is it time for the next [`Targets::poll`]? Every 250 ms (children are found by polling).
     pub fn poll_due(&self) -> bool {
-        self.last_poll.elapsed() >= if self.all { Duration::from_millis(250) } else { Duration::from_secs(1) }
+        self.last_poll.elapsed() >= Duration::from_millis(250)
     }
 
     /// Finds .NET processes not set up yet (new ones on the host with `--all`; named targets
@@ -64,6 +88,10 @@ impl Targets {
         resolver: &mut FrameResolver,
     ) {
         self.last_poll = Instant::now();
+        self.collect(summary, resolver);
+        if !self.all {
+            self.follow_children(args, summary, bpf.as_deref_mut(), resolver);
+        }
         let candidates: Vec<u32> = if self.all {
             self.scanner.scan()
         } else {
@@ -87,38 +115,131 @@ impl Targets {
             }
             self.attached.insert(pid);
             self.attach(pid, args, summary, bpf.as_deref_mut());
+        }
+    }
+
+    /// Picks up finished set-ups.
+    fn collect(&mut self, summary: &mut RecordSummary, resolver: &mut FrameResolver) {
+        while let Ok(a) = self.rx.try_recv() {
+            self.in_flight.remove(&a.pid);
+            if let Some(g) = a.guard {
+                summary.perf_maps.push((a.pid, g.state.clone()));
+                self.guards.push(g);
+            }
+            match a.session {
+                Some(Ok(s)) => self.sessions.push(s),
+                Some(Err(e)) => summary.warnings.push(format!("no EventPipe session for {}: {e}", a.pid)),
+                None => {}
+            }
             // The perf map switched on over IPC lists the code JIT-compiled so far: read it now,
             // as a short-lived process may be gone by the next drain.
-            resolver.refresh(pid);
+            resolver.refresh(a.pid);
+        }
+    }
+
+    /// Waits (until `deadline`) for set-ups in flight, so what they switched on is switched
+    /// off with the rest; one still running then cleans up after itself on its thread.
+    pub fn finish_attaching(&mut self, summary: &mut RecordSummary, resolver: &mut FrameResolver, deadline: Instant) {
+        while !self.in_flight.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+            self.collect(summary, resolver);
+        }
+        for pid in std::mem::take(&mut self.in_flight) {
+            summary.warnings.push(format!("the runtime of {pid} did not answer its set-up (perf map, EventPipe) in time"));
+        }
+    }
+
+    /// Follows new descendants of the named (or launched) processes, as `perf -p` with
+    /// inheritance would: sampled from now on, set up when they are .NET.
+    fn follow_children(&mut self, args: &RecordArgs, summary: &mut RecordSummary, mut bpf: Option<&mut BpfSampler>, resolver: &mut FrameResolver) {
+        for (child, parent) in crate::lifecycle::children::descendants(&args.pids) {
+            if self.pids.contains(&child) {
+                continue;
+            }
+            self.pids.push(child);
+            self.children.insert(child, parent);
+            resolver.add_process(child);
+            match bpf.as_deref_mut() {
+                Some(b) => {
+                    if let Err(e) = b.loaded().add_targets(&[child]) {
+                        summary.warnings.push(format!("sampling child {child}: {e}"));
+                    }
+                }
+                None => summary.warnings.push(format!("child {child} of {parent} is not sampled: following children needs the BPF sampler")),
+            }
         }
     }
 
     fn attach(&mut self, pid: u32, args: &RecordArgs, summary: &mut RecordSummary, bpf: Option<&mut BpfSampler>) {
         let kinds = args.kinds;
-        let mut perf_map_names = false;
-        if args.perf_map {
-            let g = PerfMapGuard::ensure(pid);
-            perf_map_names = matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe);
-            summary.perf_maps.push((pid, g.state.clone()));
-            self.guards.push(g);
-        }
-        if args.eventpipe {
-            let keywords = kind_keywords(kinds.events());
-            let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
-            config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
-            args.net.extend_session(&mut config);
-            match RuntimeSession::start_with(pid, &config, kinds.events(), args.net.collector()) {
-                Ok(s) => self.sessions.push(s),
-                Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
+        let (perf_map, eventpipe) = (args.perf_map, args.eventpipe);
+        // Launch mode: the launched tree has its perf maps on through the environment.
+        let launched = args.resume_after_attach;
+        let tx = self.tx.clone();
+        let net = args.net.clone();
+        let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
+            let mut perf_map_names = false;
+            let guard = perf_map.then(|| {
+                let g = if launched { PerfMapGuard::launched(pid) } else { PerfMapGuard::ensure(pid) };
+                perf_map_names = matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe);
+                g
+            });
+            let session = eventpipe.then(|| {
+                let keywords = kind_keywords(kinds.events());
+                let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
+                config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+                net.extend_session(&mut config);
+                RuntimeSession::start_with(pid, &config, kinds.events(), net.collector())
+            });
+            // If the recording has ended meanwhile, dropping these switches them off again.
+            let _ = tx.send(Attached { pid, guard, session });
+        });
+        match spawned {
+            Ok(_) => {
+                self.in_flight.insert(pid);
             }
+            Err(e) => summary.warnings.push(format!("no set-up for {pid}: {e}")),
         }
+        // Not host-wide: a uprobe per process costs an RCU grace period each to remove (seconds
+        // at the end of an `--all` run with dozens of .NET processes).
         if kinds.exceptions
+            && !self.all
             && let Some(b) = bpf {
                 match cxa::attach(b.loaded(), pid) {
                     Ok(()) => summary.cxa_throw_probed.push(pid),
                     Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
                 }
             }
+    }
+
+    /// Releases what exited targets hold: their sessions' reader threads and sockets (their
+    /// outcomes are kept) and their perf-map guards (switched off, files removed, state fd
+    /// closed). Keeps threads and fds flat over a long `--all` run.
+    pub fn retire_exited(&mut self, finished: &mut Vec<(u32, super::clr_session::SessionOutcome)>) {
+        let mut i = 0;
+        while i < self.sessions.len() {
+            match self.sessions[i].try_finish() {
+                Some(o) => finished.push((self.sessions.swap_remove(i).pid(), o)),
+                None => i += 1,
+            }
+        }
+        let mut i = 0;
+        while i < self.guards.len() {
+            if alive(self.guards[i].pid()) {
+                i += 1;
+                continue;
+            }
+            // On its own thread: the recording loop never waits for the state lock.
+            let mut g = self.guards.swap_remove(i);
+            let _ = std::thread::Builder::new().name(format!("restore-{}", g.pid())).spawn(move || {
+                let _ = g.restore();
+            });
+        }
+    }
+
+    /// Was `pid` found to be .NET and set up?
+    pub fn is_set_up(&self, pid: u32) -> bool {
+        self.attached.contains(&pid)
     }
 
     /// With `--all` the recording never ends by itself (only by duration or Ctrl-C);

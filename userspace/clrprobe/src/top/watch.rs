@@ -4,7 +4,7 @@
 //! [`Watch::finish`] (and on drop).
 use std::{
     collections::{HashMap, HashSet},
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use clrprobe_eventpipe::ipc::{Level, ProviderConfig, RUNTIME_PROVIDER, SessionConfig};
@@ -210,17 +210,14 @@ impl Watch {
 
     /// Stops the sessions and switches the perf maps off again.
     pub fn finish(mut self) -> Vec<String> {
-        let mut warnings = Vec::new();
-        for s in std::mem::take(&mut self.sessions) {
-            if let Some(e) = s.finish().error {
-                warnings.push(e.to_string());
-            }
-        }
-        for mut g in std::mem::take(&mut self.guards) {
-            if let Err(e) = g.restore() {
-                warnings.push(format!("switching the perf map off: {e}"));
-            }
-        }
+        // Bounded, all targets at once (a stopped target is given up on).
+        let restores = crate::record::restore_all(std::mem::take(&mut self.guards));
+        let deadline = Instant::now() + crate::record::clr_session::STOP_DEADLINE;
+        let mut warnings: Vec<String> = crate::record::clr_session::finish_all(std::mem::take(&mut self.sessions), deadline)
+            .into_iter()
+            .filter_map(|(_, o)| o.error.map(|e| e.to_string()))
+            .collect();
+        warnings.extend(restores.wait(Instant::now() + Duration::from_millis(300)));
         warnings
     }
 }

@@ -80,7 +80,20 @@ pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummar
             break "target exit";
         }
     };
-    let _ = stop_handle.stop();
+    // Bounded: a runtime that does not finish the session (stopped, not answering) is given
+    // up on after a second; the bytes copied so far stay in the file.
+    let _ = stop_handle.stop_within(Duration::from_millis(700));
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while !copier.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !copier.is_finished() {
+        stop_handle.abort();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if !copier.is_finished() {
+        return Ok(TraceSummary { session_id, bytes: 0, seconds: started.elapsed().as_secs_f64(), ended_by: "signal; the runtime did not answer" });
+    }
     let bytes = match copier.join() {
         Ok(Ok((n, file))) => {
             pending.commit_with(file)?;

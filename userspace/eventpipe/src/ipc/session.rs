@@ -11,6 +11,9 @@
 //! - dropping the [`Session`]: best effort — sends StopTracing, drains the stream for at most
 //!   [`Session::DROP_DRAIN_LIMIT`], reads the reply if it came, and closes. Errors are ignored.
 //!   If the runtime has already gone, nothing happens.
+//! - [`StopHandle::abort`]: gives up on a runtime that does not answer (stopped with SIGSTOP,
+//!   or a fake server): shuts the stream down, so a read blocked on it returns end of stream
+//!   at once, and nothing more is sent.
 use std::{
     io::{self, Read, Write},
     sync::{
@@ -46,6 +49,9 @@ pub struct StopHandle {
     client: Client,
     id: u64,
     stopped: Arc<AtomicBool>,
+    aborted: Arc<AtomicBool>,
+    /// A second handle on the session stream, to shut it down from any thread.
+    stream: Option<Arc<Connection>>,
 }
 
 impl StopHandle {
@@ -57,26 +63,54 @@ impl StopHandle {
         self.stopped.load(Ordering::SeqCst)
     }
 
-    /// Sends StopTracing and waits for the reply. The session stream must be read meanwhile.
+    /// Sends StopTracing and waits for the reply (at most the client's timeout). The session
+    /// stream must be read meanwhile.
     pub fn stop(&self) -> Result<(), IpcError> {
+        self.stop_within(self.client.timeout())
+    }
+
+    /// Sends StopTracing and waits at most `timeout` for the connection, the write and the reply.
+    pub fn stop_within(&self, timeout: Duration) -> Result<(), IpcError> {
         if self.stopped.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let result = self.client.stop_tracing(self.id).map(|_| ());
-        if result.is_err() {
+        let result = self.client.clone().with_timeout(timeout).stop_tracing(self.id).map(|_| ());
+        if result.is_err() && !self.is_aborted() {
             // Let the guard's Drop try again (best effort).
             self.stopped.store(false, Ordering::SeqCst);
         }
         result
     }
+
+    /// Gives up on the session: shuts its stream down (a reader blocked on it sees end of
+    /// stream at once) and sends nothing more, not even from the guard's Drop.
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(s) = &self.stream {
+            let _ = s.shutdown();
+        }
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
 }
 
 impl Session {
-    /// How long dropping a session keeps draining the stream after StopTracing.
-    pub const DROP_DRAIN_LIMIT: Duration = Duration::from_secs(5);
+    /// How long dropping a session keeps draining the stream after StopTracing (and waits
+    /// for the reply).
+    pub const DROP_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
     pub(crate) fn new(client: Client, id: u64, version: CollectTracingVersion, stream: Connection) -> Self {
-        let stop = StopHandle { client, id, stopped: Arc::new(AtomicBool::new(false)) };
+        let clone = stream.try_clone().ok().map(Arc::new);
+        let stop = StopHandle {
+            client,
+            id,
+            stopped: Arc::new(AtomicBool::new(false)),
+            aborted: Arc::new(AtomicBool::new(false)),
+            stream: clone,
+        };
         Self { id, version, stream, stop }
     }
 
@@ -110,10 +144,11 @@ impl Session {
     }
 
     fn stop_on_drop(&mut self) {
-        if self.stop.stopped.swap(true, Ordering::SeqCst) {
+        if self.stop.stopped.swap(true, Ordering::SeqCst) || self.stop.is_aborted() {
             return;
         }
-        let Ok(mut conn) = self.stop.client.send(STOP_TRACING, &self.id.to_le_bytes()) else { return };
+        let client = self.stop.client.clone().with_timeout(Self::DROP_DRAIN_LIMIT);
+        let Ok(mut conn) = client.send(STOP_TRACING, &self.id.to_le_bytes()) else { return };
         let deadline = Instant::now() + Self::DROP_DRAIN_LIMIT;
         let mut buf = vec![0u8; 64 * 1024];
         loop {

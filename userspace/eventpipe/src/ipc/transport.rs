@@ -59,6 +59,24 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// A second handle on the same connection (to [`shutdown`](Self::shutdown) it from another thread).
+    pub fn try_clone(&self) -> io::Result<Connection> {
+        Ok(Connection { inner: self.inner.try_clone()? })
+    }
+
+    /// Shuts the connection down both ways: a read blocked on it in another thread returns
+    /// end of stream at once. No-op on Windows pipes.
+    pub fn shutdown(&self) -> io::Result<()> {
+        #[cfg(unix)]
+        {
+            self.inner.shutdown(std::net::Shutdown::Both)
+        }
+        #[cfg(windows)]
+        {
+            Ok(())
+        }
+    }
+
     /// Bounds how long a read may block (`None` = forever). No-op on Windows pipes, which
     /// std opens synchronously without timeouts.
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {

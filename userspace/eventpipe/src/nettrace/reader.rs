@@ -131,7 +131,7 @@ impl<R: Read> NetTraceReader<R> {
             input,
             info,
             v6,
-            block: Vec::with_capacity(256 * 1024),
+            block: Vec::with_capacity(16 * 1024),
             metadata: MetadataTable::default(),
             stacks: StackTable::default(),
             threads: ThreadTable::default(),
