@@ -116,6 +116,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         sampler: cmd.sampler,
         eventpipe: !cmd.no_eventpipe,
         perf_map: !cmd.no_perf_map,
+        cxa_throw: cmd.cxa_throw,
     };
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
@@ -134,7 +135,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if !quiet {
         eprintln!();
     }
-    let (profile, summary) = match result {
+    let (profile, mut summary) = match result {
         Ok(r) => r,
         Err(e) => {
             let doctor = doctor::Report::probe();
@@ -165,6 +166,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    drop(profile);
+    summary.memory.after_outputs();
     for warning in &summary.warnings {
         eprintln!("clrprobe: warning: {warning}");
     }

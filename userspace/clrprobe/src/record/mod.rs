@@ -7,6 +7,7 @@ mod cxa;
 mod frames;
 mod limits;
 mod gc;
+mod memory;
 mod perfmap;
 mod split;
 mod summary;
@@ -19,6 +20,7 @@ pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
 pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
+pub use memory::OwnMemory;
 pub use summary::{RecordSummary, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
@@ -78,6 +80,8 @@ pub struct RecordArgs {
     pub all: bool,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
+    /// Count `__cxa_throw` with a uprobe even where EventPipe delivers the exceptions.
+    pub cxa_throw: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -240,6 +244,7 @@ pub fn run(
         }
     }
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
+    summary.memory = OwnMemory::at_recording_end();
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
         proc_cpu.read(pid);

@@ -102,17 +102,31 @@ impl Targets {
             summary.perf_maps.push((pid, g.state.clone()));
             self.guards.push(g);
         }
+        let mut session = false;
         if args.eventpipe {
             let keywords = kind_keywords(kinds.events());
             let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
             config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+            summary.eventpipe_providers.push((pid, super::clr_session::providers_spec(&config)));
             match RuntimeSession::start(pid, &config, kinds.events()) {
-                Ok(s) => self.sessions.push(s),
+                Ok(s) => {
+                    self.sessions.push(s);
+                    session = true;
+                }
                 Err(e) => summary.warnings.push(format!("no EventPipe session for {pid}: {e}")),
             }
         }
+        // The uprobe traps at every throw: placed only when asked for, or when EventPipe does
+        // not deliver the exceptions; priced first.
         if kinds.exceptions
+            && (args.cxa_throw || !session)
             && let Some(b) = bpf {
+                if summary.uprobe_cost_ns.is_none() {
+                    match cxa::price(b.loaded()) {
+                        Ok(d) => summary.uprobe_cost_ns = Some(d.as_nanos() as u64),
+                        Err(e) => summary.warnings.push(format!("uprobe self-test: {e}")),
+                    }
+                }
                 match cxa::attach(b.loaded(), pid) {
                     Ok(()) => summary.cxa_throw_probed.push(pid),
                     Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),
