@@ -38,12 +38,22 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         seconds: u32,
     },
-    /// Overhead of `clrprobe record` vs `perf record -g` on a CPU-bound .NET app, and time to attach.
+    /// Each kind's cost to CPU-, allocation-, exception- and lock-heavy .NET apps, next to its
+    /// floor (the same EventPipe session read by a client that only copies) and the app alone.
     Bench {
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 5)]
         runs: usize,
-        #[arg(long, default_value_t = 6)]
+        #[arg(long, default_value_t = 4)]
         seconds: u32,
+        /// CPU sampling frequency of clrprobe (and perf).
+        #[arg(long, default_value_t = 99)]
+        freq: u64,
+        /// Workloads to run (default: all of cpu,alloc,throw,lock).
+        #[arg(long, value_delimiter = ',')]
+        workloads: Vec<String>,
+        /// Kinds to measure (default: all of cpu,alloc,exceptions,contention,offcpu,all).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
     },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
@@ -72,7 +82,9 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
-        Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
+        Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
+            bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
+        }
         Cmd::Test { args } => test(&args)?,
     }
     Ok(())
