@@ -63,7 +63,14 @@ pub struct PerfMap {
     /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
     sorted_len: usize,
     skipped: usize,
+    /// The starts of the sorted entries, dense (8 bytes each, not 32), and every
+    /// [`BLOCK`]-th of them: a lookup searches `top` (L1-sized), then one block of `starts`.
+    starts: Vec<u64>,
+    top: Vec<u64>,
 }
+
+/// Entries per block of the two-level search (64 starts = 8 cache lines).
+const BLOCK: usize = 64;
 
 impl PerfMap {
     pub fn new() -> Self {
@@ -148,7 +155,13 @@ impl PerfMap {
         if !(tail_sorted && joins) {
             // Stable: records for the same start keep file order, so the last one wins lookups.
             self.entries.sort_by_key(|e| e.start);
+            self.starts.clear();
         }
+        let from = self.starts.len();
+        self.starts.extend(self.entries[from..].iter().map(|e| e.start));
+        self.top.truncate(from.div_ceil(BLOCK));
+        let top_from = self.top.len() * BLOCK;
+        self.top.extend(self.starts.get(top_from..).unwrap_or(&[]).iter().step_by(BLOCK).copied());
         self.sorted_len = self.entries.len();
     }
 
@@ -166,7 +179,14 @@ impl PerfMap {
     /// Lookup without re-indexing (records fed since the last [`PerfMap::index`] are not seen).
     pub fn lookup_sorted(&self, addr: u64) -> Option<PerfMapSymbol<'_>> {
         let sorted = &self.entries[..self.sorted_len];
-        let end = sorted.partition_point(|e| e.start <= addr);
+        // Blocks after the first whose first start is past addr hold only larger starts.
+        let block = self.top.partition_point(|&s| s <= addr);
+        if block == 0 {
+            return None;
+        }
+        let lo = (block - 1) * BLOCK;
+        let hi = (lo + BLOCK).min(self.starts.len());
+        let end = lo + self.starts[lo..hi].partition_point(|&s| s <= addr);
         // The nearest starts first; a few older, larger records may still cover addr.
         for e in sorted[..end].iter().rev().take(8) {
             if addr - e.start < e.size.max(1) {

@@ -33,6 +33,8 @@ pub const WORKLOADS: [(&str, &str); 4] = [
 ];
 /// The kinds (`clrprobe record --KIND`), and `all` (no kind named: every kind).
 pub const KINDS: [&str; 6] = ["cpu", "alloc", "exceptions", "contention", "offcpu", "all"];
+/// `--exceptions --cxa-throw`: exceptions with the kernel's `__cxa_throw` count (throw workload).
+const CXA: &str = "cxa-throw";
 
 #[derive(Clone, Debug, PartialEq)]
 enum Config {
@@ -86,6 +88,11 @@ pub fn run(o: &Options) -> Result<()> {
     let mut attach_ms = Vec::new();
     for (mode, what) in WORKLOADS.iter().filter(|(m, _)| o.workloads.is_empty() || o.workloads.iter().any(|x| x == m)) {
         let mut configs = vec![Config::Alone];
+        let mut kinds = kinds.clone();
+        // The __cxa_throw uprobe (off by default) priced on the exception-heavy workload.
+        if *mode == "throw" && (o.kinds.is_empty() || o.kinds.iter().any(|k| k == CXA)) {
+            kinds.push(CXA);
+        }
         for &k in &kinds {
             configs.push(Config::Clrprobe(k));
             configs.push(Config::Floor(k));
@@ -191,8 +198,14 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
         Config::Clrprobe(k) => {
             let mut cmd = Command::new(bin);
             cmd.args(["record", "--quiet", "--json", "-p", &pid, "-F", &freq, "--format", "pprof", "-o"]).arg(tmp.join("clrprobe"));
-            if *k != "all" {
-                cmd.arg(format!("--{k}"));
+            match *k {
+                "all" => {}
+                CXA => {
+                    cmd.args(["--exceptions", "--cxa-throw"]);
+                }
+                k => {
+                    cmd.arg(format!("--{k}"));
+                }
             }
             Some(cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?)
         }

@@ -158,3 +158,34 @@ fn random_bytes_never_panic() {
         }
     }
 }
+
+/// The two-level index finds what a linear scan of the records finds (latest record wins),
+/// with records fed in sorted runs and out of order, across block boundaries.
+#[test]
+fn lookups_match_a_linear_scan_while_the_map_grows() {
+    let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
+    let mut m = PerfMap::new();
+    let mut records: Vec<(u64, u64, String)> = Vec::new();
+    let mut next = 0x1000u64;
+    for round in 0..12 {
+        let mut text = String::new();
+        for i in 0..(rng.next() % 300) {
+            // Mostly ascending, sometimes a record placed back inside older code.
+            let start = if rng.next() % 10 == 0 { 0x1000 + rng.next() % (next - 0xfff) } else { next };
+            let size = 1 + rng.next() % 0x80;
+            next = next.max(start + size + rng.next() % 0x20);
+            let name = format!("R{round}_{i}");
+            text.push_str(&format!("{start:x} {size:x} {name}\n"));
+            records.push((start, size, name));
+        }
+        m.feed(text.as_bytes());
+        for _ in 0..400 {
+            let a = 0xff0 + rng.next() % (next - 0xfe0);
+            // The index looks at the 8 nearest starts at or below the address.
+            let mut below: Vec<(usize, &(u64, u64, String))> = records.iter().enumerate().filter(|(_, r)| r.0 <= a).collect();
+            below.sort_by_key(|(i, r)| (r.0, *i));
+            let want = below.iter().rev().take(8).find(|(_, r)| a - r.0 < r.1).map(|(_, r)| r.2.as_str());
+            assert_eq!(m.lookup(a).map(|s| s.name), want, "address {a:#x} after round {round}");
+        }
+    }
+}
