@@ -52,14 +52,15 @@ struct Entry {
 
 /// A parsed, indexed perf map that grows as the file grows.
 ///
-/// The fed bytes are kept (made valid UTF-8 in place, bad bytes become `?`) and records point
-/// into them, so parsing copies nothing per record.
+/// The fed bytes are kept (made valid UTF-8, bad bytes become `?`) and records point into
+/// them, so parsing copies nothing per record and a lookup validates nothing.
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
     entries: Vec<Entry>,
-    data: Vec<u8>,
-    /// Start of the unparsed tail of `data` (an unterminated record).
-    scan: usize,
+    /// The text of every record parsed so far.
+    data: String,
+    /// Fed bytes after the last separator (an unterminated record).
+    tail: Vec<u8>,
     /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
     sorted_len: usize,
     skipped: usize,
@@ -101,33 +102,46 @@ impl PerfMap {
 
     /// Byte offset in the file up to which data has been fed (where the next read starts).
     pub fn consumed(&self) -> u64 {
-        self.data.len() as u64
+        (self.data.len() + self.tail.len()) as u64
     }
 
     /// Feeds bytes appended to the file since the last call. Returns records added.
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
-        let new_from = self.data.len();
-        self.data.extend_from_slice(bytes);
-        let Some(last) = memchr::memrchr2(b'\n', 0, &self.data[new_from..]) else { return 0 };
-        let end = new_from + last + 1;
-        self.parse_region(end)
+        let Some(last) = memchr::memrchr2(b'\n', 0, bytes) else {
+            self.tail.extend_from_slice(bytes);
+            return 0;
+        };
+        let base = self.data.len();
+        let mut done = &bytes[..last + 1];
+        if !self.tail.is_empty() {
+            // The unterminated record and the bytes that end it (a character may straddle).
+            let first = memchr::memchr2(b'\n', 0, done).map_or(done.len(), |i| i + 1);
+            self.tail.extend_from_slice(&done[..first]);
+            let record = std::mem::take(&mut self.tail);
+            push_utf8(&mut self.data, &record);
+            done = &done[first..];
+        }
+        // Separators are ASCII: the pieces validate alone as they would together.
+        push_utf8(&mut self.data, done);
+        self.tail.extend_from_slice(&bytes[last + 1..]);
+        self.parse_from(base)
     }
 
     /// Parses an unterminated last record (call when the writer is known to be done).
     pub fn finish(&mut self) -> usize {
-        let end = self.data.len();
-        if self.scan == end {
+        if self.tail.is_empty() {
             return 0;
         }
-        self.parse_region(end)
+        let base = self.data.len();
+        let record = std::mem::take(&mut self.tail);
+        push_utf8(&mut self.data, &record);
+        self.parse_from(base)
     }
 
-    /// Parses the records in `data[scan..end]` (`end` is after a separator or the end of data).
-    fn parse_region(&mut self, end: usize) -> usize {
+    /// Parses the records in `data[base..]` (which ends after a separator or at the end).
+    fn parse_from(&mut self, base: usize) -> usize {
         let before = self.entries.len();
-        let region = &mut self.data[self.scan..end];
-        make_utf8(region);
-        let region = &self.data[self.scan..end];
+        let region = &self.data.as_bytes()[base..];
         self.entries.reserve(region.len() / 64);
         let mut rec_start = 0;
         let mut parse = |rec: &[u8], at: usize| match parse_record(rec, at) {
@@ -135,13 +149,12 @@ impl PerfMap {
             None => self.skipped += usize::from(!trim_ascii(rec).is_empty()),
         };
         for i in memchr::memchr2_iter(b'\n', 0, region) {
-            parse(&region[rec_start..i], self.scan + rec_start);
+            parse(&region[rec_start..i], base + rec_start);
             rec_start = i + 1;
         }
         if rec_start < region.len() {
-            parse(&region[rec_start..], self.scan + rec_start);
+            parse(&region[rec_start..], base + rec_start);
         }
-        self.scan = end;
         self.entries.len() - before
     }
 
@@ -203,14 +216,10 @@ impl PerfMap {
     }
 
     fn symbol(&self, e: &Entry) -> PerfMapSymbol<'_> {
-        let bytes = self.data.get(e.name_off..e.name_off + e.name_len as usize).unwrap_or(&[]);
-        // make_utf8 ran over every parsed record, and records split at ASCII bytes.
-        let name = std::str::from_utf8(bytes).unwrap_or("");
+        // Names and tiers are cut at ASCII bytes, so these are char boundaries of `data`.
+        let name = self.data.get(e.name_off..e.name_off + e.name_len as usize).unwrap_or("");
         let tier_at = e.name_off + e.name_len as usize + e.tier_gap as usize;
-        let tier = (e.tier_len > 0)
-            .then(|| self.data.get(tier_at..tier_at + e.tier_len as usize))
-            .flatten()
-            .and_then(|t| std::str::from_utf8(t).ok());
+        let tier = (e.tier_len > 0).then(|| self.data.get(tier_at..tier_at + e.tier_len as usize)).flatten();
         PerfMapSymbol { start: e.start, size: e.size, name, tier }
     }
 }
@@ -231,6 +240,19 @@ fn parse_record(line: &[u8], at: usize) -> Option<Entry> {
         None => (0, 0),
     };
     Some(Entry { start, size, name_off, name_len: u32::try_from(name.len()).ok()?, tier_gap, tier_len })
+}
+
+/// Appends `bytes` to `text`, bytes that are not valid UTF-8 replaced with `?` (lengths stay
+/// the same, so offsets into the file stay offsets into the text).
+fn push_utf8(text: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => text.push_str(s),
+        Err(_) => {
+            let mut fixed = bytes.to_vec();
+            make_utf8(&mut fixed);
+            text.push_str(std::str::from_utf8(&fixed).unwrap_or_default());
+        }
+    }
 }
 
 /// Replaces bytes that are not valid UTF-8 with `?`, in place (lengths stay the same).
