@@ -64,13 +64,14 @@ pub struct PerfMap {
     /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
     sorted_len: usize,
     skipped: usize,
-    /// The starts of the sorted entries, dense (8 bytes each, not 32), and every
-    /// [`BLOCK`]-th of them: a lookup searches `top` (L1-sized), then one block of `starts`.
-    starts: Vec<u64>,
+    /// (start, size) of the sorted entries, dense (16 bytes each, not 32), and every
+    /// [`BLOCK`]-th start: a lookup searches `top` (L1-sized), then one block of `spans`, and
+    /// reads an entry only for the hit.
+    spans: Vec<(u64, u64)>,
     top: Vec<u64>,
 }
 
-/// Entries per block of the two-level search (64 starts = 8 cache lines).
+/// Entries per block of the two-level search (64 spans = 16 cache lines).
 const BLOCK: usize = 64;
 
 impl PerfMap {
@@ -168,13 +169,13 @@ impl PerfMap {
         if !(tail_sorted && joins) {
             // Stable: records for the same start keep file order, so the last one wins lookups.
             self.entries.sort_by_key(|e| e.start);
-            self.starts.clear();
+            self.spans.clear();
         }
-        let from = self.starts.len();
-        self.starts.extend(self.entries[from..].iter().map(|e| e.start));
+        let from = self.spans.len();
+        self.spans.extend(self.entries[from..].iter().map(|e| (e.start, e.size)));
         self.top.truncate(from.div_ceil(BLOCK));
         let top_from = self.top.len() * BLOCK;
-        self.top.extend(self.starts.get(top_from..).unwrap_or(&[]).iter().step_by(BLOCK).copied());
+        self.top.extend(self.spans.get(top_from..).unwrap_or(&[]).iter().step_by(BLOCK).map(|s| s.0));
         self.sorted_len = self.entries.len();
     }
 
@@ -198,15 +199,11 @@ impl PerfMap {
             return None;
         }
         let lo = (block - 1) * BLOCK;
-        let hi = (lo + BLOCK).min(self.starts.len());
-        let end = lo + self.starts[lo..hi].partition_point(|&s| s <= addr);
+        let hi = (lo + BLOCK).min(self.spans.len());
+        let end = lo + self.spans[lo..hi].partition_point(|s| s.0 <= addr);
         // The nearest starts first; a few older, larger records may still cover addr.
-        for e in sorted[..end].iter().rev().take(8) {
-            if addr - e.start < e.size.max(1) {
-                return Some(self.symbol(e));
-            }
-        }
-        None
+        let i = (end.saturating_sub(8)..end).rev().find(|&i| addr - self.spans[i].0 < self.spans[i].1.max(1))?;
+        sorted.get(i).map(|e| self.symbol(e))
     }
 
     /// All records: in address order after [`PerfMap::index`] (or a lookup), records fed since
