@@ -171,7 +171,7 @@ fn lookups_match_a_linear_scan_while_the_map_grows() {
         let mut text = String::new();
         for i in 0..(rng.next() % 300) {
             // Mostly ascending, sometimes a record placed back inside older code.
-            let start = if rng.next() % 10 == 0 { 0x1000 + rng.next() % (next - 0xfff) } else { next };
+            let start = if rng.next().is_multiple_of(10) { 0x1000 + rng.next() % (next - 0xfff) } else { next };
             let size = 1 + rng.next() % 0x80;
             next = next.max(start + size + rng.next() % 0x20);
             let name = format!("R{round}_{i}");
