@@ -110,7 +110,14 @@ pub fn run(o: &Options) -> Result<()> {
                     Config::Floor(k) => Some(specs.get(k).cloned().with_context(|| format!("no providers from clrprobe {k} to floor"))?),
                     _ => None,
                 };
-                let r = one(&bin, mode, c, o, spec.as_deref(), &tmp)?;
+                // A loaded machine can stall a start-up: one retry before giving up.
+                let r = match one(&bin, mode, c, o, spec.as_deref(), &tmp) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("{mode} round {}: {} failed ({e:#}); retrying once", round + 1, c.name());
+                        one(&bin, mode, c, o, spec.as_deref(), &tmp)?
+                    }
+                };
                 eprintln!("{mode} round {}/{}: {:<22} {:>12.1} rounds/s", round + 1, o.runs, c.name(), r.rate);
                 rates[i].push(r.rate);
                 if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
@@ -190,7 +197,9 @@ fn median(v: &[f64]) -> f64 {
 
 /// Runs the workload once under `c`; returns its rounds per second (in the counted window).
 fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp: &Path) -> Result<Outcome> {
-    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S).start().context("starting the workload")?;
+    let mut workload = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S);
+    workload.ready_timeout = Duration::from_secs(120);
+    let mut w = workload.start().context("starting the workload")?;
     let pid = w.pid.to_string();
     let freq = o.freq.to_string();
     let profiler = match c {
