@@ -26,10 +26,10 @@ const BUFFER_MB: u32 = 64;
 
 /// The workloads: (Bench.cs mode, description).
 pub const WORKLOADS: [(&str, &str); 4] = [
-    ("cpu", "CPU-bound: one thread spinning"),
-    ("alloc", "allocation-heavy: one thread, ~85 M small objects/s"),
     ("throw", "exception-heavy: one thread, ~6.5k throws/s"),
+    ("alloc", "allocation-heavy: one thread, ~85 M small objects/s"),
     ("lock", "lock-heavy: two threads on one lock held ~50 µs"),
+    ("cpu", "CPU-bound: one thread spinning"),
 ];
 /// The kinds (`clrprobe record --KIND`), and `all` (no kind named: every kind).
 pub const KINDS: [&str; 6] = ["cpu", "alloc", "exceptions", "contention", "offcpu", "all"];
