@@ -1,8 +1,9 @@
 // Overhead benchmark workloads, one per kind of runtime activity: `Bench MODE SECONDS WARMUP`.
 // MODE: cpu (a spinning loop), alloc (small objects and 1 KiB arrays), throw (a throw and catch
-// per ~130 µs of spinning, ≈ 7k/s), lock (two threads taking one lock, held ~50 µs). Worker threads run from the start;
-// rounds are counted only after WARMUP seconds (so a profiler's attach falls outside the window)
-// and for SECONDS more. Prints "rounds=<n>" (rounds in the window) and "per_second=<r>".
+// per ~130 µs of spinning, ≈ 6.5k/s), lock (two threads taking one lock held ~50 µs). Worker
+// threads run from the start; rounds are counted only after WARMUP seconds (so a profiler's
+// attach falls outside the window) and for SECONDS more. Prints "rounds=<n>" (rounds in the
+// window) and "per_second=<r>".
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
