@@ -84,9 +84,42 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("naive lines+split+from_str_radix+sort", |b| b.iter(|| naive(black_box(&map))));
     g.bench_function("std::fs::read of the file", |b| b.iter(|| std::fs::read(&path).expect("read")));
-    let probes: Vec<u64> = (0..1000u64).map(|i| 0x7f1d_d200_0000 + i * 0x9_1234).collect();
-    g.bench_function("1000 lookups", |b| b.iter(|| probes.iter().filter(|&&a| parsed.lookup_sorted(a).is_some()).count()));
+    // Probes drawn uniformly over the map's whole address range (every one inside it).
+    let lo = parsed.iter().next().map(|r| r.start).expect("records");
+    let hi = parsed.iter().last().map(|r| r.start + r.size).expect("records");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let probes: Vec<u64> = (0..1000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            lo + x % (hi - lo)
+        })
+        .collect();
+    let found = probes.iter().filter(|&&a| parsed.lookup_sorted(a).is_some()).count();
+    assert!(found > 950, "{found} of 1000 uniform probes inside the map found a record");
+    // The peer: binary search over the naive parser's (start, size, name) records.
+    let naive_map = naive(&map);
+    let naive_lookup = |a: u64| {
+        let i = naive_map.partition_point(|e| e.0 <= a);
+        (i > 0 && a - naive_map[i - 1].0 < naive_map[i - 1].1).then(|| naive_map[i - 1].2.as_str())
+    };
+    assert_eq!(probes.iter().filter(|&&a| naive_lookup(a).is_some()).count(), found);
+    // Each lookup reads its name's first byte: a name is what a lookup is for.
+    let ours_run = || probes.iter().filter_map(|&a| parsed.lookup_sorted(black_box(a))).map(|s| s.name.as_bytes()[0] as usize).sum::<usize>();
+    let peer_run = || probes.iter().filter_map(|&a| naive_lookup(black_box(a))).map(|n| n.as_bytes()[0] as usize).sum::<usize>();
+    assert_eq!(ours_run(), peer_run());
+    g.bench_function("1000 uniform lookups", |b| b.iter(ours_run));
+    g.bench_function("1000 uniform lookups, naive binary search", |b| b.iter(peer_run));
     g.finish();
+    let per = |d: Duration| 1000.0 / d.as_secs_f64() / 1e6;
+    let ours = time(2000, ours_run);
+    let peer = time(2000, peer_run);
+    println!(
+        "perf map lookups, uniform inside {RECORDS} records ({found}/1000 found): clrprobe {:.1} M/s, naive binary search over (start, size, String) {:.1} M/s",
+        per(ours),
+        per(peer)
+    );
 
     let ours = time(30, || {
         let mut m = PerfMap::parse(&map);

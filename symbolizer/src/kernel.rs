@@ -29,35 +29,60 @@ impl KernelSymbolizer {
     pub fn parse(text: &str) -> Self {
         let mut k = KernelSymbolizer::default();
         for line in text.lines() {
-            let mut it = line.split_ascii_whitespace();
-            let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else { continue };
-            if !matches!(ty, "t" | "T" | "w" | "W") {
-                continue;
-            }
-            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
-            if addr == 0 {
-                continue;
-            }
-            let name_off = k.names.len();
-            k.names.push_str(name);
-            if let Some(module) = it.next() {
-                k.names.push(' ');
-                k.names.push_str(module);
-            }
-            let (Ok(name_off), Ok(name_len)) = (u32::try_from(name_off), u32::try_from(k.names.len() - name_off)) else {
-                break;
-            };
-            k.syms.push(Sym { addr, name_off, name_len });
+            k.add_line(line);
         }
-        k.syms.sort_by_key(|s| s.addr);
-        k
+        k.finish()
     }
 
-    /// Reads `/proc/kallsyms`.
+    /// Reads `/proc/kallsyms` line by line (its text is megabytes; the kept symbols are a
+    /// fraction of it).
     pub fn load() -> Result<Self, Error> {
+        use std::io::BufRead;
         let path = "/proc/kallsyms";
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        Ok(Self::parse(&text))
+        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let mut r = std::io::BufReader::with_capacity(64 * 1024, f);
+        let mut k = KernelSymbolizer::default();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match r.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => k.add_line(&line),
+                Err(e) => return Err(Error::io(path, e)),
+            }
+        }
+        Ok(k.finish())
+    }
+
+    fn finish(mut self) -> Self {
+        self.syms.sort_by_key(|s| s.addr);
+        self.syms.shrink_to_fit();
+        self.names.shrink_to_fit();
+        self
+    }
+
+    /// Adds one kallsyms line when it is a text symbol.
+    fn add_line(&mut self, line: &str) {
+        let mut it = line.split_ascii_whitespace();
+        let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else { return };
+        if !matches!(ty, "t" | "T" | "w" | "W") {
+            return;
+        }
+        let Ok(addr) = u64::from_str_radix(addr, 16) else { return };
+        if addr == 0 {
+            return;
+        }
+        let start = self.names.len();
+        self.names.push_str(name);
+        if let Some(module) = it.next() {
+            self.names.push(' ');
+            self.names.push_str(module);
+        }
+        let (Ok(name_off), Ok(name_len)) = (u32::try_from(start), u32::try_from(self.names.len() - start)) else {
+            self.names.truncate(start);
+            return;
+        };
+        self.syms.push(Sym { addr, name_off, name_len });
     }
 
     /// Number of usable symbols (0 when addresses are hidden).

@@ -1,6 +1,15 @@
-//! `cargo xtask bench`: overhead of `clrprobe record` on a CPU-bound .NET workload, next to
-//! `perf record -g` measured in the same run, and clrprobe's time to first sample.
+//! `cargo xtask bench`: what each kind of `clrprobe record` costs a .NET app, next to its floor.
+//!
+//! For each workload (tests/workloads/Bench.cs: CPU-, allocation-, exception- and lock-heavy)
+//! and each kind (and all kinds at once) it runs the app alone, under `clrprobe record --KIND`,
+//! and under the floor: an EventPipe session with exactly the providers, keywords and levels
+//! that clrprobe asked for (taken from clrprobe's own summary of the same kind and workload),
+//! read by `clrprobe trace -o /dev/null`, which only copies the stream. The runs are
+//! interleaved (every configuration once per round) and each slowdown is a median over the
+//! rounds. The CPU workload also runs under `perf record -g` as a peer.
 use std::{
+    collections::HashMap,
+    path::Path,
     process::{Command, Stdio},
     time::Duration,
 };
@@ -10,167 +19,233 @@ use clrprobe_tests::{Runtime, Workload};
 
 use crate::{dotnet, ebpf, util};
 
-#[derive(Clone, Copy, Debug)]
+/// Seconds a workload runs before it starts counting (clrprobe's attach falls in it).
+const WARMUP_S: f64 = 1.5;
+/// The EventPipe buffer clrprobe asks for (record::EVENTPIPE_BUFFER_MB).
+const BUFFER_MB: u32 = 64;
+
+/// The workloads: (Bench.cs mode, description).
+pub const WORKLOADS: [(&str, &str); 4] = [
+    ("throw", "exception-heavy: one thread, ~6.5k throws/s"),
+    ("alloc", "allocation-heavy: one thread, ~85 M small objects/s"),
+    ("lock", "lock-heavy: two threads on one lock held ~50 µs"),
+    ("cpu", "CPU-bound: one thread spinning"),
+];
+/// The kinds (`clrprobe record --KIND`), and `all` (no kind named: every kind).
+pub const KINDS: [&str; 6] = ["cpu", "alloc", "exceptions", "contention", "offcpu", "all"];
+/// `--exceptions --cxa-throw`: exceptions with the kernel's `__cxa_throw` count (throw workload).
+const CXA: &str = "cxa-throw";
+
+#[derive(Clone, Debug, PartialEq)]
 enum Config {
     Alone,
-    /// `clrprobe record` at this frequency, CPU samples only.
-    Clrprobe(u64),
-    /// Same, frame-pointer stacks only (`CLRPROBE_UNWIND=fp`: no user stack copies).
-    ClrprobeFp(u64),
-    /// `clrprobe record --offcpu` (every switch-out of the target): copies + unwinding.
-    Offcpu,
-    /// Same, frame-pointer stacks only.
-    OffcpuFp,
-    /// `perf record -g -e sched:sched_switch`: perf's off-CPU stacks (frame pointers).
-    PerfSwitch,
-    /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
-    ClrprobeAll(u64),
-    Perf(u64),
+    Clrprobe(&'static str),
+    Floor(&'static str),
+    Perf,
 }
 
 impl Config {
-    fn name(self) -> String {
+    fn name(&self) -> String {
         match self {
             Config::Alone => "alone".into(),
-            Config::Clrprobe(f) => format!("clrprobe record --cpu -F {f}"),
-            Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
-            Config::Offcpu => "clrprobe record --offcpu".into(),
-            Config::OffcpuFp => "  same, frame pointers only".into(),
-            Config::PerfSwitch => "perf record -g -e sched_switch".into(),
-            Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
-            Config::Perf(f) => format!("perf record -g -F {f}"),
+            Config::Clrprobe(k) => format!("clrprobe {k}"),
+            Config::Floor(k) => format!("floor {k}"),
+            Config::Perf => "perf record -g".into(),
         }
     }
 }
 
-/// CPU-bound workload: clrprobe's CPU sampling against perf's.
-const CPU_CONFIGS: [Config; 7] = [
-    Config::Alone,
-    Config::Clrprobe(99),
-    Config::ClrprobeFp(99),
-    Config::Clrprobe(999),
-    Config::ClrprobeFp(999),
-    Config::Perf(99),
-    Config::Perf(999),
-];
-/// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
-const SWITCH_CONFIGS: [Config; 4] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::PerfSwitch];
-/// Allocation- and exception-heavy workload: every kind on against nothing.
-const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
+pub struct Options {
+    pub runs: usize,
+    pub seconds: u32,
+    pub freq: u64,
+    pub workloads: Vec<String>,
+    pub kinds: Vec<String>,
+}
 
-pub fn run(runs: usize, seconds: u32) -> Result<()> {
+/// One run's result.
+struct Outcome {
+    rate: f64,
+    /// clrprobe's JSON summary (clrprobe runs only).
+    summary: Option<serde_json::Value>,
+}
+
+pub fn run(o: &Options) -> Result<()> {
     dotnet::setup()?;
-    util::ensure_apt("perf", "linux-perf", "the peer profiler the benchmark compares with")?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
         bail!("the benchmark loads BPF programs: run it as root");
     }
+    util::ensure_apt("perf", "linux-perf", "the peer profiler the benchmark compares with")?;
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
     let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
+    let kinds: Vec<&'static str> = KINDS.iter().copied().filter(|k| o.kinds.is_empty() || o.kinds.iter().any(|x| x == k)).collect();
+    let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
+    println!("load average at the start: {}", loadavg());
+    let mut table = Vec::new();
     let mut attach_ms = Vec::new();
-    for (workload, configs, title) in [
-        ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),
-        ("AllocThrow", &EVENT_CONFIGS[..], "allocation- and exception-heavy .NET 8 workload (tests/workloads/AllocThrow.cs)"),
-        ("Switches", &SWITCH_CONFIGS[..], "context-switch-heavy .NET 8 workload (tests/workloads/Switches.cs)"),
-    ] {
-        if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload)) {
-            continue;
+    for (mode, what) in WORKLOADS.iter().filter(|(m, _)| o.workloads.is_empty() || o.workloads.iter().any(|x| x == m)) {
+        let mut configs = vec![Config::Alone];
+        let mut kinds = kinds.clone();
+        // The __cxa_throw uprobe (off by default) priced on the exception-heavy workload.
+        if *mode == "throw" && (o.kinds.is_empty() || o.kinds.iter().any(|k| k == CXA)) {
+            kinds.push(CXA);
         }
-        let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-        for run in 0..runs {
+        for &k in &kinds {
+            configs.push(Config::Clrprobe(k));
+            configs.push(Config::Floor(k));
+        }
+        if *mode == "cpu" {
+            configs.push(Config::Perf);
+        }
+        let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut summaries: HashMap<&'static str, Vec<serde_json::Value>> = HashMap::new();
+        let mut specs: HashMap<&'static str, String> = HashMap::new();
+        for round in 0..o.runs {
             // Interleaved, so drift in the machine's load hits every configuration alike.
-            for (i, &c) in configs.iter().enumerate() {
-                let (rate, attach) = one(&bin, workload, c, seconds, &tmp)?;
-                eprintln!("{workload} run {}/{runs}: {:<30} {rate:>10.1} rounds/s", run + 1, c.name());
-                results[i].push(rate);
-                attach_ms.extend(attach);
+            for (i, c) in configs.iter().enumerate() {
+                let spec = match c {
+                    Config::Floor(k) => Some(specs.get(k).cloned().with_context(|| format!("no providers from clrprobe {k} to floor"))?),
+                    _ => None,
+                };
+                // A loaded machine can stall a start-up: one retry before giving up.
+                let r = match one(&bin, mode, c, o, spec.as_deref(), &tmp) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        eprintln!("{mode} round {}: {} failed ({e:#}); retrying once", round + 1, c.name());
+                        one(&bin, mode, c, o, spec.as_deref(), &tmp)?
+                    }
+                };
+                eprintln!("{mode} round {}/{}: {:<22} {:>12.1} rounds/s", round + 1, o.runs, c.name(), r.rate);
+                rates[i].push(r.rate);
+                if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
+                    if let Some(p) = s["eventpipe_providers"][0][1].as_str() {
+                        specs.insert(k, p.to_string());
+                    }
+                    attach_ms.extend(s["time_to_attach"].as_f64().map(|t| t * 1e3));
+                    summaries.entry(k).or_default().push(s);
+                }
             }
         }
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(|a, b| a.total_cmp(b));
-            v[v.len() / 2]
+        let alone = median(&rates[0]);
+        let spread = |v: &[f64]| {
+            let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
+            (hi - lo) / median(v) * 100.0
         };
-        let base = median(&mut results[0].clone());
-        println!("\n{title}, {seconds} s per run, median of {runs} runs, 2 cores:");
-        println!("{:<32} {:>12} {:>12}", "configuration", "rounds/s", "slowdown");
-        for (i, &c) in configs.iter().enumerate() {
-            let m = median(&mut results[i].clone());
-            println!("{:<32} {:>12.1} {:>11.2}%", c.name(), m, (1.0 - m / base) * 100.0);
+        println!(
+            "\n{mode} ({what}): {} s per run after {WARMUP_S} s warm-up, medians of {} interleaved runs; alone {alone:.1} rounds/s (spread {:.1} %)",
+            o.seconds,
+            o.runs,
+            spread(&rates[0])
+        );
+        println!("{:<12} {:>10} {:>10} {:>12} {:>9}  {:<}", "kind", "clrprobe", "floor", "over floor", "spread", "clrprobe memory (recording peak / with outputs)");
+        let slow = |i: usize| (1.0 - median(&rates[i]) / alone) * 100.0;
+        for &k in &kinds {
+            let ci = configs.iter().position(|c| *c == Config::Clrprobe(k)).expect("configured");
+            let fi = configs.iter().position(|c| *c == Config::Floor(k)).expect("configured");
+            let (c, f) = (slow(ci), slow(fi));
+            let mem = summaries.get(k).map(|v| {
+                let kb = |field: &str| median(&v.iter().filter_map(|s| s["memory"][field].as_f64()).collect::<Vec<_>>()) / 1024.0;
+                format!("{:.1} / {:.1} MB", kb("recording_peak_kb"), kb("final_peak_kb"))
+            });
+            println!(
+                "{k:<12} {c:>9.2}% {f:>9.2}% {:>+10.2} pt {:>8.1}%  {}",
+                c - f,
+                spread(&rates[ci]),
+                mem.unwrap_or_default()
+            );
+            table.push(format!("| {mode} | {k} | {alone:.0} | {f:.2} % | {c:.2} % | {:+.2} |", c - f));
+        }
+        if let Some(pi) = configs.iter().position(|c| *c == Config::Perf) {
+            println!("{:<12} {:>9.2}%  (perf record -g -F {}, peer)", "perf", slow(pi), o.freq);
+        }
+        for (k, v) in &summaries {
+            if let Some(c) = v.iter().filter_map(|s| s["uprobe_cost_ns"].as_f64()).next() {
+                println!("uprobe cost per hit measured by clrprobe {k} at start-up: {:.1} µs", c / 1e3);
+            }
         }
     }
-    attach_ms.sort_by(|a, b| a.total_cmp(b));
     if !attach_ms.is_empty() {
+        attach_ms.sort_by(|a, b| a.total_cmp(b));
         println!(
-            "clrprobe time from start to sampling: median {:.0} ms, max {:.0} ms over {} runs",
-            attach_ms[attach_ms.len() / 2],
+            "\nclrprobe time from start to sampling: median {:.0} ms, max {:.0} ms over {} runs",
+            median(&attach_ms),
             attach_ms[attach_ms.len() - 1],
             attach_ms.len()
         );
+    }
+    println!("\nload average at the end: {}", loadavg());
+    println!("\n| workload | kind | alone (rounds/s) | floor | clrprobe | clrprobe − floor (points) |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    for row in table {
+        println!("{row}");
     }
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
 
-/// Runs the workload once under `c`; returns its rounds per second and clrprobe's attach time.
-fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
-    let mut w = Workload::new(workload, Runtime::Net8).arg(seconds).start().context("starting the workload")?;
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Runs the workload once under `c`; returns its rounds per second (in the counted window).
+fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp: &Path) -> Result<Outcome> {
+    let mut workload = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S);
+    workload.ready_timeout = Duration::from_secs(120);
+    let mut w = workload.start().context("starting the workload")?;
     let pid = w.pid.to_string();
-    let mut attach = None;
+    let freq = o.freq.to_string();
     let profiler = match c {
         Config::Alone => None,
-        Config::Clrprobe(f) | Config::ClrprobeAll(f) | Config::ClrprobeFp(f) => Some(
+        Config::Clrprobe(k) => {
+            let mut cmd = Command::new(bin);
+            cmd.args(["record", "--quiet", "--json", "-p", &pid, "-F", &freq, "--format", "pprof", "-o"]).arg(tmp.join("clrprobe"));
+            match *k {
+                "all" => {}
+                CXA => {
+                    cmd.args(["--exceptions", "--cxa-throw"]);
+                }
+                k => {
+                    cmd.arg(format!("--{k}"));
+                }
+            }
+            Some(cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?)
+        }
+        Config::Floor(_) => Some(
             Command::new(bin)
-                .args(["record", "--quiet", "--json", "-p", &pid, "-F", &f.to_string(), "--format", "pprof", "-o"])
-                .arg(tmp.join("clrprobe"))
-                .args(if matches!(c, Config::ClrprobeAll(_)) { &[][..] } else { &["--cpu"][..] })
-                .env("CLRPROBE_UNWIND", if matches!(c, Config::ClrprobeFp(_)) { "fp" } else { "dwarf" })
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()?,
-        ),
-        Config::Offcpu | Config::OffcpuFp => Some(
-            Command::new(bin)
-                .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
-                .arg(tmp.join("clrprobe"))
-                .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp) { "fp" } else { "dwarf" })
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()?,
-        ),
-        Config::PerfSwitch => Some(
-            Command::new("perf")
-                .args(["record", "-g", "-e", "sched:sched_switch", "-p", &pid, "-o"])
-                .arg(tmp.join("perf.data"))
+                .args(["trace", "-p", &pid, "--providers", spec.unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o", "/dev/null"])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
-        Config::Perf(f) => Some(
+        Config::Perf => Some(
             Command::new("perf")
-                .args(["record", "-g", "-F", &f.to_string(), "-p", &pid, "-o"])
+                .args(["record", "-g", "-F", &freq, "-p", &pid, "-o"])
                 .arg(tmp.join("perf.data"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
     };
-    w.wait(Duration::from_secs(seconds as u64 + 30));
+    w.wait(Duration::from_secs_f64(o.seconds as f64 + WARMUP_S + 30.0));
+    let mut summary = None;
     if let Some(p) = profiler {
         let out = p.wait_with_output()?;
-        if let Config::Clrprobe(_) | Config::ClrprobeAll(_) | Config::ClrprobeFp(_) = c {
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("clrprobe summary")?;
-            attach = v["time_to_attach"].as_f64().map(|s| s * 1e3);
+        if let Config::Clrprobe(_) = c {
+            summary = Some(serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")?);
         }
     }
-    if let Some(l) = w.output().iter().find(|l| l.starts_with("switches=")) {
-        eprintln!("  {workload} under {}: {l}", c.name());
-    }
-    let rounds: f64 = w
+    let rate: f64 = w
         .output()
         .iter()
-        .find_map(|l| l.strip_prefix("rounds=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()))
-        .context("the workload did not print rounds=")?;
-    Ok((rounds / seconds as f64, attach))
+        .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("per_second=")).and_then(|r| r.parse().ok()))
+        .context("the workload did not print per_second=")?;
+    Ok(Outcome { rate, summary })
 }

@@ -1,5 +1,6 @@
 //! `cargo xtask`: builds the BPF programs, sets up the .NET test bed, and runs every test.
 mod bench;
+mod bench_stacks;
 mod bench_agent;
 mod cache;
 mod demo;
@@ -41,8 +42,26 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         seconds: u32,
     },
-    /// Overhead of `clrprobe record` vs `perf record -g` on a CPU-bound .NET app, and time to attach.
+    /// Each kind's cost to CPU-, allocation-, exception- and lock-heavy .NET apps, next to its
+    /// floor (the same EventPipe session read by a client that only copies) and the app alone.
     Bench {
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value_t = 4)]
+        seconds: u32,
+        /// CPU sampling frequency of clrprobe (and perf).
+        #[arg(long, default_value_t = 99)]
+        freq: u64,
+        /// Workloads to run (default: all of cpu,alloc,throw,lock).
+        #[arg(long, value_delimiter = ',')]
+        workloads: Vec<String>,
+        /// Kinds to measure (default: all of cpu,alloc,exceptions,contention,offcpu,all).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+    },
+    /// Stack unwinding's cost: CPU sampling and off-CPU with user stack copies, with frame
+    /// pointers only, and under `perf record -g`, on CPU-, event- and switch-heavy workloads.
+    BenchStacks {
         #[arg(long, default_value_t = 3)]
         runs: usize,
         #[arg(long, default_value_t = 6)]
@@ -91,7 +110,10 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
-        Cmd::Bench { runs, seconds } => bench::run(runs, seconds)?,
+        Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
+            bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
+        }
+        Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
         Cmd::Fuzz { seconds, targets } => {
             fuzz::run(seconds, &targets)?;

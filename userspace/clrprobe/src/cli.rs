@@ -147,9 +147,13 @@ pub struct RecordCmd {
     /// Record allocations (AllocationTick).
     #[arg(long)]
     pub alloc: bool,
-    /// Record exceptions (ExceptionThrown, and `__cxa_throw` counted in the kernel).
+    /// Record exceptions (ExceptionThrown from EventPipe).
     #[arg(long)]
     pub exceptions: bool,
+    /// With exceptions: also count `__cxa_throw` in the kernel with a uprobe (a trap per throw,
+    /// priced at start-up; on by itself only where EventPipe is unavailable).
+    #[arg(long)]
+    pub cxa_throw: bool,
     /// Record lock contention (ContentionStart/Stop).
     #[arg(long)]
     pub contention: bool,

@@ -209,6 +209,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         perf_map: !cmd.no_perf_map,
         thread_roots: cmd.thread_roots,
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
+        cxa_throw: cmd.cxa_throw,
     };
     let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
     let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
@@ -265,6 +266,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    drop(profile);
+    summary.memory.after_outputs();
     for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {
         eprintln!("clrprobe: warning: {warning}");
     }

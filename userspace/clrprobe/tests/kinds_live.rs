@@ -77,7 +77,7 @@ fn allocations_upscale_to_the_bytes_of_five_types_within_10_percent() {
 fn exceptions(runtime: Runtime) {
     require_root();
     let mut w = Workload::new("Exceptions", runtime).arg(4).arg(100).arg(50).arg(1500).arg(30).start().unwrap();
-    let (s, p) = record_until_exit(&mut w, &format!("exc-{runtime:?}"), &["--exceptions"]);
+    let (s, p) = record_until_exit(&mut w, &format!("exc-{runtime:?}"), &["--exceptions", "--cxa-throw"]);
     eprintln!("{}", s["events"]);
     let list = s["events"][0][1]["exceptions"].as_array().unwrap();
     let count = |ty: &str, msg: &str| {
@@ -105,6 +105,9 @@ fn exceptions(runtime: Runtime) {
     // The kernel's count of C++ throws agrees with the runtime's events.
     let cxa = s["cxa_throws"][w.pid.to_string()].as_u64();
     assert_eq!(cxa, Some(180), "__cxa_throw count: {}", s["cxa_throws"]);
+    // Priced before placed: a uprobe hit traps into the kernel (≈ 33 µs on the development VM).
+    let cost = s["uprobe_cost_ns"].as_u64().unwrap_or(0);
+    assert!((200..1_000_000).contains(&cost), "uprobe cost per hit {cost} ns");
 }
 
 #[test]

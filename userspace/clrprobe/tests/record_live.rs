@@ -197,6 +197,9 @@ fn ctrl_c_writes_the_profile_and_leaves_nothing_switched_on() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(s["samples"].as_u64().unwrap() > 0, "{s}");
+    // Every kind, but no __cxa_throw uprobe (a trap per throw) while EventPipe delivers exceptions.
+    assert_eq!(s["cxa_throw_probed"], serde_json::json!([]), "uprobe placed without --cxa-throw");
+    assert!(s["uprobe_cost_ns"].is_null(), "{}", s["uprobe_cost_ns"]);
     assert!(Path::new(&format!("{}.cpu.pb.gz", prefix.display())).exists());
     assert!(!perf_map_exists(w.pid), "perf map left switched on after Ctrl-C");
     // The EventPipe session is gone: the runtime closed its connection, and still answers.

@@ -1,4 +1,5 @@
 //! Loading clrprobe's BPF object and reading its maps back (Linux).
+mod hook_cost;
 mod logs;
 mod object;
 mod sched;
@@ -66,7 +67,9 @@ impl Loaded {
     }
 
     pub fn load_bytes(bytes: &[u8]) -> Result<Self, BpfError> {
-        let mut ebpf = Ebpf::load(bytes)?;
+        // `Ebpf::load` parses the kernel's BTF twice (in `EbpfLoader::new` and again for its
+        // `.btf(...)`); the loader's own default parses it once.
+        let mut ebpf = aya::EbpfLoader::new().load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
         Ok(Self { ebpf, logger, logs, uprobe_links: HashMap::new() })

@@ -97,6 +97,13 @@ pub fn session_config(extra_runtime_keywords: u64, verbose: bool) -> SessionConf
     }
 }
 
+/// The session's providers as `clrprobe trace --providers` takes them (`Name:0xKEYWORDS:LEVEL`,
+/// comma-separated): the benchmark opens the same session with a client that only reads.
+pub fn providers_spec(config: &SessionConfig) -> String {
+    let entries: Vec<String> = config.providers.iter().map(|p| format!("{}:{:#x}:{}", p.name, p.keywords, p.level as u32)).collect();
+    entries.join(",")
+}
+
 impl RuntimeSession {
     /// Opens the session and starts reading it.
     pub fn start(pid: u32, config: &SessionConfig, kinds: Kinds) -> Result<Self, SessionError> {

@@ -1,6 +1,6 @@
 //! Counting C++ throws in a .NET process: on .NET ≤ 8 on Linux a managed throw goes through
 //! libstdc++'s `__cxa_throw`, so its count in the kernel is a check on ExceptionThrown events.
-use std::path::PathBuf;
+use std::{path::PathBuf, time::Duration};
 
 use crate::bpf::{BpfError, Loaded};
 
@@ -14,4 +14,12 @@ pub fn libstdcxx_of(pid: u32) -> Option<PathBuf> {
 pub fn attach(bpf: &mut Loaded, pid: u32) -> Result<(), BpfError> {
     let lib = libstdcxx_of(pid).ok_or_else(|| BpfError::Tracefs(format!("process {pid} has no libstdc++ mapped")))?;
     bpf.attach_cxa_throw(&lib, pid)
+}
+
+/// Calls of the uprobe self-test (about 7 ms where a hit costs 33 µs).
+const PRICE_CALLS: u32 = 200;
+
+/// What one uprobe hit costs in this kernel, measured on this process before any is placed.
+pub fn price(bpf: &mut Loaded) -> Result<Duration, BpfError> {
+    bpf.uprobe_cost_per_hit(PRICE_CALLS)
 }

@@ -23,6 +23,7 @@ pub use perfmap::{PerfMapGuard, PerfMapState, namespaced_pid, perf_map_path};
 pub use split::{split_by_process, write_per_process};
 pub use targets::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
+pub use memory::OwnMemory;
 pub use summary::{RecordSummary, RecordedPid, TopFrame, summary_text};
 pub use clrprobe_pipeline::EventReport;
 
@@ -86,6 +87,8 @@ pub struct RecordArgs {
     pub thread_roots: bool,
     /// `--http` and `--providers`.
     pub net: http::NetArgs,
+    /// Count `__cxa_throw` with a uprobe even where EventPipe delivers the exceptions.
+    pub cxa_throw: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -289,6 +292,7 @@ pub fn run(
         }
     };
     summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
+    summary.memory = OwnMemory::at_recording_end();
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
         proc_cpu.read(pid);

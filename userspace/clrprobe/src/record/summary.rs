@@ -44,6 +44,12 @@ pub struct RecordSummary {
     /// Processes whose `__cxa_throw` calls were counted, and the counts.
     pub cxa_throw_probed: Vec<u32>,
     pub cxa_throws: std::collections::BTreeMap<u32, u64>,
+    /// Cost of one uprobe hit, measured at start-up before the `__cxa_throw` uprobe was placed.
+    pub uprobe_cost_ns: Option<u64>,
+    /// (pid, providers in `trace --providers` form) of each EventPipe session asked for.
+    pub eventpipe_providers: Vec<(u32, String)>,
+    /// clrprobe's own resident set (end of recording, peaks).
+    pub memory: super::OwnMemory,
     /// Per process: exceptions, contention and allocation report from the runtime's events.
     pub events: Vec<(u32, clrprobe_pipeline::EventReport)>,
     pub warnings: Vec<String>,
@@ -173,6 +179,16 @@ pub fn summary_text(s: &RecordSummary) -> String {
         let _ = writeln!(o, "pids recorded: {}{tail}", list[..list.len().min(20)].join(", "));
     }
     let _ = writeln!(o, "stopped in {:.0} ms", s.stop_time.as_secs_f64() * 1e3);
+    let m = &s.memory;
+    if m.recording_rss_kb > 0 {
+        let _ = writeln!(
+            o,
+            "clrprobe memory: {:.1} MB resident at the end of the recording (peak {:.1} MB), peak {:.1} MB with the outputs",
+            m.recording_rss_kb as f64 / 1024.0,
+            m.recording_peak_kb as f64 / 1024.0,
+            m.final_peak_kb.max(m.recording_peak_kb) as f64 / 1024.0
+        );
+    }
     for (pid, state) in &s.perf_maps {
         let _ = writeln!(o, "perf map of {pid}: {}", serde_json::to_value(state).map(|v| v.to_string()).unwrap_or_default());
     }
@@ -189,6 +205,14 @@ pub fn summary_text(s: &RecordSummary) -> String {
                 let total: u64 = r.exceptions_by_type.iter().map(|(_, c)| c).sum();
                 let verdict = if *n == total { "agrees" } else { "DISAGREES" };
                 let _ = writeln!(o, "  __cxa_throw counted in the kernel: {n} ({verdict} with {total} ExceptionThrown events)");
+                if let Some(c) = s.uprobe_cost_ns {
+                    let _ = writeln!(
+                        o,
+                        "  its uprobe: {:.1} µs per hit (self-test at start-up), {:.1} ms of the target's time",
+                        c as f64 / 1e3,
+                        (*n * c) as f64 / 1e6
+                    );
+                }
             }
         }
         let c = &r.contention;

@@ -49,6 +49,8 @@ struct Attached {
     pid: u32,
     guard: Option<PerfMapGuard>,
     session: Option<Result<RuntimeSession, super::clr_session::SessionError>>,
+    /// The session's providers as `trace --providers` takes them (the bench's floor).
+    providers: Option<String>,
 }
 
 /// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
@@ -126,6 +128,9 @@ impl Targets {
                 summary.perf_maps.push((a.pid, g.state.clone()));
                 self.guards.push(g);
             }
+            if let Some(p) = a.providers {
+                summary.eventpipe_providers.push((a.pid, p));
+            }
             match a.session {
                 Some(Ok(s)) => self.sessions.push(s),
                 Some(Err(e)) => summary.warnings.push(format!("no EventPipe session for {}: {e}", a.pid)),
@@ -189,10 +194,14 @@ impl Targets {
                 let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
                 config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
                 net.extend_session(&mut config);
-                RuntimeSession::start_with(pid, &config, kinds.events(), net.collector())
+                (super::clr_session::providers_spec(&config), RuntimeSession::start_with(pid, &config, kinds.events(), net.collector()))
             });
+            let (providers, session) = match session {
+                Some((p, s)) => (Some(p), Some(s)),
+                None => (None, None),
+            };
             // If the recording has ended meanwhile, dropping these switches them off again.
-            let _ = tx.send(Attached { pid, guard, session });
+            let _ = tx.send(Attached { pid, guard, session, providers });
         });
         match spawned {
             Ok(_) => {
@@ -201,10 +210,18 @@ impl Targets {
             Err(e) => summary.warnings.push(format!("no set-up for {pid}: {e}")),
         }
         // Not host-wide: a uprobe per process costs an RCU grace period each to remove (seconds
-        // at the end of an `--all` run with dozens of .NET processes).
+        // at the end of an `--all` run with dozens of .NET processes). The uprobe traps at every
+        // throw: placed only when asked for, or when EventPipe is off; priced first.
         if kinds.exceptions
             && !self.all
+            && (args.cxa_throw || !args.eventpipe)
             && let Some(b) = bpf {
+                if summary.uprobe_cost_ns.is_none() {
+                    match cxa::price(b.loaded()) {
+                        Ok(d) => summary.uprobe_cost_ns = Some(d.as_nanos() as u64),
+                        Err(e) => summary.warnings.push(format!("uprobe self-test: {e}")),
+                    }
+                }
                 match cxa::attach(b.loaded(), pid) {
                     Ok(()) => summary.cxa_throw_probed.push(pid),
                     Err(e) => summary.warnings.push(format!("no __cxa_throw count for {pid}: {e}")),

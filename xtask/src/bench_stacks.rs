@@ -1,0 +1,176 @@
+//! `cargo xtask bench`: overhead of `clrprobe record` on a CPU-bound .NET workload, next to
+//! `perf record -g` measured in the same run, and clrprobe's time to first sample.
+use std::{
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use anyhow::{Context, Result, bail};
+use clrprobe_tests::{Runtime, Workload};
+
+use crate::{dotnet, ebpf, util};
+
+#[derive(Clone, Copy, Debug)]
+enum Config {
+    Alone,
+    /// `clrprobe record` at this frequency, CPU samples only.
+    Clrprobe(u64),
+    /// Same, frame-pointer stacks only (`CLRPROBE_UNWIND=fp`: no user stack copies).
+    ClrprobeFp(u64),
+    /// `clrprobe record --offcpu` (every switch-out of the target): copies + unwinding.
+    Offcpu,
+    /// Same, frame-pointer stacks only.
+    OffcpuFp,
+    /// `perf record -g -e sched:sched_switch`: perf's off-CPU stacks (frame pointers).
+    PerfSwitch,
+    /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
+    ClrprobeAll(u64),
+    Perf(u64),
+}
+
+impl Config {
+    fn name(self) -> String {
+        match self {
+            Config::Alone => "alone".into(),
+            Config::Clrprobe(f) => format!("clrprobe record --cpu -F {f}"),
+            Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
+            Config::Offcpu => "clrprobe record --offcpu".into(),
+            Config::OffcpuFp => "  same, frame pointers only".into(),
+            Config::PerfSwitch => "perf record -g -e sched_switch".into(),
+            Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
+            Config::Perf(f) => format!("perf record -g -F {f}"),
+        }
+    }
+}
+
+/// CPU-bound workload: clrprobe's CPU sampling against perf's.
+const CPU_CONFIGS: [Config; 7] = [
+    Config::Alone,
+    Config::Clrprobe(99),
+    Config::ClrprobeFp(99),
+    Config::Clrprobe(999),
+    Config::ClrprobeFp(999),
+    Config::Perf(99),
+    Config::Perf(999),
+];
+/// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
+const SWITCH_CONFIGS: [Config; 4] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::PerfSwitch];
+/// Allocation- and exception-heavy workload: every kind on against nothing.
+const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
+
+pub fn run(runs: usize, seconds: u32) -> Result<()> {
+    dotnet::setup()?;
+    util::ensure_apt("perf", "linux-perf", "the peer profiler the benchmark compares with")?;
+    let bin = ebpf::build_userspace()?;
+    if !util::is_root() {
+        bail!("the benchmark loads BPF programs: run it as root");
+    }
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    let mut attach_ms = Vec::new();
+    for (workload, configs, title) in [
+        ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),
+        ("AllocThrow", &EVENT_CONFIGS[..], "allocation- and exception-heavy .NET 8 workload (tests/workloads/AllocThrow.cs)"),
+        ("Switches", &SWITCH_CONFIGS[..], "context-switch-heavy .NET 8 workload (tests/workloads/Switches.cs)"),
+    ] {
+        if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload)) {
+            continue;
+        }
+        let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        for run in 0..runs {
+            // Interleaved, so drift in the machine's load hits every configuration alike.
+            for (i, &c) in configs.iter().enumerate() {
+                let (rate, attach) = one(&bin, workload, c, seconds, &tmp)?;
+                eprintln!("{workload} run {}/{runs}: {:<30} {rate:>10.1} rounds/s", run + 1, c.name());
+                results[i].push(rate);
+                attach_ms.extend(attach);
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            v[v.len() / 2]
+        };
+        let base = median(&mut results[0].clone());
+        println!("\n{title}, {seconds} s per run, median of {runs} runs, 2 cores:");
+        println!("{:<32} {:>12} {:>12}", "configuration", "rounds/s", "slowdown");
+        for (i, &c) in configs.iter().enumerate() {
+            let m = median(&mut results[i].clone());
+            println!("{:<32} {:>12.1} {:>11.2}%", c.name(), m, (1.0 - m / base) * 100.0);
+        }
+    }
+    attach_ms.sort_by(|a, b| a.total_cmp(b));
+    if !attach_ms.is_empty() {
+        println!(
+            "clrprobe time from start to sampling: median {:.0} ms, max {:.0} ms over {} runs",
+            attach_ms[attach_ms.len() / 2],
+            attach_ms[attach_ms.len() - 1],
+            attach_ms.len()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+/// Runs the workload once under `c`; returns its rounds per second and clrprobe's attach time.
+fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
+    let mut w = Workload::new(workload, Runtime::Net8).arg(seconds).start().context("starting the workload")?;
+    let pid = w.pid.to_string();
+    let mut attach = None;
+    let profiler = match c {
+        Config::Alone => None,
+        Config::Clrprobe(f) | Config::ClrprobeAll(f) | Config::ClrprobeFp(f) => Some(
+            Command::new(bin)
+                .args(["record", "--quiet", "--json", "-p", &pid, "-F", &f.to_string(), "--format", "pprof", "-o"])
+                .arg(tmp.join("clrprobe"))
+                .args(if matches!(c, Config::ClrprobeAll(_)) { &[][..] } else { &["--cpu"][..] })
+                .env("CLRPROBE_UNWIND", if matches!(c, Config::ClrprobeFp(_)) { "fp" } else { "dwarf" })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::Offcpu | Config::OffcpuFp => Some(
+            Command::new(bin)
+                .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
+                .arg(tmp.join("clrprobe"))
+                .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp) { "fp" } else { "dwarf" })
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::PerfSwitch => Some(
+            Command::new("perf")
+                .args(["record", "-g", "-e", "sched:sched_switch", "-p", &pid, "-o"])
+                .arg(tmp.join("perf.data"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+        Config::Perf(f) => Some(
+            Command::new("perf")
+                .args(["record", "-g", "-F", &f.to_string(), "-p", &pid, "-o"])
+                .arg(tmp.join("perf.data"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?,
+        ),
+    };
+    w.wait(Duration::from_secs(seconds as u64 + 30));
+    if let Some(p) = profiler {
+        let out = p.wait_with_output()?;
+        if let Config::Clrprobe(_) | Config::ClrprobeAll(_) | Config::ClrprobeFp(_) = c {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("clrprobe summary")?;
+            attach = v["time_to_attach"].as_f64().map(|s| s * 1e3);
+        }
+    }
+    if let Some(l) = w.output().iter().find(|l| l.starts_with("switches=")) {
+        eprintln!("  {workload} under {}: {l}", c.name());
+    }
+    let rounds: f64 = w
+        .output()
+        .iter()
+        .find_map(|l| l.strip_prefix("rounds=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()))
+        .context("the workload did not print rounds=")?;
+    Ok((rounds / seconds as f64, attach))
+}
