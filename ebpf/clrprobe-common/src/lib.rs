@@ -218,7 +218,7 @@ mod tests {
     use super::*;
     #[test]
     fn layouts_have_no_padding() {
-        assert_eq!(core::mem::size_of::<SampleKey>(), 40);
+        assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
         assert_eq!(core::mem::size_of::<OffCpuStart>(), 40);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);

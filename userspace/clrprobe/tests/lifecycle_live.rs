@@ -101,8 +101,9 @@ impl Probe {
     }
 }
 
-fn read(path: &Path) -> Profile {
-    clrprobe_profile::pprof::read_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+/// Every kind's pprof of a recording's prefix, as one profile.
+fn read(prefix: &Path) -> Profile {
+    clrprobe::report::load(&[prefix.to_path_buf()]).unwrap_or_else(|e| panic!("{}: {e}", prefix.display()))
 }
 
 /// CPU samples of `pid` whose stack has a frame named `name`.
@@ -181,7 +182,7 @@ fn sigstopped(all: bool) {
     kill(target.pid, libc::SIGCONT);
     assert!(took <= Duration::from_secs(2), "clrprobe took {took:?} to end after SIGINT: {stderr}");
     assert!(ok, "clrprobe failed: {stderr}");
-    let profile = read(&prefix.with_extension("pb.gz"));
+    let profile = read(&prefix);
     assert!(samples_with(&profile, "Cpu::Spin") > 0, "the samples before the stop are kept and named: {stderr}");
     assert!(
         stderr.contains(&format!("the runtime of pid {pid} did not finish its EventPipe session")),
@@ -249,7 +250,7 @@ fn fake_socket_that_never_answers_stoptracing_ends_within_2s_of_sigint() {
     let _ = std::fs::remove_file(&sock);
     assert!(took <= Duration::from_secs(2), "clrprobe took {took:?} to end after SIGINT: {stderr}");
     assert!(ok, "clrprobe failed: {stderr}");
-    assert!(prefix.with_extension("pb.gz").exists(), "the profile is written: {stderr}");
+    assert!(PathBuf::from(format!("{}.cpu.pb.gz", prefix.display())).exists(), "the profile is written: {stderr}");
     assert!(stderr.contains("did not finish its EventPipe session"), "the reason is printed: {stderr}");
 }
 
@@ -301,7 +302,7 @@ fn two_overlapping_recordings_share_the_map_and_it_goes_off_after_both() {
         let named = v["managed_named_samples"].as_u64().unwrap();
         assert!(managed > 0 && named as f64 >= 0.95 * managed as f64, "{named} of {managed} managed samples named: {err}");
         assert_eq!(v["perf_maps"][0][1], "enabled-by-clrprobe", "{err}");
-        assert!(samples_with(&read(&prefix.with_extension("pb.gz")), "Cpu::Spin") > 0);
+        assert!(samples_with(&read(&prefix), "Cpu::Spin") > 0);
     }
 }
 
@@ -347,7 +348,7 @@ fn record_p_parent_records_its_forked_dotnet_child_and_says_so() {
     let _ = parent.wait();
     assert!(ok, "record failed ({took:?}): {stderr}");
     assert!(out.contains("pids recorded:") && out.contains(&format!("child of {pid}")), "summary names the child: {out}");
-    let profile = read(&prefix.with_extension("pb.gz"));
+    let profile = read(&prefix);
     assert!(samples_with(&profile, "Cpu::Spin") > 0, "the child's managed frames are recorded and named: {out}");
 }
 
@@ -376,7 +377,7 @@ fn launch_mode_through_sh_follows_the_child_and_removes_its_files() {
     let files = [format!("/tmp/perf-{child}.map"), format!("/tmp/perfinfo-{child}.map"), format!("/tmp/jit-{child}.dump")];
     let gone = wait_until(Duration::from_secs(3), || files.iter().all(|f| !Path::new(f).exists()) && state_entries(child).is_empty());
     assert!(gone.is_some(), "{files:?} are removed after the launched tree ended");
-    assert!(samples_with(&read(&prefix.with_extension("pb.gz")), "Cpu::Spin") > 0, "{stderr}");
+    assert!(samples_with(&read(&prefix), "Cpu::Spin") > 0, "{stderr}");
 }
 
 #[test]

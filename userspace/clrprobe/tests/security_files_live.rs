@@ -111,7 +111,7 @@ fn is_link_to(p: &Path, target: &Path) -> bool {
     std::fs::read_link(p).is_ok_and(|t| t == target)
 }
 
-const SUFFIXES: [&str; 2] = [".pb.gz", ".cpu.folded"];
+const SUFFIXES: [&str; 2] = [".cpu.pb.gz", ".cpu.folded"];
 
 #[test]
 fn symlinks_planted_at_the_output_prefix_in_tmp_are_refused() {
@@ -160,7 +160,7 @@ fn a_directory_of_another_user_or_a_link_to_a_directory_is_refused_before_record
     let nobody_dir = format!("/tmp/clrprobe-sf-nobody-{}", std::process::id());
     let _ = std::fs::remove_dir_all(&nobody_dir);
     as_nobody(&["mkdir", &nobody_dir]);
-    as_nobody(&["ln", "-s", secret.file.to_str().unwrap(), &format!("{nobody_dir}/out.pb.gz")]);
+    as_nobody(&["ln", "-s", secret.file.to_str().unwrap(), &format!("{nobody_dir}/out.cpu.pb.gz")]);
     let dir_link = format!("/tmp/clrprobe-sf-dirlink-{}", std::process::id());
     let _ = std::fs::remove_file(&dir_link);
     as_nobody(&["ln", "-s", secret.dir.to_str().unwrap(), &dir_link]);
@@ -183,7 +183,7 @@ fn a_directory_of_another_user_or_a_link_to_a_directory_is_refused_before_record
         assert!(took < Duration::from_secs(10), "{prefix}: refused only after {took:?}");
         secret.assert_untouched();
     }
-    assert!(is_link_to(Path::new(&format!("{nobody_dir}/out.pb.gz")), &secret.file));
+    assert!(is_link_to(Path::new(&format!("{nobody_dir}/out.cpu.pb.gz")), &secret.file));
     std::fs::remove_dir_all(&nobody_dir).unwrap();
     std::fs::remove_file(&dir_link).unwrap();
 }
@@ -201,7 +201,7 @@ fn a_missing_output_directory_is_created_for_the_sudo_user() {
         let m = std::fs::metadata(&d).unwrap();
         assert_eq!((m.uid(), m.mode() & 0o777 & !0o022), (SUDO_USER, 0o755), "{d}");
     }
-    assert!(Path::new(&format!("{prefix}.pb.gz")).is_file());
+    assert!(Path::new(&format!("{prefix}.cpu.pb.gz")).is_file());
     std::fs::remove_dir_all(&base).unwrap();
 }
 
@@ -423,7 +423,10 @@ fn a_native_target_is_said_not_to_be_dotnet_once() {
     let busy = Busy::start();
     let (out, _) = clrprobe(&["record", "--quiet", "--json", "--format", "pprof", "-p", &busy.pid(), "-d", "1", "-o", &format!("/tmp/clrprobe-sf-native-{}", std::process::id())], Duration::from_secs(30));
     let err = stderr(&out);
-    let _ = std::fs::remove_file(format!("/tmp/clrprobe-sf-native-{}.pb.gz", std::process::id()));
+    for kind in ["cpu", "offcpu"] {
+        let _ = std::fs::remove_file(format!("/tmp/clrprobe-sf-native-{}.{kind}.pb.gz", std::process::id()));
+    }
+    let _ = std::fs::remove_file(format!("/tmp/clrprobe-sf-native-{}.events.json", std::process::id()));
     assert!(out.status.success(), "{err}");
     let line = format!("PID {} (sh) is not a .NET process: recording native CPU only", busy.pid());
     assert_eq!(err.matches(&line).count(), 1, "{err}");

@@ -20,7 +20,7 @@ fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Pro
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     w.wait(Duration::from_secs(20));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe_profile::pprof::read_file(PathBuf::from(format!("{}.pb.gz", prefix.display()))).unwrap();
+    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     (summary, profile)
 }
@@ -59,8 +59,12 @@ fn share(what: &str, stacks: &[(i64, Vec<String>)], pred: impl Fn(&[String]) -> 
     share
 }
 
+/// The CPU tests need both cores' worth of samples from their own workload: one test at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn blocked_threads_reach_their_methods(runtime: Runtime) {
     require_root();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut w = Workload::new("Blockers", runtime).arg(5000).start().unwrap();
     let (s, p) = record_until_exit(&mut w, "offcpu", &["--offcpu"]);
     assert_eq!(s["offcpu"], true, "{s}");
@@ -113,6 +117,7 @@ fn off_cpu_time_of_blocked_threads_lies_under_their_methods_on_core31() {
 
 fn cpu_stacks_are_complete(runtime: Runtime) {
     require_root();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut w = Workload::new("Chain", runtime).arg(6000).start().unwrap();
     let (s, p) = record_until_exit(&mut w, "cpu", &["--cpu", "-F", "499"]);
     let main = stacks_of(&p, "cpu", tid_of(&w, "Main"));

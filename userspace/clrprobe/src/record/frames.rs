@@ -20,6 +20,9 @@ struct Process {
     light: bool,
     /// Sorted by start: (start, end, name).
     jit: Vec<(u64, u64, String)>,
+    /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
+    /// frames named after that.
+    last_maps: Option<clrprobe_symbolizer::maps::Maps>,
 }
 
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
@@ -133,7 +136,7 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new() });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None });
     }
 
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
@@ -141,7 +144,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new() });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None });
         }
     }
 
@@ -220,7 +223,7 @@ impl FrameResolver {
                 }
             }
             if let Some(p) = self.processes.get_mut(&pid) {
-                p.sym = None;
+                p.last_maps = p.sym.take().map(|s| s.maps().clone());
                 p.jit = Vec::new();
             }
         }
@@ -349,9 +352,16 @@ impl FrameResolver {
             return addrs.iter().map(|&a| hex_frame(a)).collect();
         };
         let Some(sym) = p.sym.as_mut() else {
+            let mappings = &mut self.mappings;
             return addrs
                 .iter()
-                .map(|&a| jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a)))
+                .map(|&a| {
+                    let mut f = jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a));
+                    if let Some(m) = &p.last_maps {
+                        f.mapping = mappings.of(pid, a, m);
+                    }
+                    f
+                })
                 .collect();
         };
         if p.light {

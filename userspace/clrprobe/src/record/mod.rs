@@ -226,10 +226,14 @@ pub fn run(
     // Sessions of exited targets, ended by themselves.
     let mut finished = Vec::new();
     let mut jit_counts: HashMap<u32, usize> = HashMap::new();
+    // Ctrl-C: everything after it is bounded to end within ~2 s. A recording that ended by its
+    // duration or its targets' exit may take longer to name what it collected.
+    let mut interrupted = false;
     let done_at = loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
-        let done = stop.load(Ordering::SeqCst)
+        interrupted = stop.load(Ordering::SeqCst);
+        let done = interrupted
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
         // Stack copies arrive through a ring buffer: read it every 100 ms.
@@ -247,7 +251,7 @@ pub fn run(
             last_drain = Instant::now();
             // Symbolizing is bounded per drain (Ctrl-C is seen within ~0.6 s); what is left
             // is named in a later drain or at the end.
-            resolver.set_deadline(Some(last_drain + if done { STOP_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
+            resolver.set_deadline(Some(last_drain + if done && interrupted { STOP_SYMBOLIZE } else if done { UNHURRIED_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
             resolver.work_backlog();
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
@@ -358,7 +362,8 @@ pub fn run(
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
     resolver.out_of_time = 0;
-    resolver.set_deadline(Some(done_at + BUILD_SYMBOLIZE));
+    let build_symbolize = if interrupted { BUILD_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
+    resolver.set_deadline(Some(done_at + build_symbolize));
     // The profile's clock starts when sampling starts (after attaching), as its duration does.
     let attach_ns = summary.time_to_attach.as_nanos() as u64;
     let origin_mono = started_mono.saturating_add(attach_ns as i64);
@@ -385,7 +390,7 @@ pub fn run(
         summary.warnings.push(format!(
             "{} address lookups were left unnamed: symbolizing ran out of its time after the recording ended ({:.1} s)",
             resolver.out_of_time,
-            BUILD_SYMBOLIZE.as_secs_f64()
+            build_symbolize.as_secs_f64()
         ));
     }
     summary.fill_from(&profile);
@@ -397,8 +402,10 @@ pub fn run(
 const DRAIN_SYMBOLIZE: Duration = Duration::from_millis(500);
 /// Symbolizing budget of the final drain after the recording ended.
 const STOP_SYMBOLIZE: Duration = Duration::from_millis(300);
-/// From the end of recording, until when building the profile may still symbolize.
+/// From the end of recording (Ctrl-C), until when building the profile may still symbolize.
 const BUILD_SYMBOLIZE: Duration = Duration::from_millis(1300);
+/// The same budgets when the recording ended by its duration or its targets' exit.
+const UNHURRIED_SYMBOLIZE: Duration = Duration::from_secs(30);
 
 /// How long switching perf maps off may still take once the sessions have stopped.
 const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
