@@ -302,7 +302,7 @@ fn two_overlapping_recordings_share_the_map_and_it_goes_off_after_both() {
         let named = v["managed_named_samples"].as_u64().unwrap();
         assert!(managed > 0 && named as f64 >= 0.95 * managed as f64, "{named} of {managed} managed samples named: {err}");
         assert_eq!(v["perf_maps"][0][1], "enabled-by-clrprobe", "{err}");
-        assert!(samples_with(&read(&prefix), "Cpu::Spin") > 0);
+        assert!(samples_with(&read(prefix), "Cpu::Spin") > 0);
     }
 }
 

@@ -1,6 +1,6 @@
 //! Live: stacks through code without frame pointers (Debian's libc) and JIT methods without
 //! an RBP frame, off-CPU and on CPU, on .NET 8 and .NET Core 3.1.
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};

@@ -228,7 +228,7 @@ pub fn run(
     let mut jit_counts: HashMap<u32, usize> = HashMap::new();
     // Ctrl-C: everything after it is bounded to end within ~2 s. A recording that ended by its
     // duration or its targets' exit may take longer to name what it collected.
-    let mut interrupted = false;
+    let mut interrupted;
     let done_at = loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
