@@ -6,24 +6,9 @@ use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
 use serde_json::Value;
 
-/// Records `w` until it exits; returns the summary and the profile read back from pprof.
-fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Profile) {
-    let dir = std::env::temp_dir().join(format!("clrprobe-kinds-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("p");
-    let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
-        .args(["record", "--json", "--quiet", "--format", "pprof", "-p", &w.pid.to_string(), "-o"])
-        .arg(&prefix)
-        .args(kinds)
-        .output()
-        .expect("run clrprobe record");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    w.wait(Duration::from_secs(10));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    (summary, profile)
-}
+mod common;
+use common::record_until_exit;
+
 
 fn line_value(w: &Running, prefix: &str) -> f64 {
     w.output()

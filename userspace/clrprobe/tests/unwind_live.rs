@@ -1,29 +1,12 @@
 //! Live: stacks through code without frame pointers (Debian's libc) and JIT methods without
 //! an RBP frame, off-CPU and on CPU, on .NET 8 and .NET Core 3.1.
-use std::{process::Command, time::Duration};
 
 use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
-use serde_json::Value;
 
-/// Records `w` (attached) until it exits; returns the summary and the profile.
-fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Profile) {
-    let dir = std::env::temp_dir().join(format!("clrprobe-unwind-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("p");
-    let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
-        .args(["record", "--json", "--quiet", "--format", "pprof", "-p", &w.pid.to_string(), "-o"])
-        .arg(&prefix)
-        .args(kinds)
-        .output()
-        .expect("run clrprobe record");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    w.wait(Duration::from_secs(20));
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let profile = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    (summary, profile)
-}
+mod common;
+use common::record_until_exit;
+
 
 fn tid_of(w: &Running, name: &str) -> u32 {
     let prefix = format!("tid {name}=");

@@ -23,6 +23,7 @@ impl std::ops::Deref for Bytes {
 }
 
 /// What unwinding needs from one ELF file.
+#[derive(Default)]
 pub struct ElfUnwind {
     pub text_svma: Option<Range<u64>>,
     pub text: Option<Bytes>,
@@ -92,13 +93,6 @@ impl ElfUnwind {
         }
         let data: Arc<[u8]> = Arc::from(kept);
         let mut out = ElfUnwind {
-            text_svma: None,
-            text: None,
-            eh_frame_svma: None,
-            eh_frame: None,
-            eh_frame_hdr_svma: None,
-            eh_frame_hdr: None,
-            got_svma: None,
             segments: file
                 .segments()
                 .map(|s| {
@@ -107,6 +101,7 @@ impl ElfUnwind {
                 })
                 .collect(),
             bytes: data.len(),
+            ..ElfUnwind::default()
         };
         for (name, svma, range) in ranges {
             let bytes = (!range.is_empty()).then(|| Bytes { data: data.clone(), range });
@@ -174,16 +169,6 @@ mod tests {
     }
 
     fn empty() -> ElfUnwind {
-        ElfUnwind {
-            text_svma: None,
-            text: None,
-            eh_frame_svma: None,
-            eh_frame: None,
-            eh_frame_hdr_svma: None,
-            eh_frame_hdr: None,
-            got_svma: None,
-            segments: Vec::new(),
-            bytes: 0,
-        }
+        ElfUnwind::default()
     }
 }
