@@ -5,12 +5,17 @@
 //! clock or the OS: time comes from the records, names from a [`Namer`], so the same records
 //! give the same bytes (the replay tests rely on it).
 mod aggregate;
+mod clr_stream;
 mod counters;
 mod metrics;
+pub mod raw;
 mod records;
+mod replay;
 mod snapshot;
 
 pub use aggregate::{Aggregator, AggregatorConfig, Health};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
 pub use records::{ClrRecord, ProcessInfo, Record, StackRecord};
 pub use snapshot::{ProfileKind, Namer};
+pub use clr_stream::ClrStream;
+pub use replay::{Replay, ReplayError, ReplayStats};

@@ -1,0 +1,180 @@
+//! Replay: drives an [`Aggregator`] from a directory `record --save-raw` wrote (see
+//! [`super::raw`]), without root and without the processes. The items go in their saved
+//! order; each process's runtime events are merged in by time, those up to a tick before the
+//! tick (as they had arrived by then, give or take the runtime's buffering). The same
+//! directory gives the same sequence of records every time.
+use std::{
+    fs::File,
+    io::BufReader,
+    path::{Path, PathBuf},
+};
+
+use clrprobe_eventpipe::nettrace::{NetTraceError, StreamStatus};
+
+use super::{
+    aggregate::{Aggregator, AggregatorConfig},
+    clr_stream::ClrStream,
+    raw::{RECORDS_FILE, RawError, RawItem, RawMeta, RawReader},
+    records::Record,
+};
+use crate::Kinds;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Raw(#[from] RawError),
+    #[error("{}: {reason}; point --replay at the directory `record --save-raw` wrote", path.display())]
+    File { path: PathBuf, reason: String },
+    #[error("{}: the first item is not the recording's description; the file is damaged", path.display())]
+    NoMeta { path: PathBuf },
+}
+
+/// What a replay read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    pub items: u64,
+    pub records: u64,
+    pub events: u64,
+    /// The recording ended cleanly (its last item is the end marker).
+    pub complete: bool,
+    /// Streams that ended early or could not be read, one line each.
+    pub warnings: Vec<String>,
+}
+
+struct Session {
+    stream: ClrStream<BufReader<File>>,
+    /// The next event, read ahead.
+    next: Option<super::records::ClrRecord>,
+    file: String,
+    error: Option<NetTraceError>,
+}
+
+impl Session {
+    fn advance(&mut self) {
+        self.next = match self.stream.next_record() {
+            Ok(r) => r,
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        };
+    }
+}
+
+/// A saved directory being replayed.
+pub struct Replay {
+    dir: PathBuf,
+    reader: RawReader<BufReader<File>>,
+    meta: RawMeta,
+    sessions: Vec<Session>,
+    stats: ReplayStats,
+}
+
+/// Opens a file of the saved directory: a regular file, not a link.
+fn open_in(dir: &Path, name: &str) -> Result<File, ReplayError> {
+    let path = dir.join(name);
+    if name.contains('/') || name.starts_with('.') {
+        return Err(ReplayError::File { path, reason: "names a file outside the directory".into() });
+    }
+    let err = |reason: String| ReplayError::File { path: path.clone(), reason };
+    let meta = std::fs::symlink_metadata(&path).map_err(|e| err(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(err("not a regular file (a link or a special file)".into()));
+    }
+    File::open(&path).map_err(|e| err(e.to_string()))
+}
+
+impl Replay {
+    /// Opens `dir` and reads the recording's description.
+    pub fn open(dir: &Path) -> Result<Self, ReplayError> {
+        let f = open_in(dir, RECORDS_FILE)?;
+        let path = dir.join(RECORDS_FILE);
+        let mut reader = RawReader::new(BufReader::with_capacity(1 << 20, f), &path.display().to_string())?;
+        let Some(RawItem::Meta(meta)) = reader.next_item()? else { return Err(ReplayError::NoMeta { path }) };
+        Ok(Self { dir: dir.to_path_buf(), reader, meta, sessions: Vec::new(), stats: ReplayStats { items: 1, ..Default::default() } })
+    }
+
+    pub fn meta(&self) -> &RawMeta {
+        &self.meta
+    }
+
+    /// An aggregator that keeps the whole recording: every CPU second, exited processes.
+    pub fn aggregator_config(&self) -> AggregatorConfig {
+        let m = &self.meta;
+        AggregatorConfig {
+            freq_hz: m.freq_hz.max(1),
+            buckets: usize::MAX,
+            exited_grace_ns: u64::MAX,
+            max_cpu_keys: usize::MAX,
+            max_offcpu_keys: usize::MAX,
+            kinds: Kinds { alloc: m.alloc, exceptions: m.exceptions, contention: m.contention },
+            unix_offset_ns: m.start_unix_ns as i64 - m.start_mono_ns as i64,
+            ..AggregatorConfig::default()
+        }
+    }
+
+    /// Feeds every saved record and event to `agg`; `side` sees the items that are not
+    /// records (maps, perf maps, files, kernel symbols: the symbolizer's inputs) in order.
+    pub fn run(mut self, agg: &mut Aggregator, side: &mut dyn FnMut(&RawItem)) -> Result<ReplayStats, ReplayError> {
+        while let Some(item) = self.reader.next_item()? {
+            self.stats.items += 1;
+            match item {
+                RawItem::Record(r) => {
+                    match &r {
+                        Record::Tick { time_ns } | Record::Exited { time_ns, .. } => self.events_until(*time_ns, agg),
+                        _ => {}
+                    }
+                    self.stats.records += 1;
+                    agg.absorb(r);
+                }
+                RawItem::Session { pid, file } => self.open_session(pid, file)?,
+                RawItem::End => self.stats.complete = true,
+                other => side(&other),
+            }
+        }
+        self.events_until(u64::MAX, agg);
+        for s in &self.sessions {
+            let st = s.stream.stats();
+            if st.dropped_events > 0 {
+                agg.absorb(Record::Lost { pid: Some(s.stream.pid()), source: "eventpipe", count: st.dropped_events });
+            }
+            if let Some(e) = &s.error {
+                self.stats.warnings.push(format!("{}: {e} (the events before it are replayed)", s.file));
+            } else if s.stream.status() != StreamStatus::Complete {
+                self.stats.warnings.push(format!("{}: the stream ended before its end marker", s.file));
+            }
+        }
+        Ok(self.stats)
+    }
+
+    fn open_session(&mut self, pid: u32, file: String) -> Result<(), ReplayError> {
+        let f = open_in(&self.dir, &file)?;
+        match ClrStream::new(pid, BufReader::with_capacity(1 << 20, f)) {
+            Ok(stream) => {
+                let mut s = Session { stream, next: None, file, error: None };
+                s.advance();
+                self.sessions.push(s);
+            }
+            // Saved before the runtime sent its header (it exited at once): nothing to replay.
+            Err(e) => self.stats.warnings.push(format!("{file}: {e}")),
+        }
+        Ok(())
+    }
+
+    /// Absorbs the events of every stream up to `t`, oldest first (ties: first stream first).
+    fn events_until(&mut self, t: u64, agg: &mut Aggregator) {
+        loop {
+            let Some(i) = (0..self.sessions.len())
+                .filter(|&i| self.sessions[i].next.as_ref().is_some_and(|e| e.time_ns <= t))
+                .min_by_key(|&i| self.sessions[i].next.as_ref().map(|e| e.time_ns))
+            else {
+                return;
+            };
+            let s = &mut self.sessions[i];
+            let ev = s.next.take().expect("checked");
+            s.advance();
+            self.stats.events += 1;
+            agg.absorb(Record::Clr(ev));
+        }
+    }
+}
