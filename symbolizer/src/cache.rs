@@ -119,6 +119,11 @@ impl ImageCache {
         &self.elf
     }
 
+    /// Uses these kernel symbols instead of reading `/proc/kallsyms` (replay of saved inputs).
+    pub fn set_kernel(&self, k: crate::KernelSymbolizer) {
+        *lock(&self.kernel) = Some(Arc::new(k));
+    }
+
     /// Kernel symbols, loaded once.
     pub fn kernel(&self) -> Result<Arc<crate::KernelSymbolizer>, Error> {
         let mut k = lock(&self.kernel);

@@ -36,6 +36,9 @@ pub struct ProcessSymbolizer {
     owner: Owner,
     /// Files refused or cut short, one line each (for the recording's summary).
     warnings: Vec<String>,
+    /// Replaying saved inputs: the maps and perf map are fed, never read from /proc; only
+    /// these mapped files (checked to be the ones recorded) are opened.
+    offline: Option<std::collections::HashSet<String>>,
 }
 
 /// Bytes read from a perf map or jitdump per read call.
@@ -94,10 +97,54 @@ impl ProcessSymbolizer {
             perf_map_fresh: false,
             owner,
             warnings: Vec::new(),
+            offline: None,
         };
         s.refresh_maps()?;
         s.refresh_perf_map()?;
         Ok(s)
+    }
+
+    /// A symbolizer of saved inputs (replay): no /proc, no target files; maps and perf-map
+    /// bytes come from [`ProcessSymbolizer::feed_maps`] and [`ProcessSymbolizer::feed_perf_map`],
+    /// native and ReadyToRun code is named from the files in `usable_files` (paths as mapped,
+    /// opened as they are: the caller checked they are the files recorded), other mapped code
+    /// is `module+offset`.
+    pub fn offline(pid: u32, cache: Arc<ImageCache>, usable_files: std::collections::HashSet<String>) -> Self {
+        ProcessSymbolizer {
+            pid,
+            root: PathBuf::from("/"),
+            same_root: true,
+            maps: Maps::default(),
+            perf_map: PerfMap::new(),
+            perf_map_paths: Vec::new(),
+            jitdump: JitDump::new(),
+            jitdump_paths: Vec::new(),
+            jitdump_broken: true,
+            cache,
+            modules: HashMap::new(),
+            perf_map_fresh: false,
+            owner: Owner { real: 0, effective: 0 },
+            warnings: Vec::new(),
+            offline: Some(usable_files),
+        }
+    }
+
+    /// Replay: a `/proc/PID/maps` snapshot, merged into the mappings known.
+    pub fn feed_maps(&mut self, text: &str) -> Result<(), Error> {
+        self.maps.update(Maps::parse(text)?);
+        self.modules.clear();
+        Ok(())
+    }
+
+    /// Replay: perf-map bytes appended since the last call.
+    pub fn feed_perf_map(&mut self, bytes: &[u8]) {
+        self.perf_map.feed(bytes);
+    }
+
+    /// Replay: every perf-map byte was fed (a last line without a newline counts).
+    pub fn finish_perf_map(&mut self) {
+        self.perf_map.finish();
+        self.perf_map.index();
     }
 
     pub fn pid(&self) -> u32 {
@@ -118,6 +165,9 @@ impl ProcessSymbolizer {
 
     /// Re-reads `/proc/PID/maps` (keeps the old table if the process is gone).
     pub fn refresh_maps(&mut self) -> Result<(), Error> {
+        if self.offline.is_some() {
+            return Ok(());
+        }
         let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
         match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -166,6 +216,9 @@ impl ProcessSymbolizer {
     /// Reads what was appended to the perf map (and the jitdump) since the last call; returns
     /// records added. Missing files (perf maps disabled, or not written yet) add nothing.
     pub fn refresh_perf_map(&mut self) -> Result<usize, Error> {
+        if self.offline.is_some() {
+            return Ok(0);
+        }
         let from_jitdump = self.refresh_jitdump();
         Ok(self.refresh_perf_map_file()? + from_jitdump)
     }
@@ -265,6 +318,10 @@ impl ProcessSymbolizer {
         if let Some(m) = self.modules.get(path) {
             return m.clone();
         }
+        if self.offline.as_ref().is_some_and(|usable| !usable.contains(path)) {
+            self.modules.insert(path.to_string(), None);
+            return None;
+        }
         let m = match self.cache.module(&self.fs_path(path)) {
             Ok(m) => Some(m),
             Err(e) => {
@@ -292,7 +349,7 @@ impl ProcessSymbolizer {
                 frames[i] = Some(self.kernel_frame(addr));
                 continue;
             }
-            if maps.find(addr).is_none() && !refreshed && self.perf_map.lookup_sorted(addr).is_none() {
+            if maps.find(addr).is_none() && !refreshed && self.offline.is_none() && self.perf_map.lookup_sorted(addr).is_none() {
                 // New mappings since the last read (a freshly loaded library)?
                 refreshed = true;
                 // Merged, not replaced: an exiting process (a zombie) shows few or no

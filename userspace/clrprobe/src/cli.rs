@@ -50,8 +50,19 @@ pub struct ReportCmd {
     /// What `clrprobe record` wrote: a PREFIX (reads every PREFIX.KIND.pb.gz and
     /// PREFIX.events.json), or pprof files (any pprof, also rewritten or merged ones) and
     /// events files.
-    #[arg(required = true, num_args = 1.., value_name = "PREFIX|FILE")]
+    #[arg(required_unless_present = "replay", num_args = 1.., value_name = "PREFIX|FILE")]
     pub files: Vec<PathBuf>,
+    /// Rebuild the profiles from what `record --save-raw DIR` kept (no root, no process
+    /// needed): names from the saved maps and perf maps, native names from the files on disk
+    /// when they are the ones recorded (build id), else `module+offset`.
+    #[arg(long, value_name = "DIR", conflicts_with = "files")]
+    pub replay: Option<PathBuf>,
+    /// With --replay: output prefix (PREFIX.cpu.pb.gz, ...; default: the DIR's name + `.replay`).
+    #[arg(short, long, requires = "replay")]
+    pub output: Option<PathBuf>,
+    /// With --replay: output formats.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "pprof", requires = "replay")]
+    pub format: Vec<crate::formats::Format>,
     /// Frames listed per kind.
     #[arg(long, default_value_t = 15)]
     pub top: usize,
@@ -188,6 +199,10 @@ pub struct RecordCmd {
     /// No live status line.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Also keep the raw inputs (samples with addresses, maps and perf-map snapshots, each
+    /// process's EventPipe stream) in DIR, for `clrprobe report --replay DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub save_raw: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

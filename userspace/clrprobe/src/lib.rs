@@ -39,3 +39,5 @@ pub mod unwind;
 pub mod pipeline;
 #[cfg(target_os = "linux")]
 pub mod agent;
+#[cfg(target_os = "linux")]
+pub mod replay;

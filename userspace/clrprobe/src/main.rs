@@ -70,6 +70,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Heap(cmd) => Ok(if clrprobe::heap::run(&cmd, trace_stop_flag())? { ExitCode::SUCCESS } else { ExitCode::FAILURE }),
         Command::Counters(cmd) => counters(cmd),
         Command::Agent(cmd) => agent(cmd),
+        #[cfg(target_os = "linux")]
+        Command::Report(cmd) if cmd.replay.is_some() => replay(cmd),
         Command::Report(cmd) => {
             let r = clrprobe::report::read_inputs(&cmd.files, cmd.top)?;
             if cmd.json {
@@ -80,6 +82,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `report --replay DIR`: the profiles rebuilt from a `record --save-raw` directory.
+#[cfg(target_os = "linux")]
+fn replay(cmd: clrprobe::cli::ReportCmd) -> anyhow::Result<ExitCode> {
+    let dir = cmd.replay.clone().expect("checked by the caller");
+    let r = clrprobe::replay::profiles(&dir)?;
+    let prefix = cmd.output.clone().unwrap_or_else(|| clrprobe::replay::default_prefix(&dir));
+    clrprobe::output::prepare(&prefix)?;
+    eprint!("clrprobe: {}", clrprobe::replay::summary(&r));
+    let mut failed = false;
+    for w in clrprobe::replay::write(&r, &prefix, &cmd.format) {
+        match w.error_line() {
+            Some(line) => {
+                eprintln!("clrprobe: {line}");
+                failed = true;
+            }
+            None => eprintln!("clrprobe: wrote {}", w.path.display()),
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 fn trace(cmd: clrprobe::cli::TraceCmd) -> anyhow::Result<ExitCode> {
@@ -210,6 +233,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         thread_roots: cmd.thread_roots,
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
         cxa_throw: cmd.cxa_throw,
+        save_raw: cmd.save_raw.clone(),
     };
     let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
     let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
@@ -244,6 +268,9 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         }
     };
     summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
+    if let Some(line) = &summary.saved_raw {
+        eprintln!("clrprobe: {line}");
+    }
     let prefix = name.prefix.clone();
     let mut written = clrprobe::output::write_named(&profile, &name, &cmd.format);
     if cmd.all {

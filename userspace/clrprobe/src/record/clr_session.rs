@@ -236,6 +236,7 @@ impl Drop for RuntimeSession {
 }
 
 fn read_all(pid: u32, stream: impl Read, live: Arc<Mutex<ClrCollector>>, kinds: Kinds, requested_mono_ns: i64) -> SessionOutcome {
+    let stream = super::save_raw::tee(pid, stream);
     let mut reader = match NetTraceReader::new(stream) {
         Ok(r) => r,
         Err(source) => {

@@ -139,6 +139,26 @@ impl FrameResolver {
         self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None });
     }
 
+    /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs).
+    pub fn add_symbolizer(&mut self, sym: ProcessSymbolizer) {
+        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None });
+    }
+
+    /// Replay: the build ids of mapped files as recorded, by path (no process file is read).
+    pub fn use_saved_build_ids(&mut self, ids: HashMap<String, String>) {
+        self.mappings.saved_build_ids = Some(ids);
+    }
+
+    /// The symbolizer of `pid`, while it has one.
+    pub fn symbolizer_mut(&mut self, pid: u32) -> Option<&mut ProcessSymbolizer> {
+        self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut())
+    }
+
+    /// The parsed images and kernel symbols shared by every process.
+    pub fn image_cache(&self) -> &Arc<ImageCache> {
+        &self.cache
+    }
+
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
     /// With [`FrameResolver::light_for_others`], it is named lightly.
     pub fn ensure_process(&mut self, pid: u32) {

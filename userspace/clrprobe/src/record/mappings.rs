@@ -19,6 +19,8 @@ pub(super) struct Mappings {
     /// (path, inode) → build id ("" when none): a library's id is read once for every process.
     build_ids: HashMap<(String, u64), String>,
     kernel: Option<Arc<Mapping>>,
+    /// Replay: build ids by path as recorded (the pid's files are not read).
+    pub(super) saved_build_ids: Option<HashMap<String, String>>,
 }
 
 /// Where the kernel's text may be: the upper half of the address space.
@@ -46,14 +48,17 @@ impl Mappings {
         }
         let (path, build_id) = match &m.backing {
             Backing::File { path, .. } => {
-                let id = self
-                    .build_ids
-                    .entry((path.clone(), m.inode))
-                    .or_insert_with(|| {
-                        build_id::of_file(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end).as_ref())
-                            .unwrap_or_default()
-                    })
-                    .clone();
+                let id = match &self.saved_build_ids {
+                    Some(ids) => ids.get(path).cloned().unwrap_or_default(),
+                    None => self
+                        .build_ids
+                        .entry((path.clone(), m.inode))
+                        .or_insert_with(|| {
+                            build_id::of_file(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end).as_ref())
+                                .unwrap_or_default()
+                        })
+                        .clone(),
+                };
                 (path.clone(), id)
             }
             Backing::Memfd { name } => (format!("memfd:{name}"), String::new()),

@@ -11,6 +11,7 @@ pub mod http;
 mod mappings;
 mod memory;
 mod perfmap;
+pub mod save_raw;
 mod split;
 mod summary;
 mod targets;
@@ -89,6 +90,8 @@ pub struct RecordArgs {
     pub net: http::NetArgs,
     /// Count `__cxa_throw` with a uprobe even where EventPipe delivers the exceptions.
     pub cxa_throw: bool,
+    /// `--save-raw DIR`: keep the sources' raw inputs for `report --replay`.
+    pub save_raw: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -99,6 +102,8 @@ pub enum RecordError {
     Sampler(#[from] SamplerError),
     #[error(transparent)]
     Profile(#[from] clrprobe_profile::ProfileError),
+    #[error("--save-raw: {0}")]
+    SaveRaw(clrprobe_profile::safe_file::SafeFileError),
 }
 
 /// Live progress, reported about once a second.
@@ -146,6 +151,9 @@ pub fn run(
         .unwrap_or(0);
     let mut summary = RecordSummary::default();
     let kinds = args.kinds;
+    if let Some(dir) = &args.save_raw {
+        save_raw::start(dir, save_raw_meta(args, started_mono, start_unix_ns)).map_err(RecordError::SaveRaw)?;
+    }
 
     // TARGET_PIDS key 0 means every process.
     let sampler_pids = if args.all { vec![0] } else { args.pids.clone() };
@@ -255,6 +263,7 @@ pub fn run(
             resolver.work_backlog();
             // Read perf maps, /proc/PID/maps and thread names while the targets are alive.
             for &pid in &targets.pids {
+                save_raw::snapshot(pid);
                 resolver.refresh(pid);
                 read_thread_names(pid, &mut thread_names);
                 proc_cpu.read(pid);
@@ -262,6 +271,7 @@ pub fn run(
             if let Some(s) = sampler.as_mut() {
                 drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
             }
+            save_raw::tick(&targets.pids);
             for s in &targets.sessions {
                 let stacks = std::mem::take(&mut s.live.lock().unwrap_or_else(|e| e.into_inner()).new_stacks);
                 for st in stacks {
@@ -348,6 +358,11 @@ pub fn run(
     }
 
     log::info!("stop: sessions done after {:?}", stopping.elapsed());
+    match save_raw::finish() {
+        Some(Ok(line)) => summary.saved_raw = Some(line),
+        Some(Err(e)) => summary.warnings.push(format!("--save-raw: {e}")),
+        None => {}
+    }
     // CPU samples with their time stay one by one in the profile (timeline formats); the few
     // taken before times were switched on stay aggregated.
     let cpu_timed = !timed.overflowed && timed.total() > 0;
@@ -396,6 +411,19 @@ pub fn run(
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
     Ok((profile, summary))
+}
+
+fn save_raw_meta(args: &RecordArgs, started_mono: i64, start_unix_ns: u64) -> clrprobe_pipeline::stream::raw::RawMeta {
+    clrprobe_pipeline::stream::raw::RawMeta {
+        freq_hz: args.freq,
+        start_mono_ns: started_mono.max(0) as u64,
+        start_unix_ns,
+        alloc: args.kinds.alloc,
+        exceptions: args.kinds.exceptions,
+        contention: args.kinds.contention,
+        offcpu: args.kinds.offcpu,
+        version: env!("CARGO_PKG_VERSION").into(),
+    }
 }
 
 /// Symbolizing budget of one drain while recording.
@@ -471,6 +499,7 @@ fn drain(
 ) {
     match s.drain() {
         Ok(batch) => {
+            save_raw::samples(false, &batch);
             batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.note(s));
             absorb(cpu, batch, resolver)
         }
@@ -480,6 +509,7 @@ fn drain(
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
                 Ok(batch) => {
+                    save_raw::samples(true, &batch);
                     batch.iter().for_each(|s| timed.offcpu.note(s));
                     absorb(offcpu, batch, resolver)
                 }

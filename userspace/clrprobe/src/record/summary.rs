@@ -64,6 +64,8 @@ pub struct RecordSummary {
     /// From the end of recording to everything stopped and switched off.
     #[serde(with = "secs")]
     pub stop_time: Duration,
+    /// `--save-raw`: where the raw inputs went.
+    pub saved_raw: Option<String>,
 }
 
 /// One process a recording followed.

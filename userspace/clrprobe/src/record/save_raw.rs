@@ -1,0 +1,337 @@
+//! `record --save-raw DIR`: keeps what the sources produced, for `clrprobe report --replay
+//! DIR` (layout: [`clrprobe_pipeline::stream::raw`]). The samples as drained (addresses, not
+//! names), each target's `/proc/PID/maps` when it changed, the bytes appended to its perf map,
+//! the identity (build id, size, mtime) of every mapped file, process start and exit, the drain
+//! ticks, and each EventPipe stream's bytes as read from the socket. One writer thread writes
+//! everything through the safe writer ([`clrprobe_profile::safe_file`]: created `O_EXCL |
+//! O_NOFOLLOW` under a temporary name, renamed when the recording ends).
+//!
+//! The hooks are free functions on one process-wide saver so the recording code calls them
+//! in one line each; with no saver started they do nothing.
+use std::{
+    collections::{HashMap, HashSet},
+    io::{BufWriter, Read, Write},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, MutexGuard},
+    thread::JoinHandle,
+};
+
+use clrprobe_pipeline::stream::{
+    ProcessInfo, Record, StackRecord,
+    raw::{self, FileIdentity, RECORDS_FILE, RawItem, RawMeta},
+};
+use clrprobe_profile::safe_file::{OutputDir, SafeFileError};
+use clrprobe_symbolizer::{
+    KernelSymbolizer, Maps,
+    kernel::is_kernel_address,
+    target_file::{self, Owner},
+};
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::sampler::RawSample;
+
+/// Bytes of one target's perf map saved at most (the symbolizer's own cap).
+const MAX_PERF_MAP: u64 = 128 << 20;
+
+enum Msg {
+    Item(RawItem),
+    /// Bytes of an EventPipe stream, by file name.
+    Stream(String, Vec<u8>),
+    /// The end: what comes after (from a reader left behind) is not saved.
+    Close,
+}
+
+#[derive(Default)]
+struct Known {
+    /// Last maps text per pid.
+    maps: HashMap<u32, String>,
+    /// Perf-map bytes saved per pid.
+    perf_map: HashMap<u32, u64>,
+    started: HashSet<u32>,
+    exited: HashSet<u32>,
+    files: HashSet<String>,
+    kernel: HashSet<u64>,
+    streams: HashSet<String>,
+}
+
+struct Saver {
+    dir: PathBuf,
+    tx: Sender<Msg>,
+    known: Mutex<Known>,
+}
+
+struct Running {
+    saver: Arc<Saver>,
+    writer: JoinHandle<Result<u64, SafeFileError>>,
+}
+
+static SAVER: Mutex<Option<Running>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn saver() -> Option<Arc<Saver>> {
+    lock(&SAVER).as_ref().map(|r| Arc::clone(&r.saver))
+}
+
+impl Saver {
+    fn send(&self, item: RawItem) {
+        let _ = self.tx.send(Msg::Item(item));
+    }
+}
+
+/// Opens (creating it) and checks `dir`, and starts the writer. Fails before recording
+/// starts when `dir` cannot hold the files.
+pub fn start(dir: &Path, meta: RawMeta) -> Result<(), SafeFileError> {
+    let out = OutputDir::open(dir)?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let dir_path = dir.to_path_buf();
+    let writer = std::thread::Builder::new()
+        .name("save-raw".into())
+        .spawn(move || write_all(out, rx))
+        .map_err(|source| SafeFileError::Io { path: dir_path.clone(), source })?;
+    let saver = Arc::new(Saver { dir: dir.to_path_buf(), tx, known: Mutex::new(Known::default()) });
+    saver.send(RawItem::Meta(meta));
+    *lock(&SAVER) = Some(Running { saver, writer });
+    Ok(())
+}
+
+/// The writer thread: `records.clrraw` and one `PID.nettrace` per stream, committed (renamed
+/// to their names) at [`Msg::Close`]. Returns the bytes written.
+fn write_all(out: OutputDir, rx: Receiver<Msg>) -> Result<u64, SafeFileError> {
+    let io = |path: PathBuf| move |source| SafeFileError::Io { path: path.clone(), source };
+    let records_path = out.path().join(RECORDS_FILE);
+    let mut records = out.create(RECORDS_FILE.as_ref())?;
+    let mut w = BufWriter::with_capacity(1 << 20, records.take_file());
+    raw::write_header(&mut w).map_err(io(records_path.clone()))?;
+    let mut streams = HashMap::new();
+    let mut bytes = 0u64;
+    for msg in rx {
+        match msg {
+            Msg::Close => break,
+            Msg::Item(item) => {
+                raw::write_item(&mut w, &item).map_err(|e| SafeFileError::Io { path: records_path.clone(), source: std::io::Error::other(e.to_string()) })?;
+            }
+            Msg::Stream(name, chunk) => {
+                bytes += chunk.len() as u64;
+                if !streams.contains_key(&name) {
+                    let mut p = out.create(name.as_ref())?;
+                    let f = BufWriter::with_capacity(256 << 10, p.take_file());
+                    streams.insert(name.clone(), (p, f));
+                }
+                let (_, f) = streams.get_mut(&name).expect("inserted");
+                f.write_all(&chunk).map_err(io(out.path().join(&name)))?;
+            }
+        }
+    }
+    let file = w.into_inner().map_err(|e| SafeFileError::Io { path: records_path.clone(), source: e.into_error() })?;
+    bytes += file.metadata().map(|m| m.len()).unwrap_or(0);
+    records.commit_with(file)?;
+    for (name, (p, f)) in streams {
+        let file = f.into_inner().map_err(|e| SafeFileError::Io { path: out.path().join(&name), source: e.into_error() })?;
+        p.commit_with(file)?;
+    }
+    Ok(bytes)
+}
+
+fn stack_record(s: &RawSample) -> StackRecord {
+    StackRecord {
+        pid: s.pid,
+        tid: s.tid,
+        comm: Arc::from(s.comm.as_str()),
+        time_ns: s.time_ns,
+        kernel: Arc::clone(&s.kernel),
+        user: Arc::clone(&s.user),
+        count: s.count,
+    }
+}
+
+/// A drained batch of CPU samples (`offcpu`: off-CPU intervals, count in ns).
+pub fn samples(offcpu: bool, batch: &[RawSample]) {
+    let Some(s) = saver() else { return };
+    {
+        let mut k = lock(&s.known);
+        for r in batch {
+            // Lookups are of the leaf and of return addresses minus one.
+            for (i, &a) in r.kernel.iter().enumerate() {
+                if is_kernel_address(a) {
+                    k.kernel.insert(if i == 0 { a } else { a.saturating_sub(1) });
+                }
+            }
+        }
+    }
+    for r in batch {
+        let rec = stack_record(r);
+        s.send(RawItem::Record(if offcpu { Record::OffCpu(rec) } else { Record::Cpu(rec) }));
+    }
+}
+
+/// A target's state while it lives: followed from now on (first time), its maps when they
+/// changed (and the identity of newly mapped files), the bytes appended to its perf map.
+pub fn snapshot(pid: u32) {
+    let Some(s) = saver() else { return };
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return };
+    let now = crate::record::gc::monotonic_ns().max(0) as u64;
+    let mut k = lock(&s.known);
+    if k.started.insert(pid) {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim_end().to_string()).unwrap_or_default();
+        let runtime_version = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.ends_with("/libcoreclr.so"))
+            .and_then(crate::discover::version_from_path)
+            .unwrap_or_default();
+        let container_id = crate::pipeline::sources::container_id(pid);
+        s.send(RawItem::Record(Record::Started(ProcessInfo { pid, name, container_id, runtime_version })));
+    }
+    if k.maps.get(&pid) != Some(&text) {
+        if let Ok(maps) = Maps::parse(&text) {
+            for m in &maps.mappings {
+                if let Some(path) = m.path()
+                    && path.starts_with('/')
+                    && k.files.insert(path.to_string())
+                {
+                    s.send(RawItem::File(identity(pid, path)));
+                }
+            }
+        }
+        s.send(RawItem::Maps { pid, time_ns: now, text: text.clone() });
+        k.maps.insert(pid, text);
+    }
+    let from = k.perf_map.get(&pid).copied().unwrap_or(0);
+    drop(k);
+    if from < MAX_PERF_MAP
+        && let Some(bytes) = perf_map_since(pid, from)
+        && !bytes.is_empty()
+    {
+        lock(&s.known).perf_map.insert(pid, from + bytes.len() as u64);
+        s.send(RawItem::PerfMap { pid, offset: from, bytes });
+    }
+}
+
+/// The file as the target maps it (through its root: other mount namespaces too).
+fn identity(pid: u32, path: &str) -> FileIdentity {
+    use std::os::unix::fs::MetadataExt;
+    let fs_path = PathBuf::from(format!("/proc/{pid}/root{path}"));
+    let meta = std::fs::metadata(&fs_path).ok();
+    FileIdentity {
+        path: path.to_string(),
+        size: meta.as_ref().map_or(0, |m| m.size()),
+        mtime_ns: meta.as_ref().map_or(0, |m| m.mtime() * 1_000_000_000 + m.mtime_nsec()),
+        build_id: clrprobe_symbolizer::build_id::of_file(&fs_path).unwrap_or_default(),
+    }
+}
+
+/// The target's perf map from byte `from` on (checked like the symbolizer's: a regular file
+/// of the target's user or root, not a link), up to the cap.
+fn perf_map_since(pid: u32, from: u64) -> Option<Vec<u8>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let ns_pid = status.lines().find(|l| l.starts_with("NSpid:")).and_then(|l| l.split_whitespace().last()?.parse::<u32>().ok()).unwrap_or(pid);
+    let owner = Owner::from_status(&status)?;
+    let path = PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{ns_pid}.map"));
+    let mut f = target_file::open(&path, owner).ok()?;
+    let mut out = Vec::new();
+    let cap = MAX_PERF_MAP - from;
+    target_file::read_from(&mut f, &path, from, 1 << 20, |b| {
+        out.extend_from_slice(b);
+        (out.len() as u64) < cap
+    })
+    .ok()?;
+    out.truncate(cap as usize);
+    // Only whole lines: the rest is saved with the next snapshot.
+    let whole = out.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    out.truncate(whole);
+    Some(out)
+}
+
+/// The end of a drain: exited targets, then the tick.
+pub fn tick(targets: &[u32]) {
+    let Some(s) = saver() else { return };
+    let now = crate::record::gc::monotonic_ns().max(0) as u64;
+    let mut k = lock(&s.known);
+    for &pid in targets {
+        if k.started.contains(&pid) && !super::alive(pid) && k.exited.insert(pid) {
+            s.send(RawItem::Record(Record::Exited { pid, time_ns: now }));
+        }
+    }
+    drop(k);
+    s.send(RawItem::Record(Record::Tick { time_ns: now }));
+}
+
+/// Wraps an EventPipe stream so that what is read is also saved as `PID.nettrace`.
+pub fn tee<R: Read>(pid: u32, stream: R) -> Tee<R> {
+    let saver = saver();
+    let name = saver.as_ref().map(|s| {
+        let mut k = lock(&s.known);
+        let mut name = format!("{pid}.nettrace");
+        let mut n = 1;
+        while !k.streams.insert(name.clone()) {
+            n += 1;
+            name = format!("{pid}-{n}.nettrace");
+        }
+        s.send(RawItem::Session { pid, file: name.clone() });
+        name
+    });
+    Tee { inner: stream, saver, name: name.unwrap_or_default() }
+}
+
+pub struct Tee<R> {
+    inner: R,
+    saver: Option<Arc<Saver>>,
+    name: String,
+}
+
+impl<R: Read> Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0
+            && let Some(s) = &self.saver
+        {
+            let _ = s.tx.send(Msg::Stream(self.name.clone(), buf[..n].to_vec()));
+        }
+        Ok(n)
+    }
+}
+
+/// Ends saving (after the sessions stopped): the kernel symbols of the kernel addresses seen,
+/// the end marker, every file renamed to its name. Returns a line for the summary.
+pub fn finish() -> Option<Result<String, SafeFileError>> {
+    let Running { saver, writer } = lock(&SAVER).take()?;
+    let kernel: Vec<u64> = {
+        let mut v: Vec<u64> = lock(&saver.known).kernel.iter().copied().collect();
+        v.sort_unstable();
+        v
+    };
+    if !kernel.is_empty() {
+        let text = match KernelSymbolizer::load() {
+            Ok(k) => kernel_lines(&k, &kernel),
+            Err(_) => String::new(),
+        };
+        saver.send(RawItem::KernelSymbols(text));
+    }
+    saver.send(RawItem::End);
+    // Readers left behind (a runtime that did not answer) may still send: not saved.
+    let _ = saver.tx.send(Msg::Close);
+    let dir = saver.dir.clone();
+    drop(saver);
+    Some(match writer.join() {
+        Ok(Ok(bytes)) => Ok(format!("saved the raw inputs to {} ({:.1} MB): replay with `clrprobe report --replay {}`", dir.display(), bytes as f64 / 1e6, dir.display())),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(SafeFileError::Io { path: dir, source: std::io::Error::other("the saving thread panicked") }),
+    })
+}
+
+/// kallsyms lines (`ADDR t NAME`) of the symbols holding `addrs`.
+fn kernel_lines(k: &KernelSymbolizer, addrs: &[u64]) -> String {
+    let mut seen = HashSet::new();
+    let mut out = String::new();
+    for &a in addrs {
+        if let Some(s) = k.lookup(a)
+            && seen.insert(a - s.offset)
+        {
+            out.push_str(&format!("{:016x} t {}\n", a - s.offset, s.name));
+        }
+    }
+    out
+}

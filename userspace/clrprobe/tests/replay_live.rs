@@ -1,0 +1,110 @@
+//! Live: `record --save-raw DIR` on a real .NET 8 process (root), then `report --replay DIR`
+//! rebuilds the profiles from the saved inputs alone — twice as an unprivileged user (uid
+//! nobody, which cannot read /proc of the target or the runtime's files under /root): the
+//! same bytes both times; and once more where the files are readable: the CPU profile's top
+//! frames have the live recording's names.
+use std::{
+    collections::BTreeMap,
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use clrprobe_tests::{Runtime, Workload, require_root};
+use serde_json::Value;
+
+const NOBODY: u32 = 65534;
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clrprobe-replay-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run clrprobe");
+    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert!(out.status.success(), "{cmd:?} failed: {e}");
+    o + &e
+}
+
+fn clrprobe() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+}
+
+/// `clrprobe ARGS` as uid/gid nobody, no supplementary groups.
+fn as_nobody() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid", &NOBODY.to_string(), "--regid", &NOBODY.to_string(), "--clear-groups", "--"]).arg(env!("CARGO_BIN_EXE_clrprobe"));
+    c
+}
+
+/// Top self frames of the cpu kind as `report --json` lists them: (name, self samples).
+fn cpu_top(file: &Path) -> Vec<(String, i64)> {
+    let json = run(clrprobe().args(["report", "--json", "--top", "5"]).arg(file));
+    let json = &json[..json.rfind('}').unwrap() + 1];
+    let v: Value = serde_json::from_str(json).unwrap();
+    let kinds = v["kinds"].as_array().unwrap();
+    let cpu = kinds.iter().find(|k| k["kind"] == "cpu").unwrap_or_else(|| panic!("no cpu kind in {}", file.display()));
+    cpu["top_self"].as_array().unwrap().iter().map(|t| (t[0].as_str().unwrap().to_owned(), t[2].as_i64().unwrap())).collect()
+}
+
+fn files(prefix: &Path) -> BTreeMap<String, Vec<u8>> {
+    let dir = prefix.parent().unwrap();
+    let stem = format!("{}.", prefix.file_name().unwrap().to_string_lossy());
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let kind = name.strip_prefix(&stem)?.strip_suffix(".pb.gz")?.to_string();
+            Some((kind, std::fs::read(e.path()).unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_frames() {
+    require_root();
+    let w = Workload::new("Mixed", Runtime::Net8).arg(9.0).start().unwrap();
+    let dir = out_dir("mixed");
+    let raw = dir.join("raw");
+    let live = dir.join("live");
+    let out = run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-d", "4s", "-F", "499", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    assert!(out.contains("saved the raw inputs"), "{out}");
+    for f in ["records.clrraw", &format!("{}.nettrace", w.pid)] {
+        assert!(raw.join(f).is_file(), "{f} saved: {:?}", std::fs::read_dir(&raw).unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>());
+    }
+
+    // Twice without root: nobody reads the saved directory and writes its own.
+    let theirs = dir.join("nobody");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut replays = Vec::new();
+    for n in ["one", "two"] {
+        let prefix = theirs.join(n);
+        let out = run(as_nobody().args(["report", "--replay"]).arg(&raw).arg("-o").arg(&prefix));
+        assert!(out.contains("runtime events"), "{out}");
+        replays.push(files(&prefix));
+    }
+    let kinds: Vec<&String> = replays[0].keys().collect();
+    for k in ["cpu", "alloc", "exceptions", "contention", "offcpu"] {
+        assert!(replays[0].contains_key(k), "replay wrote {k}: {kinds:?}");
+    }
+    assert_eq!(replays[0].keys().collect::<Vec<_>>(), replays[1].keys().collect::<Vec<_>>());
+    for (kind, bytes) in &replays[0] {
+        assert!(bytes == &replays[1][kind], "{kind}: the two replays differ");
+    }
+
+    // Where the runtime's files are readable (root here): the live names.
+    let mine = dir.join("root");
+    run(clrprobe().args(["report", "--replay"]).arg(&raw).arg("-o").arg(&mine));
+    let live_top = cpu_top(&PathBuf::from(format!("{}.cpu.pb.gz", live.display())));
+    let replay_top = cpu_top(&PathBuf::from(format!("{}.cpu.pb.gz", mine.display())));
+    eprintln!("live   {live_top:?}\nreplay {replay_top:?}");
+    assert!(live_top.iter().any(|(n, _)| n.contains("Mixed::Spin")), "{live_top:?}");
+    let names = |t: &[(String, i64)]| t.iter().take(3).map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&live_top), names(&replay_top), "the replay's top CPU frames are the live recording's");
+}
