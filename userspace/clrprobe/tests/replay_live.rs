@@ -107,4 +107,5 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
     assert!(live_top.iter().any(|(n, _)| n.contains("Mixed::Spin")), "{live_top:?}");
     let names = |t: &[(String, i64)]| t.iter().take(3).map(|(n, _)| n.clone()).collect::<Vec<_>>();
     assert_eq!(names(&live_top), names(&replay_top), "the replay's top CPU frames are the live recording's");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
