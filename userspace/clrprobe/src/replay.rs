@@ -16,7 +16,7 @@ use clrprobe_pipeline::stream::{
     Aggregator, Namer, ProfileKind, Replay, ReplayError, ReplayStats,
     raw::{FileIdentity, RawItem},
 };
-use clrprobe_profile::{Frame, Profile, ProfileError, firefox, folded, pprof, speedscope, svg};
+use clrprobe_profile::{Frame, Profile, firefox, folded, pprof, speedscope, svg};
 use clrprobe_symbolizer::{KernelSymbolizer, ProcessSymbolizer};
 
 use crate::{
@@ -157,15 +157,20 @@ pub fn write(replayed: &Replayed, prefix: &Path, formats: &[Format]) -> Vec<Writ
     let title = prefix.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     for (kind, p) in &replayed.profiles {
         for f in formats {
-            let path = |suffix: &str| PathBuf::from(format!("{}.{kind}{suffix}", prefix.display()));
-            let (path, result): (PathBuf, Result<(), ProfileError>) = match f {
-                Format::Pprof => (path(".pb.gz"), pprof::write_file(p, &path(".pb.gz"))),
-                Format::Folded => (path(".folded"), folded::write_file(p, 0, &folded::FoldedOptions::default(), &path(".folded"))),
-                Format::Svg => (path(".svg"), svg::write_file(p, 0, &format!("{title} {kind}"), &path(".svg"))),
-                Format::Firefox => (path(".firefox.json"), firefox::write_file(p, 0, "clrprobe", &path(".firefox.json"))),
-                Format::Speedscope => {
-                    (path(".speedscope.json"), speedscope::write_file(p, &title, speedscope::Grouping::default(), &path(".speedscope.json")))
-                }
+            let suffix = match f {
+                Format::Pprof => ".pb.gz",
+                Format::Folded => ".folded",
+                Format::Svg => ".svg",
+                Format::Firefox => ".firefox.json",
+                Format::Speedscope => ".speedscope.json",
+            };
+            let path = PathBuf::from(format!("{}.{kind}{suffix}", prefix.display()));
+            let result = match f {
+                Format::Pprof => pprof::write_file(p, &path),
+                Format::Folded => folded::write_file(p, 0, &folded::FoldedOptions::default(), &path),
+                Format::Svg => svg::write_file(p, 0, &format!("{title} {kind}"), &path),
+                Format::Firefox => firefox::write_file(p, 0, "clrprobe", &path),
+                Format::Speedscope => speedscope::write_file(p, &title, speedscope::Grouping::default(), &path),
             };
             out.push(Written { path, result });
         }
