@@ -11,6 +11,7 @@ pub mod http;
 mod mappings;
 mod memory;
 mod perfmap;
+pub mod recipe;
 pub mod save_raw;
 mod split;
 mod summary;

@@ -14,10 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{
-    FrameResolver, PerfMapGuard, PerfMapState, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet,
-    clr_session::{kind_keywords, session_config},
-};
+use super::{FrameResolver, PerfMapGuard, RecordArgs, RecordSummary, alive, clr_session::RuntimeSession, cxa, is_dotnet, recipe};
 use crate::sampler::BpfSampler;
 
 /// Per-process EventPipe buffer (the session's circular buffer in the target, in MB).
@@ -33,9 +30,9 @@ pub(super) struct Targets {
     all: bool,
     scanner: crate::discover::Scanner,
     last_poll: Instant,
-    /// Polls a .NET process was seen without its diagnostics socket yet (the runtime maps
-    /// libcoreclr before it starts its diagnostics server).
-    waiting: std::collections::HashMap<u32, u32>,
+    /// .NET processes seen without their diagnostics socket yet (the runtime maps libcoreclr
+    /// before it starts its diagnostics server).
+    waiting: recipe::SocketWait,
     /// Followed processes that are not named or launched: child → parent.
     pub children: std::collections::HashMap<u32, u32>,
     /// Set-ups in flight (threads), and their results.
@@ -53,9 +50,6 @@ struct Attached {
     providers: Option<String>,
 }
 
-/// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
-const SOCKET_WAIT_POLLS: u32 = 20;
-
 impl Targets {
     pub fn new(args: &RecordArgs) -> Self {
         let (tx, rx) = mpsc::channel();
@@ -71,7 +65,7 @@ impl Targets {
             all: args.all,
             scanner: crate::discover::Scanner::new(),
             last_poll: Instant::now(),
-            waiting: std::collections::HashMap::new(),
+            waiting: recipe::SocketWait::default(),
         }
     }
 
@@ -103,14 +97,9 @@ impl Targets {
             if self.attached.contains(&pid) {
                 continue;
             }
-            if (args.eventpipe || args.perf_map) && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
-                let n = self.waiting.entry(pid).or_insert(0);
-                *n += 1;
-                if *n < SOCKET_WAIT_POLLS && alive(pid) {
-                    continue;
-                }
+            if !self.waiting.ready(pid, args.eventpipe || args.perf_map) {
+                continue;
             }
-            self.waiting.remove(&pid);
             if !self.pids.contains(&pid) {
                 self.pids.push(pid);
                 resolver.add_process(pid);
@@ -183,16 +172,12 @@ impl Targets {
         let tx = self.tx.clone();
         let net = args.net.clone();
         let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
-            let mut perf_map_names = false;
-            let guard = perf_map.then(|| {
-                let g = if launched { PerfMapGuard::launched(pid) } else { PerfMapGuard::ensure(pid) };
-                perf_map_names = matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe);
-                g
-            });
+            let (guard, perf_map_names) = match perf_map.then(|| recipe::perf_map(pid, launched)) {
+                Some((g, names)) => (Some(g), names),
+                None => (None, false),
+            };
             let session = eventpipe.then(|| {
-                let keywords = kind_keywords(kinds.events());
-                let mut config = session_config(keywords, kinds.alloc || !perf_map_names);
-                config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+                let mut config = recipe::session(kinds.events(), perf_map_names, true);
                 net.extend_session(&mut config);
                 (super::clr_session::providers_spec(&config), RuntimeSession::start_with(pid, &config, kinds.events(), net.collector()))
             });

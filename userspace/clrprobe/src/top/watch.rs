@@ -7,14 +7,14 @@ use std::{
     time::{Duration, Instant},
 };
 
-use clrprobe_eventpipe::ipc::{Level, ProviderConfig, RUNTIME_PROVIDER, SessionConfig};
 use clrprobe_pipeline::{EventReport, Kinds};
 
 use crate::{
     discover,
     record::{
-        EVENTPIPE_BUFFER_MB, FrameResolver, PerfMapGuard, alive,
-        clr_session::{NAMING_KEYWORDS, RuntimeSession, kind_keywords},
+        FrameResolver, PerfMapGuard, alive,
+        clr_session::RuntimeSession,
+        recipe,
     },
     sampler::{self, Sampler, SamplerChoice, SamplerError},
 };
@@ -117,7 +117,8 @@ impl Watch {
             self.warnings.push(format!("sampling {pid}: {e}"));
         }
         self.guards.push(PerfMapGuard::ensure(pid));
-        match RuntimeSession::start(pid, &session_config(), Kinds::ALL) {
+        // No rundown: the view needs no names after it quits.
+        match RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL) {
             Ok(s) => self.sessions.push(s),
             Err(e) => self.warnings.push(format!("no EventPipe session for {pid}: {e}")),
         }
@@ -219,17 +220,6 @@ impl Watch {
             .collect();
         warnings.extend(restores.wait(Instant::now() + Duration::from_millis(300)));
         warnings
-    }
-}
-
-/// Runtime events for every table, with stacks; JIT/loader events name new code. No rundown:
-/// the view needs no names after it quits.
-fn session_config() -> SessionConfig {
-    SessionConfig {
-        circular_buffer_mb: EVENTPIPE_BUFFER_MB,
-        request_rundown: false,
-        request_stackwalk: true,
-        providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, NAMING_KEYWORDS | kind_keywords(Kinds::ALL), Level::Verbose)],
     }
 }
 

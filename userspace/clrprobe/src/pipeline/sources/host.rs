@@ -18,11 +18,7 @@ use crossbeam_channel::Sender;
 
 use super::{EventPipeSource, container_id, monotonic_ns, proc_stat::cpu_records};
 use crate::{
-    record::{
-        EVENTPIPE_BUFFER_MB, PerfMapGuard, PerfMapState, alive,
-        clr_session::{kind_keywords, session_config},
-        is_dotnet,
-    },
+    record::{PerfMapGuard, alive, is_dotnet, recipe},
     sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError},
 };
 
@@ -71,13 +67,11 @@ pub struct HostSource {
     followed: HashMap<u32, Followed>,
     /// Pids seen and set up (or given up on), so they are not set up twice.
     done: HashSet<u32>,
-    waiting: HashMap<u32, u32>,
+    waiting: recipe::SocketWait,
     scanner: crate::discover::Scanner,
     lost_sent: u64,
 }
 
-/// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
-const SOCKET_WAIT_POLLS: u32 = 20;
 /// Discovery period: an agent is not in a hurry, and each scan reads /proc/PID/maps of
 /// every young process on the host (`record --all` scans every 250 ms).
 const POLL: Duration = Duration::from_secs(1);
@@ -112,7 +106,7 @@ impl HostSource {
             offcpu_on,
             followed: HashMap::new(),
             done: HashSet::new(),
-            waiting: HashMap::new(),
+            waiting: recipe::SocketWait::default(),
             scanner: crate::discover::Scanner::new(),
             lost_sent: 0,
         })
@@ -153,14 +147,9 @@ impl HostSource {
             if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
                 continue;
             }
-            if (self.cfg.eventpipe || self.cfg.perf_map) && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
-                let n = self.waiting.entry(pid).or_insert(0);
-                *n += 1;
-                if *n < SOCKET_WAIT_POLLS && alive(pid) {
-                    continue;
-                }
+            if !self.waiting.ready(pid, self.cfg.eventpipe || self.cfg.perf_map) {
+                continue;
             }
-            self.waiting.remove(&pid);
             self.done.insert(pid);
             if alive(pid) {
                 self.follow(pid);
@@ -178,8 +167,10 @@ impl HostSource {
             container_id: container_id(pid),
             runtime_version: described.and_then(|d| d.runtime_version).unwrap_or_default(),
         };
-        let guard = self.cfg.perf_map.then(|| PerfMapGuard::ensure(pid));
-        let perf_map_names = guard.as_ref().is_some_and(|g| matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe));
+        let (guard, perf_map_names) = match self.cfg.perf_map.then(|| recipe::perf_map(pid, false)) {
+            Some((g, names)) => (Some(g), names),
+            None => (None, false),
+        };
         if self.tx.send(Record::Started(info)).is_err() {
             return;
         }
@@ -189,9 +180,7 @@ impl HostSource {
             log::warn!("sampling {pid}: {e}");
         }
         let session = if self.cfg.eventpipe {
-            let mut config = session_config(kind_keywords(self.cfg.kinds), self.cfg.kinds.alloc || !perf_map_names);
-            config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
-            match EventPipeSource::start(pid, &config, self.tx.clone()) {
+            match EventPipeSource::start(pid, &recipe::session(self.cfg.kinds, perf_map_names, true), self.tx.clone()) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     log::warn!("no EventPipe session for {pid}: {e}");

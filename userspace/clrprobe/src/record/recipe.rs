@@ -1,0 +1,80 @@
+//! The attach recipe every front end (`record`, `top`, `agent`) follows for a .NET target,
+//! in one place: wait for its diagnostics socket (a runtime that just started may not have
+//! one yet), switch its perf map on, then open one EventPipe session configured from the
+//! kinds asked for and whether the perf map names JIT code.
+use std::collections::HashMap;
+
+use clrprobe_eventpipe::ipc::SessionConfig;
+use clrprobe_pipeline::Kinds;
+
+use super::{
+    EVENTPIPE_BUFFER_MB, PerfMapGuard, PerfMapState, alive,
+    clr_session::{kind_keywords, session_config},
+};
+
+/// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
+pub const SOCKET_WAIT_POLLS: u32 = 20;
+
+/// Discovery's wait for diagnostics sockets.
+#[derive(Debug, Default)]
+pub struct SocketWait {
+    polls: HashMap<u32, u32>,
+}
+
+impl SocketWait {
+    /// Is `pid` ready to be set up: its socket is there, or nothing needs it, or it was
+    /// waited for long enough (or it exited)?
+    pub fn ready(&mut self, pid: u32, needs_socket: bool) -> bool {
+        if needs_socket && clrprobe_eventpipe::ipc::find_socket(pid).is_err() {
+            let n = self.polls.entry(pid).or_insert(0);
+            *n += 1;
+            if *n < SOCKET_WAIT_POLLS && alive(pid) {
+                return false;
+            }
+        }
+        self.polls.remove(&pid);
+        true
+    }
+}
+
+/// Switches the perf map on (`launched`: the environment already did, in a tree clrprobe
+/// started). Returns the guard and whether the map names JIT code.
+pub fn perf_map(pid: u32, launched: bool) -> (PerfMapGuard, bool) {
+    let g = if launched { PerfMapGuard::launched(pid) } else { PerfMapGuard::ensure(pid) };
+    let names = matches!(g.state, PerfMapState::AlreadyOn | PerfMapState::EnabledByClrprobe);
+    (g, names)
+}
+
+/// The EventPipe session of a target: the runtime's events for `kinds`, method events at
+/// Verbose when allocations are asked for or no perf map names JIT code, the rundown when the
+/// front end names code after the session ends (`record`, the agent; not `top`).
+pub fn session(kinds: Kinds, perf_map_names: bool, rundown: bool) -> SessionConfig {
+    let mut config = session_config(kind_keywords(kinds), kinds.alloc || !perf_map_names);
+    config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+    if !rundown {
+        config.request_rundown = false;
+        config.providers.retain(|p| p.name != clrprobe_eventpipe::ipc::RUNDOWN_PROVIDER);
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clrprobe_eventpipe::ipc::{Level, RUNTIME_PROVIDER};
+
+    #[test]
+    fn one_config_for_every_front_end() {
+        // top: every kind, no rundown, Verbose (AllocationTick).
+        let top = session(Kinds::ALL, true, false);
+        assert!(!top.request_rundown && top.request_stackwalk && top.circular_buffer_mb == EVENTPIPE_BUFFER_MB);
+        assert_eq!(top.providers.len(), 1);
+        assert_eq!((top.providers[0].name.as_str(), top.providers[0].level), (RUNTIME_PROVIDER, Level::Verbose));
+        // record/agent without allocations and with perf-map names: Informational, rundown.
+        let rec = session(Kinds { alloc: false, exceptions: true, contention: true }, true, true);
+        assert!(rec.request_rundown && rec.providers.len() == 2);
+        assert_eq!(rec.providers[0].level, Level::Informational);
+        // No perf map names JIT code: method events at Verbose.
+        assert_eq!(session(Kinds { alloc: false, exceptions: false, contention: false }, false, true).providers[0].level, Level::Verbose);
+    }
+}
