@@ -135,18 +135,6 @@ fn write_all(out: OutputDir, rx: Receiver<Msg>) -> Result<u64, SafeFileError> {
     Ok(bytes)
 }
 
-fn stack_record(s: &RawSample) -> StackRecord {
-    StackRecord {
-        pid: s.pid,
-        tid: s.tid,
-        comm: Arc::from(s.comm.as_str()),
-        time_ns: s.time_ns,
-        kernel: Arc::clone(&s.kernel),
-        user: Arc::clone(&s.user),
-        count: s.count,
-    }
-}
-
 /// A drained batch of CPU samples (`offcpu`: off-CPU intervals, count in ns).
 pub fn samples(offcpu: bool, batch: &[RawSample]) {
     let Some(s) = saver() else { return };
@@ -162,7 +150,7 @@ pub fn samples(offcpu: bool, batch: &[RawSample]) {
         }
     }
     for r in batch {
-        let rec = stack_record(r);
+        let rec = StackRecord::from(r.clone());
         s.send(RawItem::Record(if offcpu { Record::OffCpu(rec) } else { Record::Cpu(rec) }));
     }
 }

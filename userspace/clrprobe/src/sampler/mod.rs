@@ -27,6 +27,13 @@ pub struct RawSample {
     pub time_ns: u64,
 }
 
+/// The pipeline's record of a sample (the agent's sources, `record --save-raw`).
+impl From<RawSample> for clrprobe_pipeline::stream::StackRecord {
+    fn from(s: RawSample) -> Self {
+        Self { pid: s.pid, tid: s.tid, comm: std::sync::Arc::from(s.comm), time_ns: s.time_ns, kernel: s.kernel, user: s.user, count: s.count }
+    }
+}
+
 /// What a sampler recorded and lost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct SamplerStats {

@@ -1,13 +1,10 @@
 //! One EventPipe session per .NET process, read on its own thread; every event goes to the
 //! aggregator undecoded, its time moved onto the host's monotonic clock (on Linux the
 //! runtime's QPC clock is CLOCK_MONOTONIC in ns, so the session's sync time is its origin).
-use std::{sync::Arc, thread::JoinHandle};
+use std::thread::JoinHandle;
 
-use clrprobe_eventpipe::{
-    ipc::{Client, IpcError, SessionConfig, StopHandle},
-    nettrace::NetTraceReader,
-};
-use clrprobe_pipeline::stream::{ClrRecord, Record};
+use clrprobe_eventpipe::ipc::{Client, IpcError, SessionConfig, StopHandle};
+use clrprobe_pipeline::stream::{ClrStream, Record};
 use crossbeam_channel::Sender;
 
 use crate::record::clr_session::SessionError;
@@ -60,58 +57,33 @@ impl Drop for EventPipeSource {
 }
 
 fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
-    let mut reader = match NetTraceReader::new(stream) {
-        Ok(r) => r,
+    let mut stream = match ClrStream::new(pid, stream) {
+        Ok(s) => s,
         Err(e) => {
             log::warn!("EventPipe stream of {pid}: {e}");
             return;
         }
     };
-    let info = reader.trace_info();
-    let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
-    let origin = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1))) as i64;
-    let mut providers: Vec<Arc<str>> = Vec::new();
     let mut dropped = 0;
     let mut n: u64 = 0;
     loop {
-        let ev = match reader.next_event() {
-            Ok(Some(ev)) => ev,
+        let rec = match stream.next_record() {
+            Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
                 log::warn!("EventPipe stream of {pid}: {e}");
                 break;
             }
         };
-        let raw = ev.raw_event();
-        // Provider names repeat: share one allocation per provider.
-        let provider = match providers.iter().find(|p| ***p == *raw.provider) {
-            Some(p) => p.clone(),
-            None => {
-                providers.push(Arc::from(raw.provider));
-                providers.last().expect("pushed").clone()
-            }
-        };
-        let time_ns = origin.saturating_add(ev.time_ns()).max(0) as u64;
-        let rec = Record::Clr(ClrRecord {
-            pid,
-            tid: ev.thread_id(),
-            time_ns,
-            provider,
-            event_id: raw.event_id,
-            version: raw.version,
-            pointer_size,
-            payload: raw.payload.into(),
-            stack: Arc::from(ev.stack()),
-        });
-        if tx.send(rec).is_err() {
+        if tx.send(Record::Clr(rec)).is_err() {
             return;
         }
         n += 1;
         if n.is_multiple_of(256) {
-            lost(pid, &reader.stats(), &mut dropped, tx);
+            lost(pid, &stream.stats(), &mut dropped, tx);
         }
     }
-    lost(pid, &reader.stats(), &mut dropped, tx);
+    lost(pid, &stream.stats(), &mut dropped, tx);
 }
 
 fn lost(pid: u32, stats: &clrprobe_eventpipe::nettrace::ReaderStats, sent: &mut u64, tx: &Sender<Record>) {

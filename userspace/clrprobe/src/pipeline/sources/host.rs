@@ -3,23 +3,20 @@
 //! clock ticks that roll the aggregator's windows. Runs on its own thread until stopped.
 use std::{
     collections::{HashMap, HashSet},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
 use clrprobe_pipeline::{
     Kinds,
-    stream::{ProcessInfo, Record, StackRecord},
+    stream::{ProcessInfo, Record},
 };
 use crossbeam_channel::Sender;
 
 use super::{EventPipeSource, container_id, monotonic_ns, proc_stat::cpu_records};
 use crate::{
     record::{PerfMapGuard, alive, is_dotnet, recipe},
-    sampler::{self, RawSample, Sampler, SamplerChoice, SamplerError},
+    sampler::{self, Sampler, SamplerChoice, SamplerError},
 };
 
 /// What the host source samples and follows.
@@ -200,7 +197,7 @@ impl HostSource {
             Ok(batch) => {
                 log::debug!("{} CPU sample entries", batch.len());
                 for s in batch {
-                    self.tx.send(Record::Cpu(stack_record(s)))?;
+                    self.tx.send(Record::Cpu(s.into()))?;
                 }
             }
             Err(e) => log::warn!("reading samples: {e}"),
@@ -211,7 +208,7 @@ impl HostSource {
             match b.drain_offcpu() {
                 Ok(batch) => {
                     for s in batch {
-                        self.tx.send(Record::OffCpu(stack_record(s)))?;
+                        self.tx.send(Record::OffCpu(s.into()))?;
                     }
                 }
                 Err(e) => log::warn!("reading off-CPU time: {e}"),
@@ -248,8 +245,4 @@ impl HostSource {
     pub fn session_alive(&self, pid: u32) -> bool {
         self.followed.get(&pid).and_then(|f| f.session.as_ref()).is_some_and(|s| !s.ended() && s.pid() == pid)
     }
-}
-
-fn stack_record(s: RawSample) -> StackRecord {
-    StackRecord { pid: s.pid, tid: s.tid, comm: Arc::from(s.comm), time_ns: s.time_ns, kernel: s.kernel, user: s.user, count: s.count }
 }
