@@ -359,7 +359,7 @@ pub fn run(
     }
 
     log::info!("stop: sessions done after {:?}", stopping.elapsed());
-    match save_raw::finish() {
+    match save_raw::finish(resolver.image_cache().kernel().ok()) {
         Some(Ok(line)) => summary.saved_raw = Some(line),
         Some(Err(e)) => summary.warnings.push(format!("--save-raw: {e}")),
         None => {}

@@ -282,19 +282,21 @@ impl<R: Read> Read for Tee<R> {
     }
 }
 
-/// Ends saving (after the sessions stopped): the kernel symbols of the kernel addresses seen,
-/// the end marker, every file renamed to its name. Returns a line for the summary.
-pub fn finish() -> Option<Result<String, SafeFileError>> {
+/// Ends saving (after the sessions stopped): the kernel symbols of the kernel addresses seen
+/// (from `kernel`, the recording's own table, else read now), the end marker, every file
+/// renamed to its name. Returns a line for the summary.
+pub fn finish(kernel: Option<Arc<KernelSymbolizer>>) -> Option<Result<String, SafeFileError>> {
     let Running { saver, writer } = lock(&SAVER).take()?;
+    let loaded = kernel;
     let kernel: Vec<u64> = {
         let mut v: Vec<u64> = lock(&saver.known).kernel.iter().copied().collect();
         v.sort_unstable();
         v
     };
     if !kernel.is_empty() {
-        let text = match KernelSymbolizer::load() {
-            Ok(k) => kernel_lines(&k, &kernel),
-            Err(_) => String::new(),
+        let text = match loaded.or_else(|| KernelSymbolizer::load().ok().map(Arc::new)) {
+            Some(k) => kernel_lines(&k, &kernel),
+            None => String::new(),
         };
         saver.send(RawItem::KernelSymbols(text));
     }
