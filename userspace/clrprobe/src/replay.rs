@@ -30,6 +30,9 @@ use crate::{
 pub struct Replayed {
     pub profiles: Vec<(&'static str, Profile)>,
     pub stats: ReplayStats,
+    /// Each process's event report (exceptions, contention, allocations, GCs), for
+    /// `PREFIX.events.json` as `record` writes it.
+    pub events: clrprobe_profile::events::Events,
     /// Mapped files named as `module+offset` because the file on disk is not the one recorded.
     pub changed_files: Vec<String>,
 }
@@ -89,6 +92,7 @@ impl Namer for SavedNames<'_> {
 pub fn profiles(dir: &Path) -> Result<Replayed, ReplayError> {
     let replay = Replay::open(dir)?;
     let mut agg = Aggregator::new(replay.aggregator_config());
+    let meta = replay.meta().clone();
     let mut saved = Saved::default();
     let stats = replay.run(&mut agg, &mut |item| match item {
         RawItem::Maps { pid, text, .. } => saved.maps.entry(*pid).or_default().push(text.clone()),
@@ -140,6 +144,8 @@ pub fn profiles(dir: &Path) -> Result<Replayed, ReplayError> {
         resolver.add_jit_methods(pid, &methods);
     }
 
+    let mut events = clrprobe_profile::events::Events::new(meta.start_unix_ns, agg.now_ns().saturating_sub(meta.start_mono_ns));
+    events.reports = agg.event_reports().into_iter().filter_map(|(pid, r)| Some((pid, serde_json::to_value(r).ok()?))).collect();
     let mut names = SavedNames { resolver: &mut resolver, usable: &usable };
     let mut profiles = Vec::new();
     for (kind, name) in KINDS {
@@ -148,7 +154,7 @@ pub fn profiles(dir: &Path) -> Result<Replayed, ReplayError> {
             profiles.push((name, p));
         }
     }
-    Ok(Replayed { profiles, stats, changed_files })
+    Ok(Replayed { profiles, stats, events, changed_files })
 }
 
 /// Writes each profile in each format as `PREFIX.KIND.*` (through the safe writer).
@@ -174,6 +180,11 @@ pub fn write(replayed: &Replayed, prefix: &Path, formats: &[Format]) -> Vec<Writ
             };
             out.push(Written { path, result });
         }
+    }
+    if formats.contains(&Format::Pprof) && !replayed.events.reports.is_empty() {
+        let path = PathBuf::from(format!("{}.events.json", prefix.display()));
+        let result = clrprobe_profile::events::write_file(&replayed.events, &path);
+        out.push(Written { path, result });
     }
     out
 }

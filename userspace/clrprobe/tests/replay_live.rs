@@ -58,8 +58,8 @@ fn files(prefix: &Path) -> BTreeMap<String, Vec<u8>> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let kind = name.strip_prefix(&stem)?.strip_suffix(".pb.gz")?.to_string();
-            Some((kind, std::fs::read(e.path()).unwrap()))
+            let rest = name.strip_prefix(&stem)?.to_string();
+            Some((rest, std::fs::read(e.path()).unwrap()))
         })
         .collect()
 }
@@ -90,12 +90,12 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
         replays.push(files(&prefix));
     }
     let kinds: Vec<&String> = replays[0].keys().collect();
-    for k in ["cpu", "alloc", "exceptions", "contention", "offcpu"] {
+    for k in ["cpu.pb.gz", "alloc.pb.gz", "exceptions.pb.gz", "contention.pb.gz", "offcpu.pb.gz", "events.json"] {
         assert!(replays[0].contains_key(k), "replay wrote {k}: {kinds:?}");
     }
     assert_eq!(replays[0].keys().collect::<Vec<_>>(), replays[1].keys().collect::<Vec<_>>());
-    for (kind, bytes) in &replays[0] {
-        assert!(bytes == &replays[1][kind], "{kind}: the two replays differ");
+    for (file, bytes) in &replays[0] {
+        assert!(bytes == &replays[1][file], "{file}: the two replays differ");
     }
 
     // Where the runtime's files are readable (root here): the live names.
@@ -107,5 +107,14 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
     assert!(live_top.iter().any(|(n, _)| n.contains("Mixed::Spin")), "{live_top:?}");
     let names = |t: &[(String, i64)]| t.iter().take(3).map(|(n, _)| n.clone()).collect::<Vec<_>>();
     assert_eq!(names(&live_top), names(&replay_top), "the replay's top CPU frames are the live recording's");
+    // The event reports (events.json) count the same exceptions and waits.
+    let report = |p: &Path| -> Value {
+        let v: Value = serde_json::from_slice(&std::fs::read(PathBuf::from(format!("{}.events.json", p.display()))).unwrap()).unwrap();
+        v["reports"][0][1].clone()
+    };
+    let (l, r) = (report(&live), report(&mine));
+    assert!(l["exceptions_by_type"].as_array().is_some_and(|a| !a.is_empty()), "{l}");
+    assert_eq!(l["exceptions_by_type"], r["exceptions_by_type"]);
+    assert_eq!(l["contention"]["waits"], r["contention"]["waits"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

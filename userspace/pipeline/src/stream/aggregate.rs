@@ -139,6 +139,11 @@ impl Aggregator {
         self.procs.values().map(|p| (&p.info, &p.counters, p.exited_at.is_some()))
     }
 
+    /// Each followed process's event report (exceptions, contention, allocations, GCs).
+    pub fn event_reports(&self) -> Vec<(u32, crate::EventReport)> {
+        self.procs.values().map(|p| (p.info.pid, p.events.report())).collect()
+    }
+
     /// Is `pid` a followed .NET process (exited ones until let go)?
     pub fn follows(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid)
