@@ -37,6 +37,9 @@ pub struct AggregatorConfig {
     pub kinds: Kinds,
     /// Host monotonic → Unix time (ns), for profile start times.
     pub unix_offset_ns: i64,
+    /// Keep every finished GC in the processes' timelines (replay: the whole recording's GC
+    /// report); a long-running agent forgets them once counted.
+    pub keep_gc_history: bool,
 }
 
 impl Default for AggregatorConfig {
@@ -50,6 +53,7 @@ impl Default for AggregatorConfig {
             max_cpu_keys: 50_000,
             kinds: Kinds::ALL,
             unix_offset_ns: 0,
+            keep_gc_history: false,
         }
     }
 }
@@ -340,7 +344,7 @@ impl Aggregator {
             p.windows.push_back((s, e, tid));
         }
         p.pauses_read = gc.pauses.len();
-        if p.events.gc.forget_finished() {
+        if !self.cfg.keep_gc_history && p.events.gc.forget_finished() {
             p.pauses_read = 0;
         }
     }

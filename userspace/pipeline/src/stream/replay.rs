@@ -109,6 +109,7 @@ impl Replay {
             max_offcpu_keys: usize::MAX,
             kinds: Kinds { alloc: m.alloc, exceptions: m.exceptions, contention: m.contention },
             unix_offset_ns: m.start_unix_ns as i64 - m.start_mono_ns as i64,
+            keep_gc_history: true,
             ..AggregatorConfig::default()
         }
     }
