@@ -118,3 +118,27 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
     assert_eq!(l["contention"]["waits"], r["contention"]["waits"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn replay_of_a_gc_heavy_recording_reports_every_gc_of_the_live_one() {
+    require_root();
+    // Non-concurrent workstation GC; collections start 4 s after "ready" (the recording is set
+    // up by then even on a loaded machine) and go on until 7 s; recorded until it exits.
+    let w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(7).arg(4000).arg(5).arg(400).start().unwrap();
+    let dir = out_dir("gc");
+    let (raw, live, rep) = (dir.join("raw"), dir.join("live"), dir.join("rep"));
+    run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-F", "999", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    run(clrprobe().args(["report", "--replay"]).arg(&raw).arg("-o").arg(&rep));
+    let gc = |p: &Path| -> Value {
+        let v: Value = serde_json::from_slice(&std::fs::read(PathBuf::from(format!("{}.events.json", p.display()))).unwrap()).unwrap();
+        v["reports"][0][1]["gc"].clone()
+    };
+    let (l, r) = (gc(&live), gc(&rep));
+    eprintln!("live {} GCs {} ms paused; replay {} GCs {} ms paused", l["collections"], l["pause_total_ms"], r["collections"], r["pause_total_ms"]);
+    assert!(l["collections"].as_u64().unwrap() >= 5, "{l}");
+    for k in ["collections", "pauses", "per_generation", "pause_total_ms", "by_reason"] {
+        assert_eq!(l[k], r[k], "{k}");
+    }
+    assert_eq!(l["timeline"].as_array().map(Vec::len), r["timeline"].as_array().map(Vec::len));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

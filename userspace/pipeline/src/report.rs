@@ -65,7 +65,7 @@ impl EventReport {
             }
         };
         let mut allocations: Vec<(String, f64, f64)> = alloc.iter().map(|(t, (b, n))| (t.clone(), *b, *n)).collect();
-        allocations.sort_by(|a, b| b.1.total_cmp(&a.1));
+        allocations.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         EventReport { exceptions, exceptions_by_type, contention, allocations, gc: Default::default() }
     }
 }
