@@ -152,9 +152,10 @@ pub fn run(
         .unwrap_or(0);
     let mut summary = RecordSummary::default();
     let kinds = args.kinds;
-    if let Some(dir) = &args.save_raw {
-        save_raw::start(dir, save_raw_meta(args, started_mono, start_unix_ns)).map_err(RecordError::SaveRaw)?;
-    }
+    let _saving = match &args.save_raw {
+        Some(dir) => Some(save_raw::start(dir, save_raw_meta(args, started_mono, start_unix_ns)).map_err(RecordError::SaveRaw)?),
+        None => None,
+    };
 
     // TARGET_PIDS key 0 means every process.
     let sampler_pids = if args.all { vec![0] } else { args.pids.clone() };

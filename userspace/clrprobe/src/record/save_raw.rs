@@ -81,9 +81,19 @@ impl Saver {
     }
 }
 
+/// Ends saving when dropped, if [`finish`] was not called (a recording that failed midway
+/// keeps what was saved, without the end marker's kernel symbols).
+pub struct Saving(());
+
+impl Drop for Saving {
+    fn drop(&mut self) {
+        let _ = finish(None);
+    }
+}
+
 /// Opens (creating it) and checks `dir`, and starts the writer. Fails before recording
 /// starts when `dir` cannot hold the files.
-pub fn start(dir: &Path, meta: RawMeta) -> Result<(), SafeFileError> {
+pub fn start(dir: &Path, meta: RawMeta) -> Result<Saving, SafeFileError> {
     let out = OutputDir::open(dir)?;
     let (tx, rx) = crossbeam_channel::unbounded();
     let dir_path = dir.to_path_buf();
@@ -94,7 +104,7 @@ pub fn start(dir: &Path, meta: RawMeta) -> Result<(), SafeFileError> {
     let saver = Arc::new(Saver { dir: dir.to_path_buf(), tx, known: Mutex::new(Known::default()) });
     saver.send(RawItem::Meta(meta));
     *lock(&SAVER) = Some(Running { saver, writer });
-    Ok(())
+    Ok(Saving(()))
 }
 
 /// The writer thread: `records.clrraw` and one `PID.nettrace` per stream, committed (renamed
