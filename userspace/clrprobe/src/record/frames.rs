@@ -375,6 +375,8 @@ impl FrameResolver {
                     // Code in JIT heaps that the perf map does not name: try the EventPipe ranges.
                     if let Some(named) = jit_lookup(&p.jit, addr) {
                         named.with_address(addr)
+                    } else if let Some(stub) = sym.maps().find(addr).and_then(|m| crate::unwind::runtime_code::name(pid, m, addr)) {
+                        Frame::new(stub, String::new(), FrameKind::Jit).with_address(addr).with_attr("stub", "runtime")
                     } else {
                         let region = sym.maps().find(addr).map(|m| &m.backing);
                         let kind = match region {

@@ -5,6 +5,7 @@
 //! took at the same moment supplies the rest.
 pub mod elf;
 pub mod jit;
+pub mod runtime_code;
 pub mod wait;
 
 use std::{
