@@ -89,6 +89,9 @@ fn attached(runtime: Runtime) {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let summary = String::from_utf8_lossy(&out.stdout);
+    for l in String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("warning")) {
+        eprintln!("{runtime:?} attached: {l}");
+    }
     let p = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
     let what = format!("{runtime:?} attached");
     let per = named_per_pid(&p, &what);
@@ -123,6 +126,9 @@ fn launched(runtime: Runtime) {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
+    for l in String::from_utf8_lossy(&out.stderr).lines().filter(|l| l.contains("warning")) {
+        eprintln!("{runtime:?} launched: {l}");
+    }
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let modes: Vec<(u32, &str)> = MODES
         .iter()

@@ -23,6 +23,14 @@ struct Process {
     /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
     /// frames named after that.
     last_maps: Option<clrprobe_symbolizer::maps::Maps>,
+    /// Its executable when the symbolizer was made: a child followed from its fork that then
+    /// exec'd (`sh` → `dotnet`) has a new address space to read.
+    exe: Option<(u64, u64)>,
+}
+
+fn exe_identity(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
@@ -136,7 +144,7 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
     }
 
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
@@ -144,7 +152,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
         }
     }
 
@@ -169,6 +177,18 @@ impl FrameResolver {
 
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
     pub fn refresh(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get(&pid)
+            && p.sym.is_some()
+            && let Some(now) = exe_identity(pid)
+            && p.exe != Some(now)
+        {
+            // It exec'd: what was named from its old address space does not apply.
+            let light = p.light;
+            self.named.retain(|k| k.0 != pid);
+            self.unnamed.retain(|k, _| k.0 != pid);
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
+            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now) });
+        }
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
             let _ = p.refresh_maps();
             let _ = p.refresh_perf_map();
