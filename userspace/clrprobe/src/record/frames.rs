@@ -235,6 +235,11 @@ impl FrameResolver {
         for pid in ready {
             let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
             if !todo.is_empty() {
+                // Methods compiled since the last drain (at exit, say): the perf map is read
+                // to its end first (it outlives the process).
+                if let Some(s) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
+                    let _ = s.refresh_perf_map();
+                }
                 for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
                     if f.attr(UNNAMED_ATTR).is_none() {
                         self.unnamed.remove(&(pid, a));

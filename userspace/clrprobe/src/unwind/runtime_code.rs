@@ -11,12 +11,25 @@ use clrprobe_symbolizer::{Backing, Mapping};
 /// Bytes of the block read to recognise it (it is about 0x200 long).
 const BLOCK: usize = 0x200;
 
-/// The name of runtime code at `addr` in `m`, when `m` is the double mapper's first page and
-/// holds the write-barrier block (read from the live process; an exited one is judged by place).
+/// Precode stubs are laid out in 24-byte slots on interleaved code pages (4 KiB here), their
+/// data on the page after.
+const PRECODE_SLOT: u64 = 24;
+const PAGE: u64 = 4096;
+
+/// The name of runtime code at `addr` in `m`: the write-barrier block in the double mapper's
+/// first page (read from the live process; an exited one is judged by place), or a precode
+/// stub recognised by its instructions (live process only).
 pub fn name(pid: u32, m: &Mapping, addr: u64) -> Option<&'static str> {
     let is_doublemapper = matches!(&m.backing, Backing::Memfd { name } if name.starts_with("doublemapper"));
-    if !is_doublemapper || !m.executable || m.offset != 0 || addr < m.start || addr - m.start >= BLOCK as u64 {
+    if !is_doublemapper || !m.executable || addr < m.start {
         return None;
+    }
+    if m.offset != 0 || addr - m.start >= BLOCK as u64 {
+        let page = addr & !(PAGE - 1);
+        let slot = page + (addr - page) / PRECODE_SLOT * PRECODE_SLOT;
+        let mut b = [0u8; 16];
+        File::open(format!("/proc/{pid}/mem")).and_then(|f| f.read_exact_at(&mut b, slot)).ok()?;
+        return precode(&b);
     }
     let off = (addr - m.start) as usize;
     let mut b = [0u8; BLOCK];
@@ -45,6 +58,22 @@ pub fn name_in_block(b: &[u8], off: usize) -> Option<&'static str> {
     })
 }
 
+/// Names the precode stub whose slot starts with `b` (CoreCLR 7+ on x64, rip-relative data
+/// on the next page): FixupPrecode `jmp [rip+d]; mov r10, [rip+d]; jmp [rip+d]`, StubPrecode
+/// `mov r10, [rip+d]; jmp [rip+d]`, CallCountingStub `mov rax, [rip+d]; dec word [rax]; je`.
+pub fn precode(b: &[u8; 16]) -> Option<&'static str> {
+    let at = |i: usize, p: &[u8]| b.get(i..i + p.len()) == Some(p);
+    if at(0, &[0xFF, 0x25]) && at(6, &[0x4C, 0x8B, 0x15]) && at(13, &[0xFF, 0x25]) {
+        Some("[stub] FixupPrecode")
+    } else if at(0, &[0x4C, 0x8B, 0x15]) && at(7, &[0xFF, 0x25]) {
+        Some("[stub] StubPrecode")
+    } else if at(0, &[0x48, 0x8B, 0x05]) && at(7, &[0x66, 0xFF, 0x08, 0x74]) {
+        Some("[stub] CallCountingStub")
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +91,15 @@ mod tests {
         assert_eq!(name_in_block(&b, 0x4a), Some("[stub] JIT_WriteBarrier"));
         b[0] = 0x55;
         assert_eq!(name_in_block(&b, 0x4a), None);
+    }
+
+    #[test]
+    fn names_precodes() {
+        let fixup = [0xFF, 0x25, 0xF8, 0x0F, 0, 0, 0x4C, 0x8B, 0x15, 0xF9, 0x0F, 0, 0, 0xFF, 0x25, 0xFA];
+        assert_eq!(precode(&fixup), Some("[stub] FixupPrecode"));
+        let mut stub = [0xCCu8; 16];
+        stub[..13].copy_from_slice(&[0x4C, 0x8B, 0x15, 0xF9, 0x0F, 0, 0, 0xFF, 0x25, 0xFA, 0x0F, 0, 0]);
+        assert_eq!(precode(&stub), Some("[stub] StubPrecode"));
+        assert_eq!(precode(&[0x55; 16]), None);
     }
 }
