@@ -13,7 +13,7 @@ use clrprobe_tests::{Runtime, Workload, require_root};
 const MODES: [&str; 4] = ["cpu", "alloc", "throw", "lock"];
 /// Seconds each workload runs in launch mode (the whole run, start-up included); attached,
 /// they run until the recording ended and are stopped then.
-const SECONDS: u32 = 6;
+const SECONDS: u32 = 8;
 const ATTACHED_SECONDS: u32 = 60;
 
 fn out_dir(name: &str) -> PathBuf {
