@@ -38,7 +38,7 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         if flags & switch_config::FLAG_OFFCPU != 0 {
             let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
             let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
-            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
+            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 && voluntary(&ctx) {
                 let hdr = UserStackHeader { pid: prev_tgid, tid: prev_tid, kernel_stack_id, user_stack_id, comm, ..Default::default() };
                 crate::ustack::save_offcpu(prev_tid, hdr)
             } else {
@@ -112,6 +112,23 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         }
     }
     0
+}
+
+/// Did the thread switching out block (sleep, wait, I/O) rather than get preempted? A
+/// preempted thread is still runnable (`prev_state` R, or R+ with the preemption bit above
+/// the state bits) and is off CPU only until the scheduler picks it again: its stack is taken
+/// by frame pointers, without a copy (copies are for the blocked threads users read).
+#[inline(always)]
+fn voluntary(ctx: &TracePointContext) -> bool {
+    // prev_state sits at 32 in the layout with next_pid at 56 (the one userspace checked).
+    if config(switch_config::NEXT_PID_OFFSET) != 56 {
+        return true;
+    }
+    // SAFETY: reads 8 bytes of the tracepoint record at the offset its format file gives.
+    match unsafe { ctx.read_at::<i64>(32) } {
+        Ok(state) => state & 0xff != 0,
+        Err(_) => true,
+    }
 }
 
 #[inline(always)]

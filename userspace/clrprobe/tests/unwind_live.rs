@@ -98,15 +98,18 @@ fn off_cpu_time_of_blocked_threads_lies_under_their_methods_on_core31() {
     blocked_threads_reach_their_methods(Runtime::Core31);
 }
 
-fn cpu_stacks_are_complete(runtime: Runtime) {
+fn cpu_stacks_are_complete(runtime: Runtime, sampler: &str) {
     require_root();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let mut w = Workload::new("Chain", runtime).arg(6000).start().unwrap();
-    let (s, p) = record_until_exit(&mut w, "cpu", &["--cpu", "-F", "499"]);
+    let (s, p) = record_until_exit(&mut w, &format!("cpu-{sampler}"), &["--cpu", "-F", "499", "--sampler", sampler]);
+    let expected = if sampler == "bpf" { "bpf" } else { "perf-event" };
+    assert_eq!(s["sampler"], expected, "{s}");
+    let runtime = format!("{runtime:?} {sampler}");
     let main = stacks_of(&p, "cpu", tid_of(&w, "Main"));
     let leaf: Vec<_> = main.iter().filter(|s| s.1.last().is_some_and(|n| n.contains("Chain::Leaf"))).cloned().collect();
     assert!(leaf.iter().map(|s| s.0).sum::<i64>() >= 50, "too few Leaf samples: {main:?}");
-    let chain = share(&format!("{runtime:?} Leaf samples with Main directly above Alpha"), &leaf, |f| {
+    let chain = share(&format!("{runtime} Leaf samples with Main directly above Alpha"), &leaf, |f| {
         f.windows(3).any(|w| w[0].contains("Chain::Main") && w[1].contains("Chain::Alpha") && w[2].contains("Chain::Leaf"))
     });
     let in_libc = |f: &[String]| f.iter().any(|n| n.contains("libc.so") || n.contains("memmove") || n.contains("malloc") || n.contains("free"));
@@ -114,11 +117,11 @@ fn cpu_stacks_are_complete(runtime: Runtime) {
     let mallocer: Vec<_> = stacks_of(&p, "cpu", tid_of(&w, "Mallocer")).into_iter().filter(|s| in_libc(&s.1)).collect();
     assert!(copier.iter().map(|s| s.0).sum::<i64>() >= 50, "too few Copier samples in libc: {copier:?}");
     assert!(mallocer.iter().map(|s| s.0).sum::<i64>() >= 50, "too few Mallocer samples in libc: {mallocer:?}");
-    let copy = share(&format!("{runtime:?} Copier libc samples under CopyBig"), &copier, |f| f.iter().any(|n| n.contains("Chain::CopyBig")));
+    let copy = share(&format!("{runtime} Copier libc samples under CopyBig"), &copier, |f| f.iter().any(|n| n.contains("Chain::CopyBig")));
     let malloc =
-        share(&format!("{runtime:?} Mallocer libc samples under MallocLoop"), &mallocer, |f| f.iter().any(|n| n.contains("Chain::MallocLoop")));
+        share(&format!("{runtime} Mallocer libc samples under MallocLoop"), &mallocer, |f| f.iter().any(|n| n.contains("Chain::MallocLoop")));
     let named = s["managed_named_samples"].as_f64().unwrap() / s["managed_samples"].as_f64().unwrap().max(1.0);
-    eprintln!("{runtime:?}: {:.2}% of managed-leaf samples fully named", named * 100.0);
+    eprintln!("{runtime}: {:.2}% of managed-leaf samples fully named", named * 100.0);
     assert!(chain >= 0.95, "Main directly above Alpha in {:.1}% of Leaf samples", chain * 100.0);
     assert!(copy >= 0.9, "memmove samples reach CopyBig: {:.1}%", copy * 100.0);
     assert!(malloc >= 0.9, "malloc samples reach MallocLoop: {:.1}%", malloc * 100.0);
@@ -126,10 +129,20 @@ fn cpu_stacks_are_complete(runtime: Runtime) {
 
 #[test]
 fn cpu_stacks_keep_callers_of_frameless_jit_methods_and_libc_on_net8() {
-    cpu_stacks_are_complete(Runtime::Net8);
+    cpu_stacks_are_complete(Runtime::Net8, "bpf");
+}
+
+#[test]
+fn perf_event_fallback_sampler_keeps_callers_of_frameless_jit_methods_and_libc_on_net8() {
+    cpu_stacks_are_complete(Runtime::Net8, "perf");
+}
+
+#[test]
+fn perf_event_fallback_sampler_keeps_callers_of_frameless_jit_methods_and_libc_on_core31() {
+    cpu_stacks_are_complete(Runtime::Core31, "perf");
 }
 
 #[test]
 fn cpu_stacks_keep_callers_of_frameless_jit_methods_and_libc_on_core31() {
-    cpu_stacks_are_complete(Runtime::Core31);
+    cpu_stacks_are_complete(Runtime::Core31, "bpf");
 }

@@ -23,6 +23,14 @@ struct Process {
     /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
     /// frames named after that.
     last_maps: Option<clrprobe_symbolizer::maps::Maps>,
+    /// Its executable when the symbolizer was made: a child followed from its fork that then
+    /// exec'd (`sh` → `dotnet`) has a new address space to read.
+    exe: Option<(u64, u64)>,
+}
+
+fn exe_identity(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
@@ -136,7 +144,7 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
     }
 
     /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs).
@@ -164,7 +172,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
         }
     }
 
@@ -189,6 +197,18 @@ impl FrameResolver {
 
     /// Re-reads the process's maps and the appended part of its perf map (while it lives).
     pub fn refresh(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get(&pid)
+            && p.sym.is_some()
+            && let Some(now) = exe_identity(pid)
+            && p.exe != Some(now)
+        {
+            // It exec'd: what was named from its old address space does not apply.
+            let light = p.light;
+            self.named.retain(|k| k.0 != pid);
+            self.unnamed.retain(|k, _| k.0 != pid);
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
+            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now) });
+        }
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
             let _ = p.refresh_maps();
             let _ = p.refresh_perf_map();
@@ -235,6 +255,11 @@ impl FrameResolver {
         for pid in ready {
             let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
             if !todo.is_empty() {
+                // Methods compiled since the last drain (at exit, say): the perf map is read
+                // to its end first (it outlives the process).
+                if let Some(s) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
+                    let _ = s.refresh_perf_map();
+                }
                 for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
                     if f.attr(UNNAMED_ATTR).is_none() {
                         self.unnamed.remove(&(pid, a));
@@ -395,6 +420,8 @@ impl FrameResolver {
                     // Code in JIT heaps that the perf map does not name: try the EventPipe ranges.
                     if let Some(named) = jit_lookup(&p.jit, addr) {
                         named.with_address(addr)
+                    } else if let Some(stub) = sym.maps().find(addr).and_then(|m| crate::unwind::runtime_code::name(pid, m, addr)) {
+                        Frame::new(stub, String::new(), FrameKind::Jit).with_address(addr).with_attr("stub", "runtime")
                     } else {
                         let region = sym.maps().find(addr).map(|m| &m.backing);
                         let kind = match region {

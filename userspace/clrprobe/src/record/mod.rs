@@ -251,6 +251,8 @@ pub fn run(
             && let Err(e) = b.poll_copies()
         {
             summary.warnings.push(format!("reading stack copies: {e}"));
+        } else if let Some(s) = sampler.as_mut() {
+            s.poll();
         }
         let done_at = Instant::now();
         if !done && targets.poll_due() {
@@ -318,8 +320,8 @@ pub fn run(
         if let Some(b) = s.as_bpf() {
             summary.thread_cpu = b.loaded().thread_cpu().unwrap_or_default();
             summary.cxa_throws = b.loaded().cxa_throws().unwrap_or_default().into_iter().collect();
-            summary.unwind = b.unwind_summary();
         }
+        summary.unwind = s.unwind_summary();
     }
     log::info!("stop: samples drained after {:?}", done_at.elapsed());
     drop(sampler);

@@ -86,7 +86,11 @@ impl BpfSampler {
 
     /// Empties the ring of stack copies now (between drains, so it does not overflow).
     pub fn poll_copies(&mut self) -> Result<(), BpfError> {
-        self.read_copies()
+        self.read_copies()?;
+        if let Some(c) = self.copies.as_mut() {
+            c.unwinder.tick();
+        }
+        Ok(())
     }
 
     /// Reads the copied stacks waiting in the ring and unwinds them: CPU samples go to
@@ -242,5 +246,9 @@ impl Sampler for BpfSampler {
 
     fn as_bpf(&mut self) -> Option<&mut BpfSampler> {
         Some(self)
+    }
+
+    fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        BpfSampler::unwind_summary(self)
     }
 }

@@ -70,6 +70,13 @@ pub trait Sampler {
     fn stats(&self) -> SamplerStats;
     /// Adds processes to sample (new .NET processes found while recording).
     fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError>;
+    /// Reads what arrived since the last call without handing it out (stack copies are
+    /// unwound while the processes are as they were); called every 100 ms.
+    fn poll(&mut self) {}
+    /// What the userspace unwinder of copied stacks did (None: frame pointers only).
+    fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        None
+    }
     /// The BPF sampler, to attach more programs (sched_switch, uprobes) to its object.
     fn as_bpf(&mut self) -> Option<&mut BpfSampler> {
         None

@@ -1,13 +1,19 @@
 //! The perf_event fallback sampler, for machines where BPF cannot load: one cpu-clock event
 //! per thread of each target (as `perf record -p` does) with kernel+user callchains in a
 //! ring buffer, aggregated here. New threads are picked up at each drain.
+//!
+//! Each sample also carries the user registers (IP, SP, BP) and the top of the user stack
+//! (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), unwound by the same userspace
+//! unwinder as the BPF sampler's copies (DWARF CFI in ELF files, prologues in JIT code), so
+//! stacks go through code without frame pointers too. `CLRPROBE_UNWIND=fp` keeps the
+//! kernel's frame-pointer callchain only.
 use std::{
     collections::{HashMap, HashSet},
     sync::Arc,
 };
 
 use perf_event_open::{
-    config::{CallChain as ChainOpts, Cpu, Opts, Proc, SampleOn},
+    config::{CallChain as ChainOpts, Cpu, Opts, Proc, RegsMask, SampleOn, Size},
     count::Counter,
     event::sw::Software,
     sample::{
@@ -21,7 +27,14 @@ use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 /// Ring buffer of 2^8 = 256 pages (1 MiB) per thread: a second of 999 Hz samples with deep
 /// callchains (~400 B each) fits between two drains.
 const RING_PAGES_EXP: u8 = 8;
+/// With stack copies: 2^9 pages (2 MiB) per thread, read every 100 ms ([`Sampler::poll`]):
+/// 100 ms of 999 Hz samples with 8 KiB copies take 0.9 MiB.
+const RING_PAGES_EXP_COPIES: u8 = 9;
 const MAX_FRAMES: u16 = 127;
+/// Bytes of user stack copied per sample (above them, the frame-pointer callchain goes on).
+const STACK_BYTES: u32 = 8192;
+/// x86-64 perf register numbers: BP 6, SP 7, IP 8 (the sample lists them in this order).
+const REGS_BP_SP_IP: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 struct ThreadEvent {
     pid: u32,
@@ -37,6 +50,10 @@ pub struct PerfSampler {
     gone: HashSet<u32>,
     stats: SamplerStats,
     interned: HashMap<Vec<u64>, Arc<[u64]>>,
+    /// Userspace unwinding of the copied stacks (None: frame pointers only).
+    unwinder: Option<crate::unwind::Unwinder>,
+    /// Samples read from the rings between drains: (pid, tid, kernel, user) → count.
+    pending: HashMap<(u32, u32, Vec<u64>, Vec<u64>), u64>,
 }
 
 impl PerfSampler {
@@ -48,6 +65,8 @@ impl PerfSampler {
             gone: HashSet::new(),
             stats: SamplerStats::default(),
             interned: HashMap::new(),
+            unwinder: (std::env::var("CLRPROBE_UNWIND").as_deref() != Ok("fp")).then(crate::unwind::Unwinder::new),
+            pending: HashMap::new(),
         };
         s.add_pids(pids)?;
         if s.threads.is_empty() {
@@ -63,9 +82,55 @@ impl PerfSampler {
         let mut opts = Opts { sample_on: SampleOn::Freq(self.freq), ..Default::default() };
         opts.sample_format.call_chain =
             Some(ChainOpts { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: MAX_FRAMES });
+        if self.unwinder.is_some() {
+            opts.sample_format.user_regs = Some(RegsMask(REGS_BP_SP_IP));
+            opts.sample_format.user_stack = Some(Size(STACK_BYTES));
+        }
         opts.record_id_format.task = true;
         opts.enable = true;
         opts
+    }
+
+    /// What the userspace unwinder did (None with frame pointers only).
+    pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        self.unwinder.as_ref().map(|u| u.summary())
+    }
+
+    /// Reads every thread's ring now, unwinding the copied stacks while the stacks' processes
+    /// are as they were (their maps and perf maps).
+    fn read_rings(&mut self) {
+        let mut lost = 0u64;
+        let mut n = 0u64;
+        for (&tid, ev) in &self.threads {
+            let Some(iter) = ev.ring.iter() else { continue };
+            for (_, record) in iter {
+                match record {
+                    Record::Sample(s) => {
+                        let (mut kernel, mut user) = (Vec::new(), Vec::new());
+                        for part in s.call_chain.iter().flatten() {
+                            match part {
+                                CallChain::Kernel(ips) => kernel.extend_from_slice(ips),
+                                CallChain::User(ips) => user.extend_from_slice(ips),
+                                _ => {}
+                            }
+                        }
+                        if let (Some(u), Some((regs, _)), Some(stack)) = (self.unwinder.as_mut(), &s.user_regs, &s.user_stack)
+                            && let [bp, sp, ip] = regs[..]
+                            && ip != 0
+                        {
+                            user = u.unwind_copy(ev.pid, ip, sp, bp, stack, STACK_BYTES as usize, &user).0;
+                        }
+                        n += 1;
+                        *self.pending.entry((ev.pid, tid, kernel, user)).or_insert(0) += 1;
+                    }
+                    Record::LostSamples(l) => lost += l.lost_samples,
+                    Record::LostRecords(l) => lost += l.lost_records,
+                    _ => {}
+                }
+            }
+        }
+        self.stats.samples += n;
+        self.stats.lost_samples += lost;
     }
 
     /// Opens an event for every thread of the targets not yet followed.
@@ -87,7 +152,7 @@ impl PerfSampler {
                     Err(source) => return Err(SamplerError::Perf { what: format!("thread {tid} of {pid}"), source }),
                 };
                 let ring = counter
-                    .sampler(RING_PAGES_EXP)
+                    .sampler(if self.unwinder.is_some() { RING_PAGES_EXP_COPIES } else { RING_PAGES_EXP })
                     .map_err(|source| SamplerError::Perf { what: format!("ring buffer of thread {tid}"), source })?;
                 self.threads.insert(tid, ThreadEvent { pid, counter, ring });
             }
@@ -116,33 +181,8 @@ impl Sampler for PerfSampler {
     }
 
     fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError> {
-        let mut agg: HashMap<(u32, u32, Vec<u64>, Vec<u64>), u64> = HashMap::new();
-        let mut lost = 0u64;
-        let mut n = 0u64;
-        for (&tid, ev) in &self.threads {
-            let Some(iter) = ev.ring.iter() else { continue };
-            for (_, record) in iter {
-                match record {
-                    Record::Sample(s) => {
-                        let (mut kernel, mut user) = (Vec::new(), Vec::new());
-                        for part in s.call_chain.iter().flatten() {
-                            match part {
-                                CallChain::Kernel(ips) => kernel.extend_from_slice(ips),
-                                CallChain::User(ips) => user.extend_from_slice(ips),
-                                _ => {}
-                            }
-                        }
-                        n += 1;
-                        *agg.entry((ev.pid, tid, kernel, user)).or_insert(0) += 1;
-                    }
-                    Record::LostSamples(l) => lost += l.lost_samples,
-                    Record::LostRecords(l) => lost += l.lost_records,
-                    _ => {}
-                }
-            }
-        }
-        self.stats.samples += n;
-        self.stats.lost_samples += lost;
+        self.read_rings();
+        let agg = std::mem::take(&mut self.pending);
         let mut out = Vec::with_capacity(agg.len());
         for ((pid, tid, kernel, user), count) in agg {
             let kernel = self.intern(kernel);
@@ -157,6 +197,19 @@ impl Sampler for PerfSampler {
 
     fn stats(&self) -> SamplerStats {
         self.stats
+    }
+
+    fn poll(&mut self) {
+        if self.unwinder.is_some() {
+            self.read_rings();
+        }
+        if let Some(u) = self.unwinder.as_mut() {
+            u.tick();
+        }
+    }
+
+    fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        PerfSampler::unwind_summary(self)
     }
 
     fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError> {

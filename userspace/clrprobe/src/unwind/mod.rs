@@ -5,6 +5,7 @@
 //! took at the same moment supplies the rest.
 pub mod elf;
 pub mod jit;
+pub mod runtime_code;
 pub mod wait;
 
 use std::{
@@ -136,6 +137,19 @@ struct Proc {
     perf_map_read: Option<Instant>,
     /// Method start → its first bytes.
     prologues: HashMap<u64, Vec<u8>>,
+    /// The executable (device, inode) when this was set up, and when it was last checked: a
+    /// process that execs (a launched shell's child becoming `dotnet`) gets a new address
+    /// space, and everything above (maps, modules, the `mem` handle) is of the old one.
+    exe: Option<(u64, u64)>,
+    exe_checked: Instant,
+    /// Perf-map entries whose prologues [`Unwinder::tick`] has read.
+    prefetched: usize,
+}
+
+/// The (device, inode) of a process's executable.
+fn exe_identity(pid: u32) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Per-process unwinders sharing the parsed unwind sections of each file.
@@ -173,6 +187,42 @@ impl Unwinder {
         UnwindSummary { stats: self.stats, table_bytes: table_memory.iter().map(|t| t.bytes).sum(), table_memory, bpf: Default::default() }
     }
 
+    /// Reads, while the processes live, the prologue of every JIT method their perf maps list
+    /// that is not read yet: samples are unwound up to 100 ms (a drain) after they were taken,
+    /// and a process that exited meanwhile has no memory left to read. Called every 100 ms;
+    /// each process's perf map is re-read at most every MAPS_REFRESH.
+    pub fn tick(&mut self) {
+        for (&pid, p) in self.procs.iter_mut() {
+            let Some(pm) = p.perf_map.as_mut() else { continue };
+            if p.perf_map_read.is_some_and(|t| t.elapsed() < MAPS_REFRESH) {
+                continue;
+            }
+            p.perf_map_read = Some(Instant::now());
+            let _ = pm.refresh_perf_map();
+            let map = pm.perf_map();
+            if map.len() == p.prefetched {
+                continue;
+            }
+            p.prefetched = map.len();
+            let Some(mem) = p.mem.as_ref() else { continue };
+            for sym in map.iter() {
+                if p.prologues.contains_key(&sym.start) {
+                    continue;
+                }
+                let mut b = vec![0u8; jit::PROLOGUE_BYTES.min(sym.size.max(1) as usize)];
+                match mem.read_at(&mut b, sym.start) {
+                    Ok(n) if n > 0 => {
+                        b.truncate(n);
+                        p.prologues.insert(sym.start, b);
+                    }
+                    Ok(_) => break, // exited
+                    Err(_) => {}
+                }
+            }
+            log::trace!("unwind pid {pid}: {} prologues known", p.prologues.len());
+        }
+    }
+
     /// Forgets a process (its files stay cached for others).
     pub fn remove_process(&mut self, pid: u32) {
         self.procs.remove(&pid);
@@ -182,8 +232,16 @@ impl Unwinder {
     /// `sp` up, `fp_stack` the frame-pointer walk (leaf first) taken at the same moment.
     /// Returns leaf-first addresses (the ip, then return addresses).
     pub fn unwind(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
+        self.unwind_copy(pid, ip, sp, bp, stack, clrprobe_common::ustack::BYTES, fp_stack)
+    }
+
+    /// [`Unwinder::unwind`] of a copy of at most `capacity` bytes (a shorter copy ended at the
+    /// end of the stack's mapping).
+    #[allow(clippy::too_many_arguments)]
+    pub fn unwind_copy(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], capacity: usize, fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
         self.stats.stacks += 1;
-        let (frames, outcome) = self.unwind_inner(pid, ip, sp, bp, stack, fp_stack);
+        self.check_exec(pid);
+        let (frames, outcome) = self.unwind_inner(pid, ip, sp, bp, stack, capacity, fp_stack);
         match outcome {
             Outcome::Complete => self.stats.complete += 1,
             Outcome::MergedWithFramePointers => self.stats.merged += 1,
@@ -192,7 +250,8 @@ impl Unwinder {
         (frames, outcome)
     }
 
-    fn unwind_inner(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
+    #[allow(clippy::too_many_arguments)]
+    fn unwind_inner(&mut self, pid: u32, ip: u64, sp: u64, bp: u64, stack: &[u8], capacity: usize, fp_stack: &[u64]) -> (Vec<u64>, Outcome) {
         let read_word = |addr: u64| -> Option<u64> {
             let off = addr.checked_sub(sp)? as usize;
             let b = stack.get(off..off.checked_add(8)?)?;
@@ -291,7 +350,7 @@ impl Unwinder {
         // outermost frame (`_start` without an end-of-stack CFI rule; what lies above it is
         // the process's arguments and environment).
         let copy_end = sp + stack.len() as u64;
-        if stack.len() < clrprobe_common::ustack::BYTES && copy_end.saturating_sub(regs.sp()) <= NEAR_STACK_END {
+        if stack.len() < capacity && copy_end.saturating_sub(regs.sp()) <= NEAR_STACK_END {
             return (frames, Outcome::Complete);
         }
         // Continue with the frame-pointer walk from the last frame both know.
@@ -309,6 +368,21 @@ impl Unwinder {
         (frames, Outcome::Truncated)
     }
 
+    /// Starts over with a process that exec'd since it was first seen (checked at most every
+    /// MAPS_REFRESH).
+    fn check_exec(&mut self, pid: u32) {
+        let Some(p) = self.procs.get_mut(&pid) else { return };
+        if p.exe_checked.elapsed() < MAPS_REFRESH {
+            return;
+        }
+        p.exe_checked = Instant::now();
+        let now = exe_identity(pid);
+        if now.is_some() && now != p.exe {
+            log::debug!("unwind: pid {pid} exec'd; its maps and memory are read afresh");
+            self.procs.remove(&pid);
+        }
+    }
+
     fn proc(&mut self, pid: u32) -> &mut Proc {
         self.procs.entry(pid).or_insert_with(|| Proc {
             maps: Maps::default(),
@@ -320,6 +394,9 @@ impl Unwinder {
             perf_map: None,
             perf_map_read: None,
             prologues: HashMap::new(),
+            exe: exe_identity(pid),
+            exe_checked: Instant::now(),
+            prefetched: 0,
         })
     }
 
@@ -398,8 +475,14 @@ impl Unwinder {
         if !p.prologues.contains_key(&start) {
             let mem = p.mem.as_ref()?;
             let mut b = vec![0u8; jit::PROLOGUE_BYTES];
-            let n = mem.read_at(&mut b, start).ok()?;
-            b.truncate(n);
+            let n = mem.read_at(&mut b, start);
+            log::trace!("unwind pid {pid}: prologue of {start:#x} ({addr:#x}): {n:?} {:02x?}", &b[..16]);
+            // Nothing read: the process has exited (its address space is gone). Not cached;
+            // [`Unwinder::tick`] reads every method's prologue while the process lives.
+            match n {
+                Ok(n) if n > 0 => b.truncate(n),
+                _ => return None,
+            }
             p.prologues.insert(start, b);
         }
         let code = p.prologues.get(&start)?;
