@@ -65,6 +65,14 @@ impl<R: Read> Input<R> {
         Ok(if n == len { Fill::Full } else { Fill::Eof })
     }
 
+    /// Appends the next `len` bytes to `buf` (growing it only as data arrives, like
+    /// [`Input::read_into`]).
+    pub(crate) fn append_into(&mut self, buf: &mut Vec<u8>, len: usize) -> io::Result<Fill> {
+        let n = (&mut self.inner).take(len as u64).read_to_end(buf)?;
+        self.offset += n as u64;
+        Ok(if n == len { Fill::Full } else { Fill::Eof })
+    }
+
     /// Skips `len` bytes; false if the stream ended first.
     pub(crate) fn skip(&mut self, len: u64) -> io::Result<bool> {
         let copied = io::copy(&mut (&mut self.inner).take(len), &mut io::sink())?;
