@@ -207,9 +207,12 @@ impl Region {
                 } else {
                     let head = (key(p), p, upto, k);
                     // Its new place: after every head that sorts before it.
-                    let at = 1 + heads[1..].partition_point(|h| h.0 < head.0);
-                    heads.copy_within(1..at, 0);
-                    heads[at - 1] = head;
+                    let mut at = 0;
+                    while at + 1 < heads.len() && heads[at + 1].0 < head.0 {
+                        heads[at] = heads[at + 1];
+                        at += 1;
+                    }
+                    heads[at] = head;
                 }
             }
         } else if nonempty > 1 {
