@@ -213,6 +213,7 @@ impl<R: Read> NetTraceReader<R> {
         let metadata = self.metadata.get(rec.metadata_id).unwrap_or(&self.missing_metadata);
         EventRef {
             rec,
+            activity: self.region.activity_ids(rec),
             metadata,
             payload,
             stack,
@@ -429,6 +430,7 @@ impl<R: Read> NetTraceReader<R> {
             (h.thread_id, h.capture_thread_id, h.activity_id, h.related_activity_id)
         };
         let timestamp = h.timestamp as i64;
+        let activity = self.region.activity((activity_id, related_activity_id));
         let pushed = self.region.push(Pending {
             timestamp,
             metadata_id: h.metadata_id,
@@ -440,8 +442,7 @@ impl<R: Read> NetTraceReader<R> {
             payload_len: h.payload_size,
             stack_start,
             stack_len,
-            activity_id,
-            related_activity_id,
+            activity,
         });
         if !pushed {
             return Err(c.err("more than 4 G events in one sequence-point region"));

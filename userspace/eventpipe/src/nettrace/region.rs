@@ -13,8 +13,9 @@ pub(crate) struct Pending {
     pub payload_len: u32,
     pub stack_start: u32,
     pub stack_len: u32,
-    pub activity_id: [u8; 16],
-    pub related_activity_id: [u8; 16],
+    /// 1 + index of the event's (activity, related activity) ids in [`Region::activities`];
+    /// 0 when both are zero (most events), which keeps the record at 56 bytes.
+    pub activity: u32,
 }
 
 /// A sorted run of not-yet-released events: `order[next..end]`.
@@ -56,9 +57,34 @@ pub(crate) struct Region {
     pub(crate) out_pos: usize,
     /// Payload bytes of every event in `events` (event block bodies, appended whole).
     pub(crate) payloads: Vec<u8>,
+    /// Non-zero (activity, related activity) ids of the events.
+    pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
 }
 
 impl Region {
+    /// The `activity` field for an event with these ids.
+    #[inline]
+    pub(crate) fn activity(&mut self, ids: ([u8; 16], [u8; 16])) -> u32 {
+        if ids == ([0; 16], [0; 16]) {
+            return 0;
+        }
+        if self.activities.last() != Some(&ids) {
+            self.activities.push(ids);
+        }
+        // Bounded by the event count, which push() keeps below 4 G.
+        u32::try_from(self.activities.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The (activity, related activity) ids of an event.
+    #[inline]
+    pub(crate) fn activity_ids(&self, p: &Pending) -> &([u8; 16], [u8; 16]) {
+        static NONE: ([u8; 16], [u8; 16]) = ([0; 16], [0; 16]);
+        match p.activity {
+            0 => &NONE,
+            i => self.activities.get(i as usize - 1).unwrap_or(&NONE),
+        }
+    }
+
     /// Adds an event; false if the region already holds 4 G events.
     #[inline]
     pub(crate) fn push(&mut self, p: Pending) -> bool {
@@ -128,6 +154,7 @@ impl Region {
             self.ts.clear();
             self.order.clear();
             self.payloads.clear();
+            self.activities.clear();
         }
     }
 
@@ -246,8 +273,7 @@ mod tests {
             payload_len: 0,
             stack_start: 0,
             stack_len: 0,
-            activity_id: [0; 16],
-            related_activity_id: [0; 16],
+            activity: 0,
         }
     }
 
