@@ -12,7 +12,7 @@
 pub const MAX_RECORD: usize = 64 * 1024;
 /// Text kept per map at most (128 MiB).
 pub const MAX_TEXT: usize = 128 << 20;
-/// Records kept per map at most (24 bytes each: 48 MiB).
+/// Records kept per map at most (28 bytes each: 56 MiB).
 pub const MAX_RECORDS: usize = 2 << 20;
 
 /// Tier suffixes CoreCLR appends to perf-map names (`...::Method()[OptimizedTier1]`); other
@@ -49,33 +49,45 @@ pub struct PerfMapSymbol<'a> {
     pub tier: Option<&'a str>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    start: u64,
-    size: u64,
-    /// Name bytes in `data`.
-    name_off: usize,
-    name_len: u32,
+/// Where a record's name and tier are in the kept text (12 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NameRef {
+    /// Name bytes in `text` (kept text is capped at [`MAX_TEXT`], so offsets fit 32 bits).
+    off: u32,
+    len: u32,
     /// Tier text: starts `tier_gap` bytes after the name's end, `tier_len` long (0 = none).
     tier_gap: u8,
     tier_len: u8,
 }
 
+/// Records per block of the two-level search: 64 spans of 16 bytes = 16 cache lines.
+const BLOCK: usize = 64;
+
 /// A parsed, indexed perf map that grows as the file grows.
 ///
-/// The fed bytes are kept (made valid UTF-8 in place, bad bytes become `?`) and records point
-/// into them, so parsing copies nothing per record.
+/// The text of the parsed records is kept once (made valid UTF-8 as it is appended: bad bytes
+/// become `?`) and records point into it, so parsing copies nothing per record and a lookup
+/// validates nothing. Records are kept as parallel arrays: `spans` (start, size) and `names`.
+/// A lookup searches `top` (every [`BLOCK`]-th start, L1-sized for maps of 100k records),
+/// then one block of `spans`, and reads a name only for the hit.
 #[derive(Debug, Default, Clone)]
 pub struct PerfMap {
-    entries: Vec<Entry>,
-    data: Vec<u8>,
-    /// Start of the unparsed tail of `data` (an unterminated record).
-    scan: usize,
-    /// Entries [0, sorted_len) are sorted by start (stable: later records after earlier ones).
+    /// (start, size) per record: [0, sorted_len) sorted by start (stable: later records after
+    /// earlier ones), then records fed since the last index, in file order.
+    spans: Vec<(u64, u64)>,
+    /// Name and tier of each record, parallel to `spans`.
+    names: Vec<NameRef>,
+    /// The first start of every block of the sorted spans.
+    top: Vec<u64>,
     sorted_len: usize,
+    /// The text of every record parsed so far.
+    text: String,
+    /// Fed bytes after the last separator: an unterminated record (at most about
+    /// [`MAX_RECORD`] bytes; a longer one is dropped as it streams in).
+    tail: Vec<u8>,
     skipped: usize,
-    /// Bytes fed (the file offset of the next read); more than `data` holds when records were
-    /// skipped or the map is capped.
+    /// Bytes fed (the file offset of the next read); more than `text` and `tail` hold when
+    /// records were skipped or the map is capped.
     fed: u64,
     /// Inside an over-long record: bytes are dropped up to its end.
     discarding: bool,
@@ -97,11 +109,11 @@ impl PerfMap {
 
     /// Number of records parsed.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.spans.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.spans.is_empty()
     }
 
     /// Records that could not be parsed (bad hex, missing fields) and were dropped.
@@ -132,22 +144,39 @@ impl PerfMap {
             self.skipped += 1;
             bytes = &bytes[end + 1..];
         }
-        if self.data.len() + bytes.len() > MAX_TEXT || self.entries.len() >= MAX_RECORDS {
+        if self.text.len() + self.tail.len() + bytes.len() > MAX_TEXT || self.spans.len() >= MAX_RECORDS {
             self.capped = true;
             return 0;
         }
-        let new_from = self.data.len();
-        self.data.extend_from_slice(bytes);
-        let added = match memchr::memrchr2(b'\n', 0, &self.data[new_from..]) {
-            Some(last) => self.parse_region(new_from + last + 1),
-            None => 0,
+        let added = match memchr::memrchr2(b'\n', 0, bytes) {
+            Some(last) => {
+                let base = self.text.len();
+                let mut done = &bytes[..last + 1];
+                if !self.tail.is_empty() {
+                    // The unterminated record and the bytes that end it (a character may
+                    // straddle the two feeds).
+                    let first = memchr::memchr2(b'\n', 0, done).map_or(done.len(), |i| i + 1);
+                    self.tail.extend_from_slice(&done[..first]);
+                    push_utf8(&mut self.text, &self.tail);
+                    self.tail.clear();
+                    done = &done[first..];
+                }
+                // Separators are ASCII: the pieces validate alone as they would together.
+                push_utf8(&mut self.text, done);
+                self.tail.extend_from_slice(&bytes[last + 1..]);
+                self.parse_from(base)
+            }
+            None => {
+                self.tail.extend_from_slice(bytes);
+                0
+            }
         };
-        if self.data.len() - self.scan > MAX_RECORD {
+        if self.tail.len() > MAX_RECORD {
             // An unterminated record already too long: never hold it whole.
-            self.data.truncate(self.scan);
+            self.tail = Vec::new();
             self.discarding = true;
         }
-        if self.entries.len() >= MAX_RECORDS {
+        if self.spans.len() >= MAX_RECORDS {
             self.capped = true;
         }
         added
@@ -159,49 +188,63 @@ impl PerfMap {
             self.discarding = false;
             self.skipped += 1;
         }
-        let end = self.data.len();
-        if self.scan == end {
+        if self.tail.is_empty() {
             return 0;
         }
-        self.parse_region(end)
+        let base = self.text.len();
+        let record = std::mem::take(&mut self.tail);
+        push_utf8(&mut self.text, &record);
+        self.parse_from(base)
     }
 
-    /// Parses the records in `data[scan..end]` (`end` is after a separator or the end of data).
-    fn parse_region(&mut self, end: usize) -> usize {
-        let before = self.entries.len();
-        let region = &mut self.data[self.scan..end];
-        make_utf8(region);
-        let region = &self.data[self.scan..end];
-        self.entries.reserve(region.len() / 64);
+    /// Parses the records in `text[base..]` (which ends after a separator or at the end).
+    fn parse_from(&mut self, base: usize) -> usize {
+        let before = self.spans.len();
+        let region = &self.text.as_bytes()[base..];
+        self.spans.reserve(region.len() / 64);
+        self.names.reserve(region.len() / 64);
         let mut rec_start = 0;
         let mut parse = |rec: &[u8], at: usize| match parse_record(rec, at) {
-            Some(e) if self.entries.len() < MAX_RECORDS => self.entries.push(e),
-            Some(_) => self.capped = true,
+            Some(_) if self.spans.len() >= MAX_RECORDS => self.capped = true,
+            Some((span, name)) => {
+                self.spans.push(span);
+                self.names.push(name);
+            }
             None => self.skipped += usize::from(!trim_ascii(rec).is_empty()),
         };
         for i in memchr::memchr2_iter(b'\n', 0, region) {
-            parse(&region[rec_start..i], self.scan + rec_start);
+            parse(&region[rec_start..i], base + rec_start);
             rec_start = i + 1;
         }
         if rec_start < region.len() {
-            parse(&region[rec_start..], self.scan + rec_start);
+            parse(&region[rec_start..], base + rec_start);
         }
-        self.scan = end;
-        self.entries.len() - before
+        self.spans.len() - before
     }
 
     fn ensure_sorted(&mut self) {
-        if self.sorted_len == self.entries.len() {
+        let n = self.spans.len();
+        if self.sorted_len == n {
             return;
         }
-        let tail_sorted = self.entries[self.sorted_len..].windows(2).all(|w| w[0].start <= w[1].start);
-        let joins = self.sorted_len == 0
-            || self.entries.get(self.sorted_len).is_none_or(|e| self.entries[self.sorted_len - 1].start <= e.start);
-        if !(tail_sorted && joins) {
+        let s = self.sorted_len;
+        let tail_sorted = self.spans[s..].windows(2).all(|w| w[0].0 <= w[1].0);
+        let joins = s == 0 || self.spans[s - 1].0 <= self.spans[s].0;
+        let from = if tail_sorted && joins {
+            s
+        } else {
             // Stable: records for the same start keep file order, so the last one wins lookups.
-            self.entries.sort_by_key(|e| e.start);
-        }
-        self.sorted_len = self.entries.len();
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&i| self.spans[i as usize].0);
+            self.spans = order.iter().map(|&i| self.spans[i as usize]).collect();
+            self.names = order.iter().map(|&i| self.names[i as usize]).collect();
+            0
+        };
+        // Blocks that start before `from` keep their first start.
+        self.top.truncate(from.div_ceil(BLOCK));
+        let top_from = self.top.len() * BLOCK;
+        self.top.extend(self.spans[top_from.min(n)..].iter().step_by(BLOCK).map(|s| s.0));
+        self.sorted_len = n;
     }
 
     /// Sorts the index now (lookups do it lazily otherwise).
@@ -216,45 +259,47 @@ impl PerfMap {
     }
 
     /// Lookup without re-indexing (records fed since the last [`PerfMap::index`] are not seen).
+    #[inline]
     pub fn lookup_sorted(&self, addr: u64) -> Option<PerfMapSymbol<'_>> {
-        let sorted = &self.entries[..self.sorted_len];
-        let end = sorted.partition_point(|e| e.start <= addr);
-        // The nearest starts first; a few older, larger records may still cover addr.
-        for e in sorted[..end].iter().rev().take(8) {
-            if addr - e.start < e.size.max(1) {
-                return Some(self.symbol(e));
-            }
+        // Blocks after the last whose first start is <= addr hold only larger starts.
+        let block = self.top.partition_point(|&s| s <= addr);
+        if block == 0 {
+            return None;
         }
-        None
+        let lo = (block - 1) * BLOCK;
+        let spans = &self.spans[..self.sorted_len];
+        let hi = (lo + BLOCK).min(spans.len());
+        let end = lo + spans[lo..hi].partition_point(|s| s.0 <= addr);
+        // The nearest starts first; a few older, larger records may still cover addr.
+        let i = (end.saturating_sub(8)..end).rev().find(|&i| addr - spans[i].0 < spans[i].1.max(1))?;
+        Some(self.symbol(spans[i], self.names[i]))
     }
 
     /// All records: in address order after [`PerfMap::index`] (or a lookup), records fed since
     /// then follow in file order.
     pub fn iter(&self) -> impl Iterator<Item = PerfMapSymbol<'_>> {
-        self.entries.iter().map(|e| self.symbol(e))
+        self.spans.iter().zip(&self.names).map(|(&s, &n)| self.symbol(s, n))
     }
 
-    fn symbol(&self, e: &Entry) -> PerfMapSymbol<'_> {
-        let bytes = self.data.get(e.name_off..e.name_off + e.name_len as usize).unwrap_or(&[]);
-        // make_utf8 ran over every parsed record, and records split at ASCII bytes.
-        let name = std::str::from_utf8(bytes).unwrap_or("");
-        let tier_at = e.name_off + e.name_len as usize + e.tier_gap as usize;
-        let tier = (e.tier_len > 0)
-            .then(|| self.data.get(tier_at..tier_at + e.tier_len as usize))
-            .flatten()
-            .and_then(|t| std::str::from_utf8(t).ok());
-        PerfMapSymbol { start: e.start, size: e.size, name, tier }
+    #[inline]
+    fn symbol(&self, (start, size): (u64, u64), n: NameRef) -> PerfMapSymbol<'_> {
+        // Names and tiers are cut at ASCII bytes, so these are char boundaries of `text`.
+        let off = n.off as usize;
+        let name = self.text.get(off..off + n.len as usize).unwrap_or("");
+        let tier_at = off + n.len as usize + n.tier_gap as usize;
+        let tier = (n.tier_len > 0).then(|| self.text.get(tier_at..tier_at + n.tier_len as usize)).flatten();
+        PerfMapSymbol { start, size, name, tier }
     }
 }
 
-/// One record at byte `at` of the data; None if malformed.
-fn parse_record(line: &[u8], at: usize) -> Option<Entry> {
+/// One record at byte `at` of the text; None if malformed.
+fn parse_record(line: &[u8], at: usize) -> Option<((u64, u64), NameRef)> {
     let trimmed = trim_ascii(line);
     let at = at + (trimmed.as_ptr() as usize - line.as_ptr() as usize);
     let (start, rest) = hex_field(trimmed)?;
     let (size, rest) = hex_field(rest)?;
     let (name, tier) = split_tier(rest);
-    let name_off = at + (name.as_ptr() as usize - trimmed.as_ptr() as usize);
+    let off = at + (name.as_ptr() as usize - trimmed.as_ptr() as usize);
     let (tier_gap, tier_len) = match tier {
         Some(t) => {
             let gap = t.as_ptr() as usize - (name.as_ptr() as usize + name.len());
@@ -262,7 +307,21 @@ fn parse_record(line: &[u8], at: usize) -> Option<Entry> {
         }
         None => (0, 0),
     };
-    Some(Entry { start, size, name_off, name_len: u32::try_from(name.len()).ok()?, tier_gap, tier_len })
+    let name = NameRef { off: u32::try_from(off).ok()?, len: u32::try_from(name.len()).ok()?, tier_gap, tier_len };
+    Some(((start, size), name))
+}
+
+/// Appends `bytes` to `text`, bytes that are not valid UTF-8 replaced with `?` (lengths stay
+/// the same, so offsets in the fed bytes stay offsets in the text).
+fn push_utf8(text: &mut String, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => text.push_str(s),
+        Err(_) => {
+            let mut fixed = bytes.to_vec();
+            make_utf8(&mut fixed);
+            text.push_str(std::str::from_utf8(&fixed).unwrap_or_default());
+        }
+    }
 }
 
 /// Replaces bytes that are not valid UTF-8 with `?`, in place (lengths stay the same).

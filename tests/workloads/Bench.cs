@@ -3,7 +3,9 @@
 // per ~130 µs of spinning, ≈ 6.5k/s), lock (two threads taking one lock held ~50 µs). Worker
 // threads run from the start; rounds are counted only after WARMUP seconds (so a profiler's
 // attach falls outside the window) and for SECONDS more. Prints "rounds=<n>" (rounds in the
-// window) and "per_second=<r>".
+// window), "per_second=<r>" and "per_cpu_second=<r>" (rounds per second of the whole process's
+// CPU time in the window: what a profiler costs the app's own threads, the runtime's included,
+// whatever else the machine runs).
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -84,14 +86,18 @@ public static class Bench
         for (int i = 0; i < threads; i++) { workers[i] = new Thread(Work) { Name = "Bench" + i }; workers[i].Start(new Job { Mode = mode, Slot = i }); }
         Workload.Ready();
         Thread.Sleep(TimeSpan.FromSeconds(warmup));
+        var me = System.Diagnostics.Process.GetCurrentProcess();
         long before = Total();
+        var cpuBefore = me.TotalProcessorTime;
         var clock = Workload.Clock();
         Thread.Sleep(TimeSpan.FromSeconds(seconds));
         long rounds = Total() - before;
         double elapsed = clock.Elapsed.TotalSeconds;
+        me.Refresh();
+        double cpu = (me.TotalProcessorTime - cpuBefore).TotalSeconds;
         stop = true;
         foreach (var t in workers) t.Join();
-        Console.WriteLine("rounds=" + rounds + " per_second=" + (rounds / elapsed).ToString("F1", System.Globalization.CultureInfo.InvariantCulture) + " sink=" + (sink > 0 ? 1 : 0));
+        Console.WriteLine("rounds=" + rounds + " per_second=" + (rounds / elapsed).ToString("F1", System.Globalization.CultureInfo.InvariantCulture) + " per_cpu_second=" + (rounds / cpu).ToString("F1", System.Globalization.CultureInfo.InvariantCulture) + " sink=" + (sink > 0 ? 1 : 0));
         Workload.Done();
         return 0;
     }

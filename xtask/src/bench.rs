@@ -66,6 +66,8 @@ pub struct Options {
 /// One run's result.
 struct Outcome {
     rate: f64,
+    /// Rounds per second of the app's own CPU time (robust to other load on the machine).
+    cpu_rate: f64,
     /// clrprobe's JSON summary (clrprobe runs only).
     summary: Option<serde_json::Value>,
 }
@@ -101,6 +103,7 @@ pub fn run(o: &Options) -> Result<()> {
             configs.push(Config::Perf);
         }
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut cpu_rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut summaries: HashMap<&'static str, Vec<serde_json::Value>> = HashMap::new();
         let mut specs: HashMap<&'static str, String> = HashMap::new();
         for round in 0..o.runs {
@@ -118,8 +121,17 @@ pub fn run(o: &Options) -> Result<()> {
                         one(&bin, mode, c, o, spec.as_deref(), &tmp)?
                     }
                 };
-                eprintln!("{mode} round {}/{}: {:<22} {:>12.1} rounds/s", round + 1, o.runs, c.name(), r.rate);
+                eprintln!(
+                    "{mode} round {}/{}: {:<22} {:>12.1} rounds/s {:>12.1} rounds/CPU-s (load {})",
+                    round + 1,
+                    o.runs,
+                    c.name(),
+                    r.rate,
+                    r.cpu_rate,
+                    loadavg()
+                );
                 rates[i].push(r.rate);
+                cpu_rates[i].push(r.cpu_rate);
                 if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
                     if let Some(p) = s["eventpipe_providers"][0][1].as_str() {
                         specs.insert(k, p.to_string());
@@ -140,8 +152,14 @@ pub fn run(o: &Options) -> Result<()> {
             o.runs,
             spread(&rates[0])
         );
-        println!("{:<12} {:>10} {:>10} {:>12} {:>9}  {:<}", "kind", "clrprobe", "floor", "over floor", "spread", "clrprobe memory (recording peak / with outputs)");
+        let alone_cpu = median(&cpu_rates[0]);
+        println!("alone per CPU-second of the app: {alone_cpu:.1} rounds (spread {:.1} %)", spread(&cpu_rates[0]));
+        println!(
+            "{:<12} {:>10} {:>10} {:>12} {:>9}  {:>10} {:>10} {:>12}  {:<}",
+            "kind", "clrprobe", "floor", "over floor", "spread", "CPU: clrp", "CPU: floor", "over floor", "clrprobe memory (recording peak / with outputs)"
+        );
         let slow = |i: usize| (1.0 - median(&rates[i]) / alone) * 100.0;
+        let slow_cpu = |i: usize| (1.0 - median(&cpu_rates[i]) / alone_cpu) * 100.0;
         for &k in &kinds {
             let ci = configs.iter().position(|c| *c == Config::Clrprobe(k)).expect("configured");
             let fi = configs.iter().position(|c| *c == Config::Floor(k)).expect("configured");
@@ -150,16 +168,23 @@ pub fn run(o: &Options) -> Result<()> {
                 let kb = |field: &str| median(&v.iter().filter_map(|s| s["memory"][field].as_f64()).collect::<Vec<_>>()) / 1024.0;
                 format!("{:.1} / {:.1} MB", kb("recording_peak_kb"), kb("final_peak_kb"))
             });
+            let (cc, fc) = (slow_cpu(ci), slow_cpu(fi));
             println!(
-                "{k:<12} {c:>9.2}% {f:>9.2}% {:>+10.2} pt {:>8.1}%  {}",
+                "{k:<12} {c:>9.2}% {f:>9.2}% {:>+10.2} pt {:>8.1}%  {cc:>9.2}% {fc:>9.2}% {:>+10.2} pt  {}",
                 c - f,
                 spread(&rates[ci]),
+                cc - fc,
                 mem.unwrap_or_default()
             );
-            table.push(format!("| {mode} | {k} | {alone:.0} | {f:.2} % | {c:.2} % | {:+.2} |", c - f));
+            table.push(format!(
+                "| {mode} | {k} | {alone:.0} | {f:.2} % | {c:.2} % | {:+.2} | {fc:.2} % | {cc:.2} % | {:+.2} | {} |",
+                c - f,
+                cc - fc,
+                loadavg().split_whitespace().next().unwrap_or("?")
+            ));
         }
         if let Some(pi) = configs.iter().position(|c| *c == Config::Perf) {
-            println!("{:<12} {:>9.2}%  (perf record -g -F {}, peer)", "perf", slow(pi), o.freq);
+            println!("{:<12} {:>9.2}%  (perf record -g -F {}, peer; per CPU-second {:.2} %)", "perf", slow(pi), o.freq, slow_cpu(pi));
         }
         for (k, v) in &summaries {
             if let Some(c) = v.iter().filter_map(|s| s["uprobe_cost_ns"].as_f64()).next() {
@@ -177,8 +202,10 @@ pub fn run(o: &Options) -> Result<()> {
         );
     }
     println!("\nload average at the end: {}", loadavg());
-    println!("\n| workload | kind | alone (rounds/s) | floor | clrprobe | clrprobe − floor (points) |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    println!(
+        "\n| workload | kind | alone (rounds/s) | floor | clrprobe | clrprobe − floor (points) | floor, per app CPU-s | clrprobe, per app CPU-s | − floor (points) | load |"
+    );
+    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for row in table {
         println!("{row}");
     }
@@ -242,10 +269,11 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
             summary = Some(serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")?);
         }
     }
-    let rate: f64 = w
-        .output()
-        .iter()
-        .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("per_second=")).and_then(|r| r.parse().ok()))
-        .context("the workload did not print per_second=")?;
-    Ok(Outcome { rate, summary })
+    let field = |name: &str| -> Result<f64> {
+        w.output()
+            .iter()
+            .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
+            .with_context(|| format!("the workload did not print {name}"))
+    };
+    Ok(Outcome { rate: field("per_second=")?, cpu_rate: field("per_cpu_second=")?, summary })
 }

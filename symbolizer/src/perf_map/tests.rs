@@ -167,11 +167,54 @@ fn an_over_long_record_is_skipped_as_it_streams_in() {
     for _ in 0..10 {
         assert_eq!(m.feed(&chunk), 0); // 320 KiB of one record: never held whole
     }
-    assert!(m.data.len() < MAX_RECORD + chunk.len(), "kept {} bytes", m.data.len());
+    assert!(m.tail.len() + m.text.len() < MAX_RECORD + chunk.len(), "kept {} bytes", m.tail.len() + m.text.len());
     assert_eq!(m.feed(b"yyy\n0x3000 0x10 C::c()\n"), 1);
     assert_eq!(m.consumed(), 31 + 10 * 32 * 1024 + 23);
     assert_eq!(m.skipped(), 1);
     assert_eq!(m.lookup(0x3001).map(|s| s.name), Some("C::c()"));
     assert_eq!(m.lookup(0x2001), None);
     assert!(!m.capped());
+}
+
+/// The two-level index finds what a linear scan of the records finds (latest record wins),
+/// with records fed in sorted runs and out of order, across block boundaries.
+#[test]
+fn lookups_match_a_linear_scan_while_the_map_grows() {
+    let mut rng = XorShift(0x1234_5678_9ABC_DEF1);
+    let mut m = PerfMap::new();
+    let mut records: Vec<(u64, u64, String)> = Vec::new();
+    let mut next = 0x1000u64;
+    for round in 0..12 {
+        let mut text = String::new();
+        for i in 0..(rng.next() % 300) {
+            // Mostly ascending, sometimes a record placed back inside older code.
+            let start = if rng.next().is_multiple_of(10) { 0x1000 + rng.next() % (next - 0xfff) } else { next };
+            let size = 1 + rng.next() % 0x80;
+            next = next.max(start + size + rng.next() % 0x20);
+            let name = format!("R{round}_{i}");
+            text.push_str(&format!("{start:x} {size:x} {name}\n"));
+            records.push((start, size, name));
+        }
+        m.feed(text.as_bytes());
+        for _ in 0..400 {
+            let a = 0xff0 + rng.next() % (next - 0xfe0);
+            // The index looks at the 8 nearest starts at or below the address.
+            let mut below: Vec<(usize, &(u64, u64, String))> = records.iter().enumerate().filter(|(_, r)| r.0 <= a).collect();
+            below.sort_by_key(|(i, r)| (r.0, *i));
+            let want = below.iter().rev().take(8).find(|(_, r)| a - r.0 < r.1).map(|(_, r)| r.2.as_str());
+            assert_eq!(m.lookup(a).map(|s| s.name), want, "address {a:#x} after round {round}");
+        }
+    }
+}
+
+#[test]
+fn a_multibyte_character_split_across_feeds_is_kept() {
+    let text = "0x1000 0x10 Caf\u{e9}::m()\n0x2000 0x10 \u{1F600}\n".as_bytes();
+    for cut in 0..text.len() {
+        let mut m = PerfMap::new();
+        m.feed(&text[..cut]);
+        m.feed(&text[cut..]);
+        assert_eq!(m.lookup(0x1001).map(|s| s.name), Some("Caf\u{e9}::m()"), "cut at {cut}");
+        assert_eq!(m.lookup(0x2001).map(|s| s.name), Some("\u{1F600}"), "cut at {cut}");
+    }
 }

@@ -102,15 +102,35 @@ impl<'a> Cursor<'a> {
     }
 
     /// LEB128 unsigned integer of at most 64 bits.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varu64(&mut self, what: &'static str) -> BufResult<u64> {
         match self.buf.get(self.pos) {
             Some(&b) if b < 0x80 => {
                 self.pos += 1;
                 Ok(u64::from(b))
             }
-            _ => self.varu64_multi(what),
+            _ => match self.buf.get(self.pos..self.pos + 10) {
+                Some(w) => self.varu64_window(w.try_into().unwrap_or([0; 10])),
+                None => self.varu64_multi(what),
+            },
         }
+    }
+
+    /// A varint with 10 bytes readable: no bounds check per byte.
+    #[inline(always)]
+    fn varu64_window(&mut self, w: [u8; 10]) -> BufResult<u64> {
+        let mut result = 0u64;
+        for (i, &b) in w.iter().enumerate() {
+            result |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                if i == 9 && b > 1 {
+                    return Err(self.err("varuint64 overflows 64 bits"));
+                }
+                self.pos += i + 1;
+                return Ok(result);
+            }
+        }
+        Err(self.err("varuint64 longer than 10 bytes"))
     }
 
     #[inline(never)]

@@ -12,6 +12,8 @@ use super::trace_info::TraceInfo;
 #[derive(Clone, Copy)]
 pub struct EventRef<'a> {
     pub(crate) rec: &'a Pending,
+    /// (activity, related activity) ids.
+    pub(crate) activity: &'a ([u8; 16], [u8; 16]),
     pub(crate) metadata: &'a Arc<EventMetadata>,
     pub(crate) payload: &'a [u8],
     pub(crate) stack: &'a [u64],
@@ -42,10 +44,10 @@ impl<'a> EventRef<'a> {
         self.info.ticks_to_ns(self.rec.timestamp)
     }
     pub fn activity_id(&self) -> [u8; 16] {
-        self.rec.activity_id
+        self.activity.0
     }
     pub fn related_activity_id(&self) -> [u8; 16] {
-        self.rec.related_activity_id
+        self.activity.1
     }
     pub fn sequence_number(&self) -> u32 {
         self.rec.sequence_number

@@ -1,7 +1,7 @@
 //! The byte source under the reader: any `io::Read`, buffered, with the absolute stream offset
 //! tracked (V4 blocks are aligned on it) and end-of-stream told apart from I/O errors.
 
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read};
 
 /// Result of a read that may hit the end of the stream.
 pub(crate) enum Fill {
@@ -61,6 +61,20 @@ impl<R: Read> Input<R> {
     pub(crate) fn read_into(&mut self, buf: &mut Vec<u8>, len: usize) -> io::Result<Fill> {
         buf.clear();
         let n = (&mut self.inner).take(len as u64).read_to_end(buf)?;
+        self.offset += n as u64;
+        Ok(if n == len { Fill::Full } else { Fill::Eof })
+    }
+
+    /// Appends the next `len` bytes to `buf` (growing it only as data arrives, like
+    /// [`Input::read_into`]).
+    pub(crate) fn append_into(&mut self, buf: &mut Vec<u8>, len: usize) -> io::Result<Fill> {
+        // What the buffer holds, then the rest straight from the source (one copy, not two).
+        let held = self.inner.buffer();
+        let first = held.len().min(len);
+        buf.extend_from_slice(&held[..first]);
+        self.inner.consume(first);
+        let rest = (len - first) as u64;
+        let n = first + self.inner.get_mut().take(rest).read_to_end(buf)?;
         self.offset += n as u64;
         Ok(if n == len { Fill::Full } else { Fill::Eof })
     }

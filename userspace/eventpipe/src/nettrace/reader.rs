@@ -83,6 +83,8 @@ pub struct NetTraceReader<R: Read> {
     info: TraceInfo,
     v6: bool,
     block: Vec<u8>,
+    /// Where the event block being read starts in the region's payload arena.
+    event_body: usize,
     metadata: MetadataTable,
     stacks: StackTable,
     threads: ThreadTable,
@@ -132,6 +134,7 @@ impl<R: Read> NetTraceReader<R> {
             info,
             v6,
             block: Vec::with_capacity(16 * 1024),
+            event_body: 0,
             metadata: MetadataTable::default(),
             stacks: StackTable::default(),
             threads: ThreadTable::default(),
@@ -210,6 +213,7 @@ impl<R: Read> NetTraceReader<R> {
         let metadata = self.metadata.get(rec.metadata_id).unwrap_or(&self.missing_metadata);
         EventRef {
             rec,
+            activity: self.region.activity_ids(rec),
             metadata,
             payload,
             stack,
@@ -261,7 +265,7 @@ impl<R: Read> NetTraceReader<R> {
             return Ok(());
         }
         let body_at = self.input.offset();
-        let full = matches!(self.input.read_into(&mut self.block, size as usize)?, Fill::Full);
+        let full = self.read_body(kind, size as usize)?;
         self.stats.blocks += 1;
         if !full {
             self.status = StreamStatus::Truncated;
@@ -306,7 +310,7 @@ impl<R: Read> NetTraceReader<R> {
             _ => BlockKind::Other,
         };
         let body_at = self.input.offset();
-        let full = matches!(self.input.read_into(&mut self.block, size)?, Fill::Full);
+        let full = self.read_body(kind, size)?;
         self.stats.blocks += 1;
         if !full {
             self.status = StreamStatus::Truncated;
@@ -316,6 +320,19 @@ impl<R: Read> NetTraceReader<R> {
             return Ok(());
         }
         self.dispatch(kind, body_at)
+    }
+
+    /// Reads a block body: an event block is appended to the region's payload arena (its
+    /// events' payloads are then ranges of it, copied once), any other block goes to `block`.
+    /// True if it arrived whole.
+    fn read_body(&mut self, kind: BlockKind, size: usize) -> Result<bool, NetTraceError> {
+        let fill = if kind == BlockKind::Event {
+            self.event_body = self.region.payloads.len();
+            self.input.append_into(&mut self.region.payloads, size)?
+        } else {
+            self.input.read_into(&mut self.block, size)?
+        };
+        Ok(matches!(fill, Fill::Full))
     }
 
     fn dispatch(&mut self, kind: BlockKind, body_at: u64) -> Result<(), NetTraceError> {
@@ -345,9 +362,15 @@ impl<R: Read> NetTraceReader<R> {
     /// Parses an event block. `partial`: the block was cut by the end of the stream; keep
     /// every whole event and stop quietly at the first incomplete one.
     fn event_block(&mut self, body_at: u64, partial: bool) -> Result<(), NetTraceError> {
-        let block = std::mem::take(&mut self.block);
-        let r = self.event_rows(&block);
-        self.block = block;
+        // The body is the arena's tail; the arena is taken out while events are added.
+        let arena = std::mem::take(&mut self.region.payloads);
+        let base = self.event_body.min(arena.len());
+        let r = match u32::try_from(arena.len()) {
+            Ok(_) => self.event_rows(&arena[base..], base as u32),
+            Err(_) => Err(BufError::new(0, "more than 4 GiB of payload buffered in one sequence-point region")),
+        };
+        self.region.payloads = arena;
+        self.region.flush_sorted();
         match r {
             Err(_) if partial => Ok(()),
             Err(e) => Err(e.into_error("event block", body_at)),
@@ -355,7 +378,8 @@ impl<R: Read> NetTraceReader<R> {
         }
     }
 
-    fn event_rows(&mut self, body: &[u8]) -> Result<(), BufError> {
+    /// Adds the events of one event block body, found at `base` in the payload arena.
+    fn event_rows(&mut self, body: &[u8], base: u32) -> Result<(), BufError> {
         let mut c = Cursor::new(body);
         let (compressed, _) = block_header(&mut c)?;
         let mut h = EventHeader::default();
@@ -368,17 +392,19 @@ impl<R: Read> NetTraceReader<R> {
             } else {
                 event_header::read_uncompressed_v4(&mut c, &mut h)?;
             }
-            let payload = c.bytes(h.payload_size as usize, "event payload")?;
+            // The arena is below 4 GiB, so offsets in it fit.
+            let payload_start = base + c.pos() as u32;
+            c.skip(h.payload_size as usize, "event payload")?;
             if !compressed && !v6 {
                 c.align(4);
             }
-            self.add_event(&h, payload, &mut c)?;
+            self.add_event(&h, payload_start, &c)?;
         }
         Ok(())
     }
 
     #[inline]
-    fn add_event(&mut self, h: &EventHeader, payload: &[u8], c: &mut Cursor<'_>) -> Result<(), BufError> {
+    fn add_event(&mut self, h: &EventHeader, payload_start: u32, c: &Cursor<'_>) -> Result<(), BufError> {
         self.seq.on_event(h.capture_thread_id, h.sequence_number);
         if self.metadata.get(h.metadata_id).is_none() {
             self.stats.unknown_metadata_events += 1;
@@ -403,12 +429,8 @@ impl<R: Read> NetTraceReader<R> {
         } else {
             (h.thread_id, h.capture_thread_id, h.activity_id, h.related_activity_id)
         };
-        let payloads = &mut self.region.payloads;
-        let Ok(payload_start) = u32::try_from(payloads.len()) else {
-            return Err(c.err("more than 4 GiB of payload buffered in one sequence-point region"));
-        };
-        payloads.extend_from_slice(payload);
         let timestamp = h.timestamp as i64;
+        let activity = self.region.activity((activity_id, related_activity_id));
         let pushed = self.region.push(Pending {
             timestamp,
             metadata_id: h.metadata_id,
@@ -420,14 +442,13 @@ impl<R: Read> NetTraceReader<R> {
             payload_len: h.payload_size,
             stack_start,
             stack_len,
-            activity_id,
-            related_activity_id,
+            activity,
         });
         if !pushed {
             return Err(c.err("more than 4 G events in one sequence-point region"));
         }
         if h.is_sorted {
-            self.region.flush_upto(timestamp);
+            self.region.sorted_upto(timestamp);
         }
         Ok(())
     }
