@@ -1,5 +1,6 @@
 //! Loading clrprobe's BPF object and reading its maps back (Linux).
 mod hook_cost;
+mod loader;
 mod logs;
 mod object;
 mod sched;
@@ -68,8 +69,11 @@ impl Loaded {
 
     pub fn load_bytes(bytes: &[u8]) -> Result<Self, BpfError> {
         // `Ebpf::load` parses the kernel's BTF twice (in `EbpfLoader::new` and again for its
-        // `.btf(...)`); the loader's own default parses it once.
-        let mut ebpf = aya::EbpfLoader::new().load(bytes)?;
+        // `.btf(...)`); `loader_for` parses it at most once, and not at all for an object
+        // without CO-RE relocations (see loader.rs).
+        let (mut loader, btf) = loader::loader_for(bytes);
+        log::debug!("BPF loader: kernel BTF {btf:?}");
+        let mut ebpf = loader.load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
         Ok(Self { ebpf, logger, logs, uprobe_links: HashMap::new() })
