@@ -151,6 +151,7 @@ pub fn run(
     let sampler_pids = if args.all { vec![0] } else { args.pids.clone() };
     // Samples first: the time to the first sample is what a user waits for.
     let (mut sampler, fallback): (Option<Box<dyn Sampler>>, Option<String>) = if kinds.cpu {
+        sampler::set_offcpu_copies(kinds.offcpu);
         let (s, why) = sampler::start(args.sampler, &sampler_pids, args.freq)?;
         (Some(s), why)
     } else if kinds.offcpu || kinds.exceptions {
