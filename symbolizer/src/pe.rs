@@ -15,6 +15,9 @@ pub const HEADERS_READ: u64 = 64 << 10;
 pub trait ImageSource {
     /// File length.
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// `len` bytes at file offset `offset` (an error if they are not all there).
     fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError>;
 }

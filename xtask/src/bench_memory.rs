@@ -63,13 +63,15 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         ONE_COLLECT_KB / 1024.0,
         2.0 * ONE_COLLECT_KB / 1024.0
     );
-    let ratio = median(&all.iter().map(|m| m.final_peak_kb / m.steady_kb.max(1.0)).collect::<Vec<_>>());
+    let ratio = median(&all.iter().map(|m| m.output_max_kb / m.recording_max_kb.max(1.0)).collect::<Vec<_>>());
     println!(
-        "  record -p (every kind), alloc workload {} s: {:.1} / {:.1} / {:.1}; output phase {ratio:.2}× the steady RSS (goal ≤ 1.25×)",
+        "  record -p (every kind), alloc workload {} s: {:.1} / {:.1} / {:.1}; polled: recording {:.1}, outputs {:.1}: output phase {ratio:.2}× the recording (goal ≤ 1.25×)",
         seconds.max(10),
         mb(&all, |m| m.steady_kb),
         mb(&all, |m| m.peak_kb),
         mb(&all, |m| m.final_peak_kb),
+        mb(&all, |m| m.recording_max_kb),
+        mb(&all, |m| m.output_max_kb),
     );
     let med = |f: fn(&Decode) -> f64| median(&decode.iter().map(f).collect::<Vec<_>>());
     println!(
@@ -88,6 +90,10 @@ struct Mem {
     steady_kb: f64,
     peak_kb: f64,
     final_peak_kb: f64,
+    /// Largest VmRSS polled in the last 3 s of recording.
+    recording_max_kb: f64,
+    /// Largest VmRSS polled once the recording ended (building and writing the outputs).
+    output_max_kb: f64,
 }
 
 #[derive(Debug)]
@@ -118,18 +124,44 @@ fn summary(out: std::process::Output) -> Result<serde_json::Value> {
     serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")
 }
 
-/// One recording of `mode` under `kinds`: clrprobe's memory from its summary.
+/// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
+/// polled every 50 ms: the largest in the last 3 s of recording (steady) and after it (outputs).
 fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Mem> {
-    let mut w = bench(mode, seconds as f64 + 5.0)?;
-    let out = record(bin, &[w.pid], kinds, seconds, tmp).output()?;
+    let mut w = bench(mode, seconds as f64 + 8.0)?;
+    let mut child = record(bin, &[w.pid], kinds, seconds, tmp).spawn()?;
+    let started = Instant::now();
+    let mut rss = Vec::new();
+    while child.try_wait()?.is_none() {
+        if let Some(kb) = rss_kb(child.id()) {
+            rss.push((started.elapsed().as_secs_f64(), kb));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = summary(child.wait_with_output()?)?;
     w.kill();
-    let s = summary(out)?;
     let kb = |f: &str| s["memory"][f].as_f64().with_context(|| format!("memory.{f} in the summary"));
-    Ok(Mem { steady_kb: kb("recording_rss_kb")?, peak_kb: kb("recording_peak_kb")?, final_peak_kb: kb("final_peak_kb")? })
+    let end = s["time_to_attach"].as_f64().unwrap_or(0.0) + s["duration"].as_f64().unwrap_or(seconds as f64);
+    let max_in = |lo: f64, hi: f64| rss.iter().filter(|(t, _)| *t >= lo && *t < hi).map(|&(_, k)| k).fold(0.0, f64::max);
+    Ok(Mem {
+        steady_kb: kb("recording_rss_kb")?,
+        peak_kb: kb("recording_peak_kb")?,
+        final_peak_kb: kb("final_peak_kb")?,
+        recording_max_kb: max_in(end - 3.0, end - 0.2),
+        output_max_kb: max_in(end + 0.05, f64::MAX),
+    })
 }
 
-/// Three busy processes recorded with every kind: clrprobe's CPU while it records, per event.
+/// VmRSS of `pid` in KiB.
+fn rss_kb(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// Three busy processes recorded with every kind: clrprobe's CPU while it records (start-up
+/// excluded), per event. An upper bound of decoding's cost: it includes CPU sampling,
+/// unwinding and /proc reads.
 fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
+    let seconds = seconds.max(5);
     let mut ws = Vec::new();
     for mode in ["alloc", "throw", "lock"] {
         ws.push(bench(mode, seconds as f64 + 8.0)?);
@@ -137,17 +169,22 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     let pids: Vec<u32> = ws.iter().map(|w| w.pid).collect();
     let mut child = record(bin, &pids, &[], seconds, tmp).spawn()?;
     let started = Instant::now();
-    // The last reading before the recording's end: its CPU is the recording's, not the output's.
-    let mut last = (Duration::ZERO, 0.0);
+    // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
+    // recording's end (its CPU is the recording's, not the outputs').
+    let (mut first, mut last) = (None, (Duration::ZERO, 0.0));
     while child.try_wait()?.is_none() {
         let t = started.elapsed();
-        if t < Duration::from_secs(seconds as u64) {
-            if let Some(cpu) = cpu_seconds(child.id()) {
-                last = (t, cpu);
+        if t + Duration::from_millis(200) < Duration::from_secs(seconds as u64)
+            && let Some(cpu) = cpu_seconds(child.id())
+        {
+            if first.is_none() && t >= Duration::from_secs(2) {
+                first = Some((t, cpu));
             }
+            last = (t, cpu);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let (t0, c0) = first.context("the recording ended before 2 s")?;
     let s = summary(child.wait_with_output()?)?;
     for mut w in ws {
         w.kill();
@@ -155,7 +192,7 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     let events: f64 = s["eventpipe"].as_array().map_or(0.0, |v| v.iter().filter_map(|e| e[1].as_f64()).sum());
     let duration = s["duration"].as_f64().unwrap_or(seconds as f64).max(0.1);
     let events_per_s = events / duration;
-    let core_share = last.1 / last.0.as_secs_f64().max(0.1);
+    let core_share = (last.1 - c0) / (last.0 - t0).as_secs_f64().max(0.1);
     Ok(Decode { events_per_s, core_share, ms_per_1k_events: core_share * 1e3 / (events_per_s / 1e3).max(1e-9) })
 }
 

@@ -118,3 +118,33 @@ pub fn cpu_ring_bytes(freq: u64) -> u32 {
     let want = freq.saturating_mul(cpus).saturating_mul(record) / 2;
     want.clamp(256 << 10, 16 << 20).next_power_of_two().min(16 << 20) as u32
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The embedded object has no CO-RE relocations: its loader skips the kernel's BTF, the
+    /// host keeps seeing vmlinux (the tmpfs lived only in the loader thread's namespace), and
+    /// the object still loads.
+    #[test]
+    fn object_loads_without_kernel_btf_and_the_host_is_untouched() {
+        let obj = crate::bpf::embedded_object().expect("clrprobe built with its BPF object");
+        assert!(!needs_kernel_btf(obj), "the object has CO-RE relocations: the BTF parse is needed");
+        let (loader, choice) = loader_for(obj);
+        drop(loader);
+        assert_eq!(choice, BtfChoice::Skipped);
+        assert!(std::path::Path::new(VMLINUX).exists(), "vmlinux hidden on the host");
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        assert!(!mounts.contains("clrprobe-nobtf"), "the tmpfs leaked into the host namespace");
+        crate::bpf::Loaded::load_with_ring(cpu_ring_bytes(99)).expect("the object loads without BTF and with a smaller ring");
+    }
+
+    #[test]
+    fn cpu_ring_is_a_bounded_power_of_two() {
+        for freq in [1, 99, 999, 100_000] {
+            let n = cpu_ring_bytes(freq);
+            assert!(n.is_power_of_two() && (256 << 10..=16 << 20).contains(&n), "{freq} Hz: {n}");
+        }
+        assert!(cpu_ring_bytes(99) <= cpu_ring_bytes(999));
+    }
+}
