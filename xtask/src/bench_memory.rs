@@ -109,26 +109,28 @@ fn bench(mode: &str, seconds: f64) -> Result<Running> {
     w.start().context("starting the Bench workload")
 }
 
-fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Command {
+/// `clrprobe record` writing its JSON summary to `tmp/summary.json` (a file, not a pipe: the
+/// caller polls the process and reads nothing until it exits).
+fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Command> {
     let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
     let mut cmd = Command::new(bin);
     cmd.args(["record", "--quiet", "--json", "-F", "99", "-d", &seconds.to_string(), "-p", &pids.join(","), "-o"])
         .arg(tmp.join("clrprobe"))
         .args(kinds)
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(tmp.join("summary.json"))?)
         .stderr(Stdio::null());
-    cmd
+    Ok(cmd)
 }
 
-fn summary(out: std::process::Output) -> Result<serde_json::Value> {
-    serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")
+fn summary(tmp: &Path) -> Result<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(tmp.join("summary.json"))?).context("clrprobe's JSON summary")
 }
 
 /// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
 /// polled every 50 ms: the largest in the last 3 s of recording (steady) and after it (outputs).
 fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Mem> {
     let mut w = bench(mode, seconds as f64 + 8.0)?;
-    let mut child = record(bin, &[w.pid], kinds, seconds, tmp).spawn()?;
+    let mut child = record(bin, &[w.pid], kinds, seconds, tmp)?.spawn()?;
     let started = Instant::now();
     let mut rss = Vec::new();
     while child.try_wait()?.is_none() {
@@ -137,7 +139,8 @@ fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) 
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let s = summary(child.wait_with_output()?)?;
+    child.wait()?;
+    let s = summary(tmp)?;
     w.kill();
     let kb = |f: &str| s["memory"][f].as_f64().with_context(|| format!("memory.{f} in the summary"));
     let end = s["time_to_attach"].as_f64().unwrap_or(0.0) + s["duration"].as_f64().unwrap_or(seconds as f64);
@@ -167,7 +170,7 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         ws.push(bench(mode, seconds as f64 + 8.0)?);
     }
     let pids: Vec<u32> = ws.iter().map(|w| w.pid).collect();
-    let mut child = record(bin, &pids, &[], seconds, tmp).spawn()?;
+    let mut child = record(bin, &pids, &[], seconds, tmp)?.spawn()?;
     let started = Instant::now();
     // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
     // recording's end (its CPU is the recording's, not the outputs').
@@ -185,7 +188,8 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         std::thread::sleep(Duration::from_millis(100));
     }
     let (t0, c0) = first.context("the recording ended before 2 s")?;
-    let s = summary(child.wait_with_output()?)?;
+    child.wait()?;
+    let s = summary(tmp)?;
     for mut w in ws {
         w.kill();
     }
