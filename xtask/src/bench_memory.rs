@@ -17,7 +17,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-use clrprobe_tests::{Runtime, Running, Workload};
+use clrprobe_tests::{Running, Runtime, Workload};
 
 use crate::{dotnet, ebpf, util};
 
@@ -54,7 +54,9 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         decode.push(d);
     }
     let mb = |v: &[Mem], f: fn(&Mem) -> f64| median(&v.iter().map(f).collect::<Vec<_>>()) / 1024.0;
-    println!("\nclrprobe's memory, medians of {runs} runs (MB: steady RSS at the end of recording / its peak / peak with outputs):");
+    println!(
+        "\nclrprobe's memory, medians of {runs} runs (MB: steady RSS at the end of recording / its peak / peak with outputs):"
+    );
     println!(
         "  record -p --cpu -F 99, cpu workload {seconds} s: {:.1} / {:.1} / {:.1}; one-collect {:.1} (issue 17), goal ≤ {:.1}",
         mb(&cpu, |m| m.steady_kb),
@@ -63,7 +65,11 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         ONE_COLLECT_KB / 1024.0,
         2.0 * ONE_COLLECT_KB / 1024.0
     );
-    let ratio = median(&all.iter().map(|m| m.output_max_kb / m.recording_max_kb.max(1.0)).collect::<Vec<_>>());
+    let ratio = median(
+        &all.iter()
+            .map(|m| m.output_max_kb / m.recording_max_kb.max(1.0))
+            .collect::<Vec<_>>(),
+    );
     println!(
         "  record -p (every kind), alloc workload {} s: {:.1} / {:.1} / {:.1}; polled: recording {:.1}, outputs {:.1}: output phase {ratio:.2}× the recording (goal ≤ 1.25×)",
         seconds.max(10),
@@ -104,7 +110,10 @@ struct Decode {
 }
 
 fn bench(mode: &str, seconds: f64) -> Result<Running> {
-    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(seconds).arg(WARMUP_S);
+    let mut w = Workload::new("Bench", Runtime::Net8)
+        .arg(mode)
+        .arg(seconds)
+        .arg(WARMUP_S);
     w.ready_timeout = Duration::from_secs(120);
     w.start().context("starting the Bench workload")
 }
@@ -114,16 +123,28 @@ fn bench(mode: &str, seconds: f64) -> Result<Running> {
 fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Command> {
     let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
     let mut cmd = Command::new(bin);
-    cmd.args(["record", "--quiet", "--json", "-F", "99", "-d", &seconds.to_string(), "-p", &pids.join(","), "-o"])
-        .arg(tmp.join("clrprobe"))
-        .args(kinds)
-        .stdout(std::fs::File::create(tmp.join("summary.json"))?)
-        .stderr(Stdio::null());
+    cmd.args([
+        "record",
+        "--quiet",
+        "--json",
+        "-F",
+        "99",
+        "-d",
+        &seconds.to_string(),
+        "-p",
+        &pids.join(","),
+        "-o",
+    ])
+    .arg(tmp.join("clrprobe"))
+    .args(kinds)
+    .stdout(std::fs::File::create(tmp.join("summary.json"))?)
+    .stderr(Stdio::null());
     Ok(cmd)
 }
 
 fn summary(tmp: &Path) -> Result<serde_json::Value> {
-    serde_json::from_slice(&std::fs::read(tmp.join("summary.json"))?).context("clrprobe's JSON summary")
+    serde_json::from_slice(&std::fs::read(tmp.join("summary.json"))?)
+        .context("clrprobe's JSON summary")
 }
 
 /// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
@@ -142,9 +163,19 @@ fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) 
     child.wait()?;
     let s = summary(tmp)?;
     w.kill();
-    let kb = |f: &str| s["memory"][f].as_f64().with_context(|| format!("memory.{f} in the summary"));
-    let end = s["time_to_attach"].as_f64().unwrap_or(0.0) + s["duration"].as_f64().unwrap_or(seconds as f64);
-    let max_in = |lo: f64, hi: f64| rss.iter().filter(|(t, _)| *t >= lo && *t < hi).map(|&(_, k)| k).fold(0.0, f64::max);
+    let kb = |f: &str| {
+        s["memory"][f]
+            .as_f64()
+            .with_context(|| format!("memory.{f} in the summary"))
+    };
+    let end = s["time_to_attach"].as_f64().unwrap_or(0.0)
+        + s["duration"].as_f64().unwrap_or(seconds as f64);
+    let max_in = |lo: f64, hi: f64| {
+        rss.iter()
+            .filter(|(t, _)| *t >= lo && *t < hi)
+            .map(|&(_, k)| k)
+            .fold(0.0, f64::max)
+    };
     Ok(Mem {
         steady_kb: kb("recording_rss_kb")?,
         peak_kb: kb("recording_peak_kb")?,
@@ -157,7 +188,12 @@ fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) 
 /// VmRSS of `pid` in KiB.
 fn rss_kb(pid: u32) -> Option<f64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Three busy processes recorded with every kind: clrprobe's CPU while it records (start-up
@@ -193,18 +229,29 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     for mut w in ws {
         w.kill();
     }
-    let events: f64 = s["eventpipe"].as_array().map_or(0.0, |v| v.iter().filter_map(|e| e[1].as_f64()).sum());
+    let events: f64 = s["eventpipe"]
+        .as_array()
+        .map_or(0.0, |v| v.iter().filter_map(|e| e[1].as_f64()).sum());
     let duration = s["duration"].as_f64().unwrap_or(seconds as f64).max(0.1);
     let events_per_s = events / duration;
     let core_share = (last.1 - c0) / (last.0 - t0).as_secs_f64().max(0.1);
-    Ok(Decode { events_per_s, core_share, ms_per_1k_events: core_share * 1e3 / (events_per_s / 1e3).max(1e-9) })
+    Ok(Decode {
+        events_per_s,
+        core_share,
+        ms_per_1k_events: core_share * 1e3 / (events_per_s / 1e3).max(1e-9),
+    })
 }
 
 /// User + system CPU seconds of `pid` so far.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     static HZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     let hz = *HZ.get_or_init(|| {
-        Command::new("getconf").arg("CLK_TCK").output().ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
     });
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -222,5 +269,10 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }

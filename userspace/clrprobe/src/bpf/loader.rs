@@ -86,11 +86,20 @@ fn hide_kernel_btf() -> io::Result<()> {
     // SAFETY: plain syscalls on the calling thread's own fs/mount-namespace state; every
     // pointer is a NUL-terminated literal or null where the call allows it.
     unsafe {
-        check(libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS), "unshare(CLONE_NEWNS)")?;
+        check(
+            libc::unshare(libc::CLONE_FS | libc::CLONE_NEWNS),
+            "unshare(CLONE_NEWNS)",
+        )?;
         // The copy's mounts are still peers of the host's: make them private first, or the
         // tmpfs would propagate back. If this fails, nothing is mounted.
         check(
-            libc::mount(std::ptr::null(), c"/".as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()),
+            libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ),
             "making the private namespace's mounts private",
         )?;
         check(
@@ -116,7 +125,9 @@ pub fn cpu_ring_bytes(freq: u64) -> u32 {
     let cpus = aya::util::online_cpus().map_or(1, |c| c.len()).max(1) as u64;
     let record = (size_of::<clrprobe_common::UserStack>() + 8) as u64;
     let want = freq.saturating_mul(cpus).saturating_mul(record) / 2;
-    want.clamp(256 << 10, 16 << 20).next_power_of_two().min(16 << 20) as u32
+    want.clamp(256 << 10, 16 << 20)
+        .next_power_of_two()
+        .min(16 << 20) as u32
 }
 
 #[cfg(test)]
@@ -129,21 +140,34 @@ mod tests {
     #[test]
     fn object_loads_without_kernel_btf_and_the_host_is_untouched() {
         let obj = crate::bpf::embedded_object().expect("clrprobe built with its BPF object");
-        assert!(!needs_kernel_btf(obj), "the object has CO-RE relocations: the BTF parse is needed");
+        assert!(
+            !needs_kernel_btf(obj),
+            "the object has CO-RE relocations: the BTF parse is needed"
+        );
         let (loader, choice) = loader_for(obj);
         drop(loader);
         assert_eq!(choice, BtfChoice::Skipped);
-        assert!(std::path::Path::new(VMLINUX).exists(), "vmlinux hidden on the host");
+        assert!(
+            std::path::Path::new(VMLINUX).exists(),
+            "vmlinux hidden on the host"
+        );
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-        assert!(!mounts.contains("clrprobe-nobtf"), "the tmpfs leaked into the host namespace");
-        crate::bpf::Loaded::load_with_ring(cpu_ring_bytes(99)).expect("the object loads without BTF and with a smaller ring");
+        assert!(
+            !mounts.contains("clrprobe-nobtf"),
+            "the tmpfs leaked into the host namespace"
+        );
+        crate::bpf::Loaded::load_with_ring(cpu_ring_bytes(99))
+            .expect("the object loads without BTF and with a smaller ring");
     }
 
     #[test]
     fn cpu_ring_is_a_bounded_power_of_two() {
         for freq in [1, 99, 999, 100_000] {
             let n = cpu_ring_bytes(freq);
-            assert!(n.is_power_of_two() && (256 << 10..=16 << 20).contains(&n), "{freq} Hz: {n}");
+            assert!(
+                n.is_power_of_two() && (256 << 10..=16 << 20).contains(&n),
+                "{freq} Hz: {n}"
+            );
         }
         assert!(cpu_ring_bytes(99) <= cpu_ring_bytes(999));
     }
