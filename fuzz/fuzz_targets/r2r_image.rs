@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     }
     for rva in rvas {
         if let Some(hit) = img.lookup_rva(rva) {
-            let _ = hit.method.name.len();
+            let _ = hit.name.len();
         }
     }
     for off in (0..data.len() as u64).step_by(4093).take(64) {

@@ -23,8 +23,9 @@ fn build_map() -> Vec<u8> {
     for i in 0..RECORDS {
         let m = &img.methods[i % img.methods.len()];
         let size = 0x20 + (i as u64 * 37) % 0x400;
-        let ty = m.name.split("::").next().unwrap_or("");
-        let method = m.name.rsplit("::").next().unwrap_or("");
+        let name = img.method_name(m);
+        let ty = name.split("::").next().unwrap_or("");
+        let method = name.rsplit("::").next().unwrap_or("");
         out.extend_from_slice(
             format!("0x{addr:x} 0x{size:x} instance void [System.Private.CoreLib] {ty}::{method}(int32,class System.String){}\n", tiers[i % tiers.len()])
                 .as_bytes(),

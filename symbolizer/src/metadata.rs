@@ -3,6 +3,7 @@
 //!
 //! Row sizes are computed for every table that precedes the ones read (II.22, II.24.2.6), so
 //! any assembly's tables can be walked.
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::FormatError;
@@ -112,33 +113,34 @@ struct Table {
     cols: Vec<(u64, bool)>,
 }
 
-/// One TypeDef row, resolved.
+/// One TypeDef row, resolved. Names borrow the `#Strings` heap (owned only when not UTF-8).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TypeDef {
-    pub namespace: String,
-    pub name: String,
+pub struct TypeDef<'a> {
+    pub namespace: Cow<'a, str>,
+    pub name: Cow<'a, str>,
     /// First MethodDef RID owned by this type.
     pub method_list: u32,
 }
 
-/// Names from an assembly's metadata.
+/// Names from an assembly's metadata, borrowed from its bytes: parsing CoreLib allocates no
+/// string per row.
 #[derive(Debug, Clone, Default)]
-pub struct Metadata {
+pub struct Metadata<'a> {
     /// Version string from the metadata root (e.g. `v4.0.30319`).
     pub version: String,
     /// TypeDef rows, index = RID - 1.
-    pub types: Vec<TypeDef>,
+    pub types: Vec<TypeDef<'a>>,
     /// MethodDef names, index = RID - 1.
-    pub methods: Vec<String>,
+    pub methods: Vec<Cow<'a, str>>,
     /// MemberRef names, index = RID - 1.
-    pub member_refs: Vec<String>,
+    pub member_refs: Vec<Cow<'a, str>>,
     /// Nested TypeDef RID -> enclosing TypeDef RID.
     enclosing: HashMap<u32, u32>,
 }
 
-impl Metadata {
+impl<'a> Metadata<'a> {
     /// Parses a metadata root (the bytes the COR20 header's MetaData directory points at).
-    pub fn parse(data: &[u8]) -> Result<Metadata, FormatError> {
+    pub fn parse(data: &'a [u8]) -> Result<Metadata<'a>, FormatError> {
         let root = Bytes::new(data, "metadata root");
         if root.u32(0)? != 0x424A_5342 {
             return Err(FormatError::invalid("metadata root", "signature is not BSJB"));
@@ -170,7 +172,7 @@ impl Metadata {
         Ok(md)
     }
 
-    fn read_tables(t: Bytes<'_>, strings: Bytes<'_>) -> Result<Metadata, FormatError> {
+    fn read_tables(t: Bytes<'a>, strings: Bytes<'a>) -> Result<Metadata<'a>, FormatError> {
         let heap_sizes = t.u8(6)?;
         let valid = t.u64(8)?;
         let (wide_str, wide_guid, wide_blob) = (heap_sizes & 1 != 0, heap_sizes & 2 != 0, heap_sizes & 4 != 0);
@@ -227,9 +229,7 @@ impl Metadata {
         if pos > t.data.len() as u64 {
             return Err(FormatError::Truncated { what: "#~ tables", offset: 0, needed: pos, len: t.data.len() as u64 });
         }
-        let string = |off: u32| -> Result<String, FormatError> {
-            Ok(String::from_utf8_lossy(strings.cstr(off as u64)?).into_owned())
-        };
+        let string = |off: u32| -> Result<Cow<'a, str>, FormatError> { Ok(String::from_utf8_lossy(strings.cstr(off as u64)?)) };
         let cell = |table: usize, row: u32, col: usize| -> Result<u32, FormatError> {
             let tb = &layout[table];
             let (coff, wide) = tb.cols[col];
@@ -271,39 +271,53 @@ impl Metadata {
 
     /// Full type name: `Namespace.Outer+Inner`.
     pub fn type_name(&self, rid: u32) -> Option<String> {
-        let mut chain = Vec::new();
+        let mut s = String::new();
+        self.push_type_name(rid, &mut s).then_some(s)
+    }
+
+    /// Appends the full type name of TypeDef `rid` to `s`; false (nothing appended) if there is none.
+    pub fn push_type_name(&self, rid: u32, s: &mut String) -> bool {
+        let mut chain: [Option<&TypeDef<'a>>; 64] = [None; 64];
+        let mut depth = 0;
         let mut cur = rid;
         // Bounded walk: corrupt NestedClass rows may form a cycle.
-        for _ in 0..64 {
-            let t = self.types.get((cur as usize).checked_sub(1)?)?;
-            chain.push(t);
+        for slot in chain.iter_mut() {
+            let Some(t) = (cur as usize).checked_sub(1).and_then(|i| self.types.get(i)) else { return false };
+            *slot = Some(t);
+            depth += 1;
             match self.enclosing.get(&cur) {
                 Some(&outer) if outer != cur => cur = outer,
                 _ => break,
             }
         }
-        let outermost = chain.last()?;
-        let mut s = String::new();
+        let chain = &chain[..depth];
+        let Some(Some(outermost)) = chain.last() else { return false };
         if !outermost.namespace.is_empty() {
             s.push_str(&outermost.namespace);
             s.push('.');
         }
-        for (i, t) in chain.iter().rev().enumerate() {
+        for (i, t) in chain.iter().rev().flatten().enumerate() {
             if i > 0 {
                 s.push('+');
             }
             s.push_str(&t.name);
         }
-        Some(s)
+        true
     }
 
     /// `Namespace.Type::Method` for MethodDef `rid`.
     pub fn method_name(&self, rid: u32) -> Option<String> {
-        let name = self.methods.get((rid as usize).checked_sub(1)?)?;
-        let ty = self.owner_of_method(rid).and_then(|t| self.type_name(t));
-        Some(match ty {
-            Some(ty) => format!("{ty}::{name}"),
-            None => name.clone(),
-        })
+        let mut s = String::new();
+        self.push_method_name(rid, &mut s).then_some(s)
+    }
+
+    /// Appends `Namespace.Type::Method` for MethodDef `rid` to `s`; false if there is no such row.
+    pub fn push_method_name(&self, rid: u32, s: &mut String) -> bool {
+        let Some(name) = (rid as usize).checked_sub(1).and_then(|i| self.methods.get(i)) else { return false };
+        if self.owner_of_method(rid).is_some_and(|t| self.push_type_name(t, s)) {
+            s.push_str("::");
+        }
+        s.push_str(name);
+        true
     }
 }

@@ -1,10 +1,71 @@
 //! The PE layer of managed images: sections, RVA <-> file offset, the CLR (COR20) header.
 //! Parsed with the `object` crate; the result is owned so images can be cached.
+use std::borrow::Cow;
+
 use object::LittleEndian as LE;
 use object::pe;
 use object::read::pe::{ImageNtHeaders, ImageOptionalHeader, PeFile32, PeFile64};
 
 use crate::FormatError;
+
+/// How much of a file [`crate::R2rImage::parse_source`] reads for the PE headers.
+pub const HEADERS_READ: u64 = 64 << 10;
+
+/// Bytes of an image by file offset: the whole file in memory, or a file read range by range.
+pub trait ImageSource {
+    /// File length.
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `len` bytes at file offset `offset` (an error if they are not all there).
+    fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError>;
+}
+
+impl ImageSource for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError> {
+        crate::reader::Bytes::new(self, what).slice(offset, len).map(Cow::Borrowed)
+    }
+}
+
+/// A regular file read with `pread` range by range (its length taken once, when opened).
+#[cfg(unix)]
+#[derive(Debug)]
+pub struct FileSource<'f> {
+    file: &'f std::fs::File,
+    len: u64,
+}
+
+#[cfg(unix)]
+impl<'f> FileSource<'f> {
+    pub fn new(file: &'f std::fs::File, len: u64) -> Self {
+        FileSource { file, len }
+    }
+}
+
+#[cfg(unix)]
+impl ImageSource for FileSource<'_> {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError> {
+        use std::os::unix::fs::FileExt;
+        // Checked against the length first: a corrupt size never allocates past the file.
+        let truncated = || FormatError::Truncated { what, offset, needed: len, len: self.len };
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(truncated());
+        }
+        let mut buf = vec![0u8; len as usize];
+        // A file that shrank since it was opened reads short: the same error as a short slice.
+        self.file.read_exact_at(&mut buf, offset).map_err(|_| truncated())?;
+        Ok(Cow::Owned(buf))
+    }
+}
 
 /// One section header.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +145,14 @@ impl PeImage {
             let d = offset.checked_sub(s.raw_offset as u64)?;
             (d < s.raw_size as u64).then(|| s.virtual_address.checked_add(d as u32)).flatten()
         })
+    }
+
+    /// The bytes of `[rva, rva+size)` read from `src` (their file offset is that of `rva`).
+    pub fn bytes_at<'s, S: ImageSource + ?Sized>(&self, src: &'s S, rva: u32, size: u32, what: &'static str) -> Result<Cow<'s, [u8]>, FormatError> {
+        let off = self
+            .rva_to_offset(rva)
+            .ok_or_else(|| FormatError::invalid(what, format!("RVA {rva:#x} is in no section")))?;
+        src.bytes_at(off as u64, size as u64, what)
     }
 
     /// The bytes of `[rva, rva+size)`, which must lie in one section on disk.

@@ -393,7 +393,7 @@ impl ProcessSymbolizer {
         match self.module(path).as_deref() {
             Some(Module::ReadyToRun(img)) => Some(match img.lookup_file_offset(off) {
                 Some(hit) => Frame {
-                    name: hit.method.name.clone(),
+                    name: hit.name.to_string(),
                     module: Some(module),
                     kind: FrameKind::ReadyToRun,
                     tier: None,

@@ -1,11 +1,15 @@
 //! ReadyToRun images: COR20 header -> READYTORUN_HEADER -> RuntimeFunctions (102),
 //! MethodDefEntryPoints (103), InstanceMethodEntryPoints (109), named through the metadata.
 //!
-//! Sans-IO: [`R2rImage::parse`] takes the file bytes; lookups take RVAs or file offsets.
+//! [`R2rImage::parse`] takes the file bytes; [`R2rImage::parse_source`] reads only the parts it
+//! needs through an [`ImageSource`] (about 3.6 of CoreLib's 12.7 MB). Method names are kept in
+//! one arena string. Lookups take RVAs or file offsets.
+use std::borrow::Cow;
+
 use crate::FormatError;
 use crate::metadata::Metadata;
 use crate::native_format::{NativeArray, decode_unsigned, hashtable_entries};
-use crate::pe::{PeImage, base_machine};
+use crate::pe::{ImageSource, PeImage, base_machine};
 use crate::r2r_sig::SigReader;
 use crate::reader::Bytes;
 
@@ -19,11 +23,12 @@ const SECTION_OWNER_COMPOSITE_EXECUTABLE: u32 = 116;
 /// READYTORUN_FLAG_COMPONENT: the header of one assembly inside a composite image.
 pub const FLAG_COMPONENT: u32 = 0x20;
 
-/// One method with precompiled code.
+/// One method with precompiled code. Its name is [`R2rImage::method_name`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct R2rMethod {
-    /// `Namespace.Type::Method` (`Outer+Inner` for nested types).
-    pub name: String,
+    /// `Namespace.Type::Method` (`Outer+Inner` for nested types): start and length in the
+    /// image's name arena.
+    name: (u32, u32),
     /// MethodDef RID (0 if the entry names a MemberRef or another module).
     pub rid: u32,
     /// RVA of the entry point (start of the main body).
@@ -50,6 +55,8 @@ pub struct R2rImage {
     pub flags: u32,
     /// Methods with code, in entry-point order.
     pub methods: Vec<R2rMethod>,
+    /// Every method name, back to back (a name repeated by the previous method is shared).
+    names: String,
     ranges: Vec<CodeRange>,
     /// Entries of InstanceMethodEntryPoints that could not be decoded.
     pub undecoded_instance_entries: usize,
@@ -59,6 +66,8 @@ pub struct R2rImage {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct R2rSymbol<'a> {
     pub method: &'a R2rMethod,
+    /// The method's name.
+    pub name: &'a str,
     /// Offset of the RVA from the method's entry point.
     pub offset: u32,
     /// Code range (one RUNTIME_FUNCTION: the body or a funclet) holding the RVA.
@@ -68,25 +77,37 @@ pub struct R2rSymbol<'a> {
 impl R2rImage {
     /// Parses an R2R PE image from its file bytes.
     pub fn parse(data: &[u8]) -> Result<R2rImage, FormatError> {
-        let pe = PeImage::parse(data)?;
+        Self::parse_source(data)
+    }
+
+    /// Parses an R2R PE image, reading only the headers, the metadata and the R2R sections it
+    /// names from `src` (not the code, IL or resources).
+    pub fn parse_source<S: ImageSource + ?Sized>(src: &S) -> Result<R2rImage, FormatError> {
+        let headers = src.bytes_at(0, src.len().min(crate::pe::HEADERS_READ), "PE headers")?;
+        let pe = PeImage::parse(&headers)?;
+        drop(headers);
+        let at = |rva: u32, size: u32, what: &'static str| -> Result<Cow<'_, [u8]>, FormatError> { pe.bytes_at(src, rva, size, what) };
         let (clr_rva, clr_size) = pe.clr_header.ok_or(FormatError::NotReadyToRun("no CLR header (not a managed image)"))?;
-        let cor = Bytes::new(pe.data_at(data, clr_rva, clr_size.clamp(72, 4096), "CLR header")?, "CLR header");
+        let cor = at(clr_rva, clr_size.clamp(72, 4096), "CLR header")?;
+        let cor = Bytes::new(&cor, "CLR header");
         let (md_rva, md_size) = (cor.u32(8)?, cor.u32(12)?);
         let cor_flags = cor.u32(16)?;
         let (mnh_rva, mnh_size) = (cor.u32(64)?, cor.u32(68)?);
         if cor_flags & COMIMAGE_FLAGS_IL_LIBRARY == 0 || mnh_rva == 0 {
             return Err(FormatError::NotReadyToRun("no ManagedNativeHeader (IL-only image)"));
         }
-        let metadata = Metadata::parse(pe.data_at(data, md_rva, md_size, "metadata")?)?;
+        let metadata_bytes = at(md_rva, md_size, "metadata")?;
+        let metadata = Metadata::parse(&metadata_bytes)?;
 
-        let hdr = Bytes::new(pe.data_at(data, mnh_rva, mnh_size.max(16), "READYTORUN_HEADER")?, "READYTORUN_HEADER");
+        let hdr = at(mnh_rva, mnh_size.max(16), "READYTORUN_HEADER")?;
+        let hdr = Bytes::new(&hdr, "READYTORUN_HEADER");
         if hdr.u32(0)? != READYTORUN_SIGNATURE {
             return Err(FormatError::NotReadyToRun("ManagedNativeHeader lacks the 'RTR' signature"));
         }
         let (major_version, minor_version, flags) = (hdr.u16(4)?, hdr.u16(6)?, hdr.u32(8)?);
         let nsections = hdr.u32(12)?;
-        let sections_bytes = pe.data_at(data, mnh_rva.saturating_add(16), nsections.saturating_mul(12), "READYTORUN_HEADER sections")?;
-        let sec = Bytes::new(sections_bytes, "READYTORUN_HEADER sections");
+        let sections_bytes = at(mnh_rva.saturating_add(16), nsections.saturating_mul(12), "READYTORUN_HEADER sections")?;
+        let sec = Bytes::new(&sections_bytes, "READYTORUN_HEADER sections");
         let find = |ty: u32| -> Result<Option<(u32, u32)>, FormatError> {
             for i in 0..nsections as u64 {
                 if sec.u32(i * 12)? == ty {
@@ -102,10 +123,11 @@ impl R2rImage {
             return Err(FormatError::NotReadyToRun("composite R2R image (not supported yet)"));
         }
         // An image with nothing compiled has no RuntimeFunctions section: zero methods.
-        let rf = match find(SECTION_RUNTIME_FUNCTIONS)? {
-            Some((rva, size)) => Bytes::new(pe.data_at(data, rva, size, "RuntimeFunctions")?, "RuntimeFunctions"),
-            None => Bytes::new(&[], "RuntimeFunctions"),
+        let rf_bytes = match find(SECTION_RUNTIME_FUNCTIONS)? {
+            Some((rva, size)) => at(rva, size, "RuntimeFunctions")?,
+            None => Cow::Borrowed(&[][..]),
         };
+        let rf = Bytes::new(&rf_bytes, "RuntimeFunctions");
         let rf_size = rf.data.len() as u64;
         // x64 RUNTIME_FUNCTION is begin, end, unwind; ARM/ARM64 drop `end`.
         let has_end = matches!(base_machine(pe.machine), object::pe::IMAGE_FILE_MACHINE_AMD64 | object::pe::IMAGE_FILE_MACHINE_I386);
@@ -123,11 +145,14 @@ impl R2rImage {
             }
         }
 
+        drop(rf_bytes);
         let mut methods = Vec::new();
+        let mut names = Names::default();
         // (runtime function index, method index)
         let mut claims: Vec<(u32, u32)> = Vec::new();
         if let Some((rva, size)) = find(SECTION_METHODDEF_ENTRY_POINTS)? {
-            let b = Bytes::new(pe.data_at(data, rva, size, "MethodDefEntryPoints")?, "MethodDefEntryPoints");
+            let bytes = at(rva, size, "MethodDefEntryPoints")?;
+            let b = Bytes::new(&bytes, "MethodDefEntryPoints");
             let array = NativeArray::new(b, 0)?;
             for index in 0..array.len().min(metadata.methods.len() as u32) {
                 let Some(off) = array.get(index)? else { continue };
@@ -136,14 +161,19 @@ impl R2rImage {
                 let Some(r) = ranges.get(id as usize) else {
                     return Err(FormatError::invalid("MethodDefEntryPoints", format!("method {rid} -> runtime function {id} of {count}")));
                 };
-                let name = metadata.method_name(rid).unwrap_or_else(|| format!("<method {rid}>"));
+                let name = names.push(|s| {
+                    if !metadata.push_method_name(rid, s) {
+                        s.push_str(&format!("<method {rid}>"));
+                    }
+                })?;
                 claims.push((id, methods.len() as u32));
                 methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: false });
             }
         }
         let mut undecoded_instance_entries = 0;
         if let Some((rva, size)) = find(SECTION_INSTANCE_METHOD_ENTRY_POINTS)? {
-            let b = Bytes::new(pe.data_at(data, rva, size, "InstanceMethodEntryPoints")?, "InstanceMethodEntryPoints");
+            let bytes = at(rva, size, "InstanceMethodEntryPoints")?;
+            let b = Bytes::new(&bytes, "InstanceMethodEntryPoints");
             for off in hashtable_entries(b, 0)? {
                 let mut sig = SigReader::new(b, off);
                 let decoded = sig.method().and_then(|m| Ok((m, entry_point_index(b, sig.pos)?)));
@@ -155,7 +185,7 @@ impl R2rImage {
                     undecoded_instance_entries += 1;
                     continue;
                 };
-                let name = instance_name(&metadata, &m);
+                let name = names.push(|s| instance_name(&metadata, &m, s))?;
                 claims.push((id, methods.len() as u32));
                 let rid = if m.member_ref || m.other_module { 0 } else { m.rid };
                 methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: true });
@@ -171,7 +201,21 @@ impl R2rImage {
             }
         }
         ranges.sort_by_key(|r| r.begin);
-        Ok(R2rImage { pe, major_version, minor_version, flags, methods, ranges, undecoded_instance_entries })
+        methods.shrink_to_fit();
+        let mut names = names.text;
+        names.shrink_to_fit();
+        Ok(R2rImage { pe, major_version, minor_version, flags, methods, names, ranges, undecoded_instance_entries })
+    }
+
+    /// `Namespace.Type::Method` of a method of this image ("" for a method of another image).
+    pub fn method_name(&self, m: &R2rMethod) -> &str {
+        let (start, len) = (m.name.0 as usize, m.name.1 as usize);
+        self.names.get(start..start + len).unwrap_or("")
+    }
+
+    /// Bytes held by the method names (the arena).
+    pub fn name_bytes(&self) -> usize {
+        self.names.capacity()
     }
 
     /// Number of RUNTIME_FUNCTION entries (bodies and funclets).
@@ -192,7 +236,7 @@ impl R2rImage {
             return None;
         }
         let method = self.methods.get(r.method as usize)?;
-        Some(R2rSymbol { method, offset: rva.saturating_sub(method.entry_rva), range: (r.begin, r.end) })
+        Some(R2rSymbol { method, name: self.method_name(method), offset: rva.saturating_sub(method.entry_rva), range: (r.begin, r.end) })
     }
 
     /// The method whose code holds file offset `offset` (as computed from a file mapping).
@@ -217,16 +261,50 @@ fn entry_point_index(b: Bytes<'_>, off: u64) -> Result<u32, FormatError> {
     Ok(if id & 1 != 0 { id >> 2 } else { id >> 1 })
 }
 
-fn instance_name(md: &Metadata, m: &crate::r2r_sig::MethodRef) -> String {
+/// Method names back to back in one string; a name equal to the one before it (generic
+/// instantiations of one method follow each other) is stored once.
+#[derive(Default)]
+struct Names {
+    text: String,
+    last: (u32, u32),
+}
+
+impl Names {
+    /// Appends the name `write` produces and returns its (start, length).
+    fn push(&mut self, write: impl FnOnce(&mut String)) -> Result<(u32, u32), FormatError> {
+        let start = self.text.len();
+        write(&mut self.text);
+        let len = self.text.len() - start;
+        let (ls, ll) = (self.last.0 as usize, self.last.1 as usize);
+        if len == ll && start >= ll && self.text[ls..ls + ll] == self.text[start..] {
+            self.text.truncate(start);
+            return Ok(self.last);
+        }
+        let too_big = || FormatError::invalid("method names", "more than 4 GiB of names");
+        self.last = (u32::try_from(start).map_err(|_| too_big())?, u32::try_from(len).map_err(|_| too_big())?);
+        Ok(self.last)
+    }
+}
+
+fn instance_name(md: &Metadata<'_>, m: &crate::r2r_sig::MethodRef, s: &mut String) {
+    use std::fmt::Write;
     if m.other_module {
-        return format!("<method of another module, token {:#x}>", m.rid);
+        let _ = write!(s, "<method of another module, token {:#x}>", m.rid);
+        return;
     }
     if !m.member_ref {
-        return md.method_name(m.rid).unwrap_or_else(|| format!("<method {}>", m.rid));
+        if !md.push_method_name(m.rid, s) {
+            let _ = write!(s, "<method {}>", m.rid);
+        }
+        return;
     }
-    let name = md.member_refs.get((m.rid as usize).wrapping_sub(1)).cloned().unwrap_or_else(|| format!("<memberref {}>", m.rid));
-    match m.owner_typedef.and_then(|t| md.type_name(t)) {
-        Some(ty) => format!("{ty}::{name}"),
-        None => name,
+    if m.owner_typedef.is_some_and(|t| md.push_type_name(t, s)) {
+        s.push_str("::");
+    }
+    match md.member_refs.get((m.rid as usize).wrapping_sub(1)) {
+        Some(name) => s.push_str(name),
+        None => {
+            let _ = write!(s, "<memberref {}>", m.rid);
+        }
     }
 }

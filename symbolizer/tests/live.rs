@@ -66,7 +66,7 @@ fn corelib_methods_round_trip(s: &mut ProcessSymbolizer, n: usize, base: Option<
         .map(|m| {
             let hit = img.lookup_rva(m.entry_rva).expect("entry has code");
             let delta = u32::from(hit.range.1 - hit.range.0 > 1);
-            (m.entry_rva + delta, hit.method.name.clone())
+            (m.entry_rva + delta, hit.name.to_string())
         })
         .collect();
     let addrs: Vec<u64> = expect
@@ -117,7 +117,7 @@ fn net8_cpu_workload() {
         .expect("CoreLib mapped");
     let module = cache.module(std::path::Path::new(&corelib_path)).expect("CoreLib classified");
     let Module::ReadyToRun(img) = &*module else { panic!("CoreLib is not R2R: {module:?}") };
-    let concat = img.methods.iter().find(|m| m.name == "System.String::Concat").expect("Concat has code");
+    let concat = img.methods.iter().find(|m| img.method_name(m) == "System.String::Concat").expect("Concat has code");
     let off = img.pe.rva_to_offset(concat.entry_rva).expect("on disk") as u64;
     let addr = addr_of_file_offset(&s, "System.Private.CoreLib.dll", off + 3);
     // Oracle: the runtime's own record of where it loaded CoreLib.

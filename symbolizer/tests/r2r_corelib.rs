@@ -28,7 +28,7 @@ fn corelib(rt: Runtime) -> (R2rImage, Vec<u8>) {
 /// Finds `name` among non-instantiated methods, checks it has code, and that addresses inside
 /// each of its code ranges resolve back to it.
 fn round_trip(img: &R2rImage, name: &str) {
-    let hits: Vec<_> = img.methods.iter().filter(|m| m.name == name).collect();
+    let hits: Vec<_> = img.methods.iter().filter(|m| img.method_name(m) == name).collect();
     assert!(!hits.is_empty(), "{name} has no R2R code; similar: {:?}", similar(img, name));
     for m in hits {
         let ranges = img.code_ranges(m);
@@ -38,7 +38,7 @@ fn round_trip(img: &R2rImage, name: &str) {
             assert!(e > b, "empty range {b:#x}..{e:#x} for {name}");
             for rva in [b, b + (e - b) / 2, e - 1] {
                 let hit = img.lookup_rva(rva).unwrap_or_else(|| panic!("{name}: rva {rva:#x} resolves to nothing"));
-                assert_eq!(hit.method.name, name, "rva {rva:#x}");
+                assert_eq!(hit.name, name, "rva {rva:#x}");
                 assert_eq!(hit.method.entry_rva, m.entry_rva);
                 // And through the file-offset path a file mapping uses.
                 let off = img.pe.rva_to_offset(rva).expect("code is on disk") as u64;
@@ -50,7 +50,7 @@ fn round_trip(img: &R2rImage, name: &str) {
 
 fn similar(img: &R2rImage, name: &str) -> Vec<String> {
     let tail = name.rsplit("::").next().unwrap_or(name);
-    img.methods.iter().filter(|m| m.name.ends_with(tail)).take(10).map(|m| m.name.clone()).collect()
+    img.methods.iter().map(|m| img.method_name(m)).filter(|n| n.ends_with(tail)).take(10).map(str::to_string).collect()
 }
 
 fn check(rt: Runtime, min_methods: usize) {
@@ -68,13 +68,13 @@ fn check(rt: Runtime, min_methods: usize) {
     ] {
         round_trip(&img, name);
     }
-    let inst: Vec<_> = img.methods.iter().filter(|m| m.instantiated).step_by(1500).map(|m| m.name.as_str()).collect();
+    let inst: Vec<_> = img.methods.iter().filter(|m| m.instantiated).step_by(1500).map(|m| img.method_name(m)).collect();
     eprintln!("sample of instantiated: {inst:?}");
     // Every named method's entry resolves to itself.
     let mut checked = 0;
     for m in img.methods.iter().step_by(97) {
         let hit = img.lookup_rva(m.entry_rva).expect("entry resolves");
-        assert_eq!(hit.method.entry_rva, m.entry_rva, "{}", m.name);
+        assert_eq!(hit.method.entry_rva, m.entry_rva, "{}", img.method_name(m));
         assert_eq!(hit.offset, 0);
         checked += 1;
     }
@@ -154,4 +154,57 @@ fn every_framework_image_parses_or_is_refused() {
         assert!(r2r > 50, "{rt:?}: only {r2r} R2R images");
         assert!(methods > 80_000, "{rt:?}: only {methods} methods with code");
     }
+}
+
+/// Counts the bytes a parse asks for.
+struct Counting<'a> {
+    data: &'a [u8],
+    read: std::cell::Cell<u64>,
+}
+
+impl clrprobe_symbolizer::pe::ImageSource for Counting<'_> {
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+
+    fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<std::borrow::Cow<'_, [u8]>, clrprobe_symbolizer::FormatError> {
+        self.read.set(self.read.get() + len);
+        self.data.bytes_at(offset, len, what)
+    }
+}
+
+/// Parsing CoreLib from the file reads the headers, metadata and R2R sections only (not the
+/// code), and gives the same methods, names and lookups as parsing the bytes in memory.
+#[test]
+fn file_parse_reads_a_third_and_matches() {
+    let (whole, bytes) = corelib(Runtime::Net8);
+    let counting = Counting { data: &bytes, read: std::cell::Cell::new(0) };
+    let partial = R2rImage::parse_source(&counting).expect("parse by ranges");
+    let path = Runtime::Net8.framework_dir().expect("net8").join("System.Private.CoreLib.dll");
+    let f = std::fs::File::open(&path).expect("open CoreLib");
+    let from_file = R2rImage::parse_source(&clrprobe_symbolizer::pe::FileSource::new(&f, bytes.len() as u64)).expect("parse the file");
+    let read = counting.read.get();
+    eprintln!(
+        "CoreLib {} bytes, {} read ({:.1} %); {} methods, names {} bytes in one arena",
+        bytes.len(),
+        read,
+        100.0 * read as f64 / bytes.len() as f64,
+        whole.methods.len(),
+        whole.name_bytes()
+    );
+    assert!(read * 3 < bytes.len() as u64, "read {read} of {} bytes", bytes.len());
+    for img in [&partial, &from_file] {
+        assert_eq!(img.methods, whole.methods);
+        assert_eq!(img.runtime_function_count(), whole.runtime_function_count());
+        for (a, b) in img.methods.iter().zip(&whole.methods).step_by(13) {
+            assert_eq!(img.method_name(a), whole.method_name(b));
+            assert!(!img.method_name(a).is_empty());
+        }
+        for m in whole.methods.iter().step_by(101) {
+            assert_eq!(img.lookup_rva(m.entry_rva).map(|h| h.name), Some(whole.method_name(m)));
+        }
+    }
+    // A file shorter than its headers claim fails cleanly.
+    let short = std::fs::File::open(&path).expect("open");
+    assert!(R2rImage::parse_source(&clrprobe_symbolizer::pe::FileSource::new(&short, 0x1000)).is_err());
 }

@@ -2,6 +2,7 @@
 mod bench;
 mod bench_stacks;
 mod bench_agent;
+mod bench_memory;
 mod cache;
 mod demo;
 mod dotnet;
@@ -76,6 +77,14 @@ enum Cmd {
         #[arg(long, default_value_t = 60)]
         baseline: u64,
     },
+    /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
+    /// CPU per 1k EventPipe events decoded with three busy .NET processes.
+    BenchMemory {
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        #[arg(long, default_value_t = 6)]
+        seconds: u32,
+    },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
     /// Runs the fuzz targets (cargo-fuzz, nightly) for SECONDS each, seeded from real files.
@@ -115,6 +124,7 @@ fn main() -> Result<()> {
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
+        Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::Fuzz { seconds, targets } => {
             fuzz::run(seconds, &targets)?;
         }

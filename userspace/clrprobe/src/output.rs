@@ -75,7 +75,8 @@ pub fn write_all(profile: &Profile, prefix: &Path, formats: &[Format]) -> Vec<Wr
 
 /// The files one format would write: (path suffix after the prefix, what to write).
 enum Job {
-    Pprof(Box<Profile>),
+    /// One Go-style file kind, cut out of the profile only when it is written.
+    Pprof(&'static str),
     Events,
     Folded(usize),
     Svg(usize, String),
@@ -99,15 +100,12 @@ pub fn write_named(profile: &Profile, name: &OutputName, formats: &[Format]) -> 
     let mut jobs: Vec<(String, Job)> = Vec::new();
     for f in formats {
         match f {
-            Format::Pprof => match pprof::go::split(profile) {
-                Ok(files) => {
-                    for (kind, p) in files {
-                        jobs.push((format!(".{kind}.pb.gz"), Job::Pprof(Box::new(p))));
-                    }
-                    jobs.push((".events.json".into(), Job::Events));
+            Format::Pprof => {
+                for kind in pprof::go::split_kinds(profile) {
+                    jobs.push((format!(".{kind}.pb.gz"), Job::Pprof(kind)));
                 }
-                Err(e) => out.push(Written { path: pprof::go::file_name(prefix, "*"), result: Err(e) }),
-            },
+                jobs.push((".events.json".into(), Job::Events));
+            }
             Format::Folded => jobs.extend(kinds.iter().map(|(i, k)| (format!(".{k}.folded"), Job::Folded(*i)))),
             Format::Svg => jobs.extend(kinds.iter().map(|(i, k)| (format!(".{k}.svg"), Job::Svg(*i, k.clone())))),
             Format::Firefox => {
@@ -132,7 +130,11 @@ pub fn write_named(profile: &Profile, name: &OutputName, formats: &[Format]) -> 
             _ => PathBuf::from(format!("{}{suffix}", prefix.display())),
         };
         let result = match job {
-            Job::Pprof(p) => pprof::write_file(&p, &path),
+            Job::Pprof(kind) => match pprof::go::split_kind(profile, kind) {
+                Ok(Some(p)) => pprof::write_file(&p, &path),
+                Ok(None) => continue,
+                Err(e) => Err(e),
+            },
             Job::Events => events::write_file(&companion(profile), &path),
             Job::Folded(i) => folded::write_file(profile, i, &folded::FoldedOptions { annotate_kinds: false, ..Default::default() }, &path),
             Job::Svg(i, kind) => svg::write_file(profile, i, &format!("{title} {kind}"), &path),

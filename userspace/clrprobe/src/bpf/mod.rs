@@ -1,5 +1,6 @@
 //! Loading clrprobe's BPF object and reading its maps back (Linux).
 mod hook_cost;
+mod loader;
 mod logs;
 mod object;
 mod sched;
@@ -10,6 +11,7 @@ pub use sched::{ThreadCpuTime, next_pid_offset};
 pub use logs::LogCollector;
 pub use ustack::{CopiedStack, CopyStats, drain_ring};
 pub use object::embedded_object;
+pub use loader::cpu_ring_bytes;
 
 use std::{collections::HashMap, num::NonZeroU32, path::Path};
 
@@ -66,10 +68,26 @@ impl Loaded {
         Self::load_bytes(embedded_object()?)
     }
 
+    /// Like [`Loaded::load`], with the stack-copy ring sized to `ring_bytes` (see
+    /// [`cpu_ring_bytes`]) instead of the object's 16 MB.
+    pub fn load_with_ring(ring_bytes: u32) -> Result<Self, BpfError> {
+        Self::load_sized(embedded_object()?, Some(ring_bytes))
+    }
+
     pub fn load_bytes(bytes: &[u8]) -> Result<Self, BpfError> {
+        Self::load_sized(bytes, None)
+    }
+
+    fn load_sized(bytes: &[u8], ring_bytes: Option<u32>) -> Result<Self, BpfError> {
         // `Ebpf::load` parses the kernel's BTF twice (in `EbpfLoader::new` and again for its
-        // `.btf(...)`); the loader's own default parses it once.
-        let mut ebpf = aya::EbpfLoader::new().load(bytes)?;
+        // `.btf(...)`); `loader_for` parses it at most once, and not at all for an object
+        // without CO-RE relocations (see loader.rs).
+        let (mut loader, btf) = loader::loader_for(bytes);
+        log::debug!("BPF loader: kernel BTF {btf:?}; stack-copy ring {ring_bytes:?} bytes");
+        if let Some(n) = ring_bytes {
+            loader.map_max_entries(names::USTACK_RING, n);
+        }
+        let mut ebpf = loader.load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
         Ok(Self { ebpf, logger, logs, uprobe_links: HashMap::new() })

@@ -170,11 +170,18 @@ impl ProcCpu {
             let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
             let Some((comm, ticks)) = parse_stat(&stat) else { continue };
             let ns = ticks.saturating_mul(1_000_000_000 / hz);
-            let e = self.threads.entry((pid, tid)).or_insert((comm.to_string(), if first_read { ns } else { 0 }, ns));
-            e.0 = comm.to_string();
+            let e = self.threads.entry((pid, tid)).or_insert_with(|| (comm.to_string(), if first_read { ns } else { 0 }, ns));
+            if e.0 != comm {
+                e.0 = comm.to_string();
+            }
             e.2 = ns;
         }
         *self.reads.entry(pid).or_insert(0) += 1;
+    }
+
+    /// The thread names of `pid` as of the last read (`comm`, from the same stat files).
+    pub fn thread_names(&self, pid: u32) -> impl Iterator<Item = (u32, &str)> {
+        self.threads.iter().filter(move |((p, _), _)| *p == pid).map(|(&(_, tid), (comm, _, _))| (tid, comm.as_str()))
     }
 
     /// CPU time of each thread of `pid` between the first and the last read.

@@ -161,6 +161,7 @@ pub fn run(
     let sampler_pids = if args.all { vec![0] } else { args.pids.clone() };
     // Samples first: the time to the first sample is what a user waits for.
     let (mut sampler, fallback): (Option<Box<dyn Sampler>>, Option<String>) = if kinds.cpu {
+        sampler::set_offcpu_copies(kinds.offcpu);
         let (s, why) = sampler::start(args.sampler, &sampler_pids, args.freq)?;
         (Some(s), why)
     } else if kinds.offcpu || kinds.exceptions {
@@ -269,8 +270,13 @@ pub fn run(
             for &pid in &targets.pids {
                 save_raw::snapshot(pid);
                 resolver.refresh(pid);
-                read_thread_names(pid, &mut thread_names);
+                // One walk of /proc/PID/task: the stat files give CPU times and names.
                 proc_cpu.read(pid);
+                for (tid, name) in proc_cpu.thread_names(pid) {
+                    if thread_names.get(&(pid, tid as u64)).is_none_or(|n| n != name) {
+                        thread_names.insert((pid, tid as u64), name.to_string());
+                    }
+                }
             }
             if let Some(s) = sampler.as_mut() {
                 drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
@@ -527,16 +533,6 @@ fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut 
         resolver.ensure_process(s.pid);
         resolver.note_addresses(s.pid, &s.user, s.count);
         *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
-    }
-}
-
-fn read_thread_names(pid: u32, names: &mut HashMap<(u32, u64), String>) {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) else { continue };
-        if let Ok(c) = std::fs::read_to_string(t.path().join("comm")) {
-            names.insert((pid, tid), c.trim_end().to_string());
-        }
     }
 }
 

@@ -32,6 +32,15 @@ struct StackCopies {
     offcpu: HashMap<(u32, u32), Arc<[u64]>>,
 }
 
+/// Whether off-CPU stacks may be copied later (`attach_sched_switch`): the ring keeps its
+/// full size. A caller that records CPU samples only clears it before starting the sampler.
+static OFFCPU_COPIES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Says whether this process will record off-CPU stacks (sizes the stack-copy ring).
+pub fn set_offcpu_copies(wanted: bool) {
+    OFFCPU_COPIES.store(wanted, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Unwinding mode from `CLRPROBE_UNWIND`: `fp` keeps the frame-pointer walk only.
 fn copy_flags() -> u64 {
     match std::env::var("CLRPROBE_UNWIND").as_deref() {
@@ -48,7 +57,11 @@ impl BpfSampler {
     /// Loads the BPF object for `pids`; samples CPU at `freq` Hz when given (without it, only
     /// the other programs — sched_switch, uprobes — are attached later).
     pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
-        let mut bpf = Loaded::load()?;
+        // Off-CPU copies can come at any switch rate: they keep the object's 16 MB ring.
+        let mut bpf = match freq {
+            Some(f) if !OFFCPU_COPIES.load(std::sync::atomic::Ordering::Relaxed) => Loaded::load_with_ring(crate::bpf::cpu_ring_bytes(f))?,
+            _ => Loaded::load()?,
+        };
         bpf.add_targets(pids)?;
         let _stats_fd = if std::env::var("CLRPROBE_BPF_STATS").is_ok_and(|v| v == "1") {
             aya::sys::enable_stats(aya::sys::Stats::RunTime).ok()

@@ -4,7 +4,7 @@
 mod bpf;
 mod perf;
 
-pub use bpf::BpfSampler;
+pub use bpf::{BpfSampler, set_offcpu_copies};
 pub use perf::PerfSampler;
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! The unwind sections of a mapped ELF file (`.eh_frame`, `.eh_frame_hdr`) and its load
 //! segments, read once per file and shared by every process that maps it. `.text` is not kept:
-//! `.eh_frame` describes prologues and epilogues instruction by instruction.
+//! `.eh_frame` describes prologues and epilogues instruction by instruction. Only the headers
+//! and these sections are read from the file (libcoreclr is 7 MB, its `.eh_frame` a tenth).
 use std::{io::Read, ops::Range, os::unix::fs::FileTypeExt, sync::Arc};
 
 use object::{Object, ObjectSection, ObjectSegment};
@@ -67,16 +68,17 @@ impl ElfUnwind {
         if meta.len() > MAX_FILE {
             return Err(ElfError::TooLarge { path, size: meta.len() });
         }
-        let mut data = Vec::with_capacity(meta.len() as usize);
-        f.read_to_end(&mut data).map_err(io)?;
-        if !data.starts_with(b"\x7fELF") {
+        let mut magic = [0u8; 4];
+        if f.read_exact(&mut magic).is_err() || &magic != b"\x7fELF" {
             return Err(ElfError::NotElf { path });
         }
-        Self::parse(&data).map_err(|source| ElfError::Parse { path, source })
+        // Read range by range (headers, section table, names, the kept sections), not whole.
+        let cache = object::ReadCache::new(f);
+        Self::parse(&cache).map_err(|source| ElfError::Parse { path, source })
     }
 
     /// Parses an ELF image, keeping copies of the sections unwinding uses.
-    pub fn parse(data: &[u8]) -> Result<Self, object::Error> {
+    pub fn parse<'d, R: object::ReadRef<'d>>(data: R) -> Result<Self, object::Error> {
         let file = object::File::parse(data)?;
         let mut kept: Vec<u8> = Vec::new();
         let mut ranges: Vec<(&str, Range<u64>, Range<usize>)> = Vec::new();
@@ -153,7 +155,12 @@ mod tests {
     #[test]
     fn reads_own_binary_sections() {
         let exe = std::fs::read("/proc/self/exe").unwrap();
-        let u = ElfUnwind::parse(&exe).unwrap();
+        let u = ElfUnwind::parse(&exe[..]).unwrap();
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let cached = ElfUnwind::parse(&object::ReadCache::new(f)).unwrap();
+        assert_eq!(cached.eh_frame.as_deref(), u.eh_frame.as_deref());
+        assert_eq!(cached.eh_frame_hdr.as_deref(), u.eh_frame_hdr.as_deref());
+        assert_eq!(cached.segments, u.segments);
         assert!(u.eh_frame.as_ref().is_some_and(|b| !b.is_empty()));
         assert!(u.eh_frame_hdr.is_some());
         assert!(u.text_svma.is_some());

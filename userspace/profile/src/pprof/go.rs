@@ -93,8 +93,24 @@ const LAYOUTS: [Layout; 5] = [
 /// Cuts `p` into one Go-style profile per kind it has: `(file kind, profile)`.
 pub fn split(p: &Profile) -> Result<Vec<(&'static str, Profile)>, ProfileError> {
     let mut out = Vec::new();
+    for kind in split_kinds(p) {
+        if let Some(one) = split_kind(p, kind)? {
+            out.push((kind, one));
+        }
+    }
+    Ok(out)
+}
+
+/// The file kinds [`split`] cuts `p` into, in order.
+pub fn split_kinds(p: &Profile) -> Vec<&'static str> {
+    LAYOUTS.iter().filter(|l| p.sample_type_index(l.needs).is_some()).map(|l| l.name).collect()
+}
+
+/// The Go-style profile of one file kind of `p` (None if `p` lacks it): one at a time, so a
+/// writer holds one cut copy, not all of them.
+pub fn split_kind(p: &Profile, kind: &str) -> Result<Option<Profile>, ProfileError> {
     let period_ns = p.period().filter(|x| x.sample_type.unit == units::NANOSECONDS).map_or(0, |x| x.value);
-    for layout in &LAYOUTS {
+    for layout in LAYOUTS.iter().filter(|l| l.name == kind) {
         let Some(gate) = p.sample_type_index(layout.needs) else { continue };
         let cols: Vec<(Source, Option<usize>)> = layout
             .columns
@@ -146,9 +162,9 @@ pub fn split(p: &Profile) -> Result<Vec<(&'static str, Profile)>, ProfileError> 
             let labels = b.intern_labels(p.labels(s.labels).cloned().unwrap_or_default())?;
             b.add_sample(stack, &row, labels)?;
         }
-        out.push((layout.name, b.build()));
+        return Ok(Some(b.build()));
     }
-    Ok(out)
+    Ok(None)
 }
 
 /// The file kind of a Go-style profile: its `clrprobe kind=` comment, else guessed from the

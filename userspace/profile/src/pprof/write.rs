@@ -48,7 +48,17 @@ enum MappingKey<'a> {
     Pseudo(&'static str),
 }
 
-fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
+/// Everything of the protobuf message but its samples, which [`write_body`] encodes one by one
+/// (protobuf fields may come in any order): a written profile is never held twice in memory.
+struct Head {
+    msg: proto::Profile,
+    /// Labels per label set, built once.
+    label_sets: Vec<Vec<proto::Label>>,
+    key_ts: i64,
+    unit_ns: i64,
+}
+
+fn build(p: &Profile) -> Result<Head, ProfileError> {
     let mut s = Strings::new();
     let mut out = proto::Profile {
         sample_type: p
@@ -132,7 +142,6 @@ fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
     let key_thread = s.id(KEY_THREAD);
     let key_ts = s.id(KEY_TIMESTAMP);
     let unit_ns = s.id(crate::units::NANOSECONDS);
-    // Labels per label set, built once.
     let label_sets: Vec<Vec<proto::Label>> = p
         .label_sets()
         .iter()
@@ -161,48 +170,60 @@ fn build(p: &Profile) -> Result<proto::Profile, ProfileError> {
         })
         .collect();
 
-    out.sample.reserve(p.sample_count());
-    for sample in p.samples() {
-        let stack = p.stack(sample.stack).unwrap_or(&[]);
-        let mut label = label_sets.get(sample.labels.index()).cloned().unwrap_or_default();
-        if let Some(ts) = sample.timestamp_ns {
-            label.push(proto::Label { key: key_ts, num: to_i64(ts), num_unit: unit_ns, str: 0 });
-        }
-        out.sample.push(proto::Sample {
-            location_id: stack.iter().rev().map(|f| f.index() as u64 + 1).collect(),
-            value: sample.values.to_vec(),
-            label,
-        });
-    }
-
     for c in p.comments() {
         out.comment.push(s.id(c));
     }
     out.string_table = s.table;
-    Ok(out)
+    Ok(Head { msg: out, label_sets, key_ts, unit_ns })
+}
+
+/// Writes the protobuf bytes: the head, then each sample as its own field-2 record.
+fn write_body<W: Write>(p: &Profile, head: &Head, w: &mut W) -> std::io::Result<()> {
+    w.write_all(&head.msg.encode_to_vec())?;
+    let mut buf = Vec::new();
+    for sample in p.samples() {
+        let stack = p.stack(sample.stack).unwrap_or(&[]);
+        let mut label = head.label_sets.get(sample.labels.index()).cloned().unwrap_or_default();
+        if let Some(ts) = sample.timestamp_ns {
+            label.push(proto::Label { key: head.key_ts, num: to_i64(ts), num_unit: head.unit_ns, str: 0 });
+        }
+        let sample = proto::Sample {
+            location_id: stack.iter().rev().map(|f| f.index() as u64 + 1).collect(),
+            value: sample.values.to_vec(),
+            label,
+        };
+        buf.clear();
+        prost::encoding::message::encode(2, &sample, &mut buf);
+        w.write_all(&buf)?;
+    }
+    Ok(())
 }
 
 /// The uncompressed protobuf bytes of `p`.
 pub fn encode(p: &Profile) -> Result<Vec<u8>, ProfileError> {
-    Ok(build(p)?.encode_to_vec())
+    let head = build(p)?;
+    let mut out = Vec::new();
+    write_body(p, &head, &mut out).map_err(|e| ProfileError::Encode(e.to_string()))?;
+    Ok(out)
 }
 
-fn gzip_into<W: Write>(bytes: &[u8], w: W) -> std::io::Result<W> {
+fn gzip_into<W: Write>(p: &Profile, head: &Head, w: W) -> std::io::Result<W> {
     // Fastest level, as Go's runtime/pprof does: profiles are written once, read rarely.
     let mut gz = GzEncoder::new(w, Compression::fast());
-    gz.write_all(bytes)?;
+    write_body(p, head, &mut gz)?;
     gz.finish()
 }
 
 /// Write `p` as gzipped pprof to a stream.
 pub fn to_writer<W: Write>(p: &Profile, w: W) -> Result<(), ProfileError> {
-    let bytes = encode(p)?;
-    let w = gzip_into(&bytes, w).map_err(output::stream_err("pprof"))?;
+    let head = build(p)?;
+    let w = gzip_into(p, &head, w).map_err(output::stream_err("pprof"))?;
     output::to_stream("pprof", w, |_| Ok(()))
 }
 
-/// Write `p` as gzipped pprof (`.pb.gz`) to `path`.
+/// Write `p` as gzipped pprof (`.pb.gz`) to `path`, streamed: the encoded samples are never
+/// all in memory.
 pub fn write_file(p: &Profile, path: impl AsRef<Path>) -> Result<(), ProfileError> {
-    let bytes = encode(p)?;
-    output::write_file(path.as_ref(), |w| gzip_into(&bytes, w).map(|_| ()))
+    let head = build(p)?;
+    output::write_file(path.as_ref(), |w| gzip_into(p, &head, w).map(|_| ()))
 }

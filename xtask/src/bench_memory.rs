@@ -1,0 +1,278 @@
+//! `cargo xtask bench-memory`: clrprobe's own memory and its decoding cost per event.
+//!
+//! 1. `record -p PID --cpu -F 99` on the CPU-bound Bench workload: the resident set at the end
+//!    of recording (steady), its peak then (VmHWM) and the peak once the outputs are written,
+//!    from clrprobe's JSON summary; next to one-collect's 5.2 MB for the same job (issue 17).
+//! 2. Every kind on the allocation-heavy workload: the output phase's peak against the steady
+//!    RSS of the recording (goal ≤ 1.25×).
+//! 3. Three busy .NET processes (alloc, throw, lock) recorded with every kind: clrprobe's CPU
+//!    (user + system, from /proc while it records) per 1k EventPipe events decoded, and its
+//!    share of one core.
+//!
+//! Medians over `--runs`; the load average is printed, since a loaded machine inflates CPU.
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clrprobe_tests::{Running, Runtime, Workload};
+
+use crate::{dotnet, ebpf, util};
+
+/// Peak RSS of Microsoft's one-collect for the same job (99 Hz CPU sampling of one .NET 8
+/// process, perf map switched on over IPC), measured in issue 17.
+const ONE_COLLECT_KB: f64 = 5.2 * 1024.0;
+/// The workloads' warm-up before they count rounds (clrprobe attaches in it).
+const WARMUP_S: f64 = 1.5;
+
+pub fn run(runs: usize, seconds: u32) -> Result<()> {
+    dotnet::setup()?;
+    let bin = ebpf::build_userspace()?;
+    if !util::is_root() {
+        bail!("the benchmark loads BPF programs: run it as root");
+    }
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)?;
+    println!("load average at the start: {}", load());
+
+    let mut cpu = Vec::new();
+    let mut all = Vec::new();
+    let mut decode = Vec::new();
+    for round in 1..=runs {
+        let m = memory_run(&bin, "cpu", &["--cpu"], seconds, &tmp)?;
+        eprintln!("round {round}: cpu -F 99: {m:?}");
+        cpu.push(m);
+        let m = memory_run(&bin, "alloc", &[], seconds.max(10), &tmp)?;
+        eprintln!("round {round}: alloc, every kind: {m:?}");
+        all.push(m);
+        let d = decode_run(&bin, seconds, &tmp)?;
+        eprintln!("round {round}: three processes, every kind: {d:?}");
+        decode.push(d);
+    }
+    let mb = |v: &[Mem], f: fn(&Mem) -> f64| median(&v.iter().map(f).collect::<Vec<_>>()) / 1024.0;
+    println!(
+        "\nclrprobe's memory, medians of {runs} runs (MB: steady RSS at the end of recording / its peak / peak with outputs):"
+    );
+    println!(
+        "  record -p --cpu -F 99, cpu workload {seconds} s: {:.1} / {:.1} / {:.1}; one-collect {:.1} (issue 17), goal ≤ {:.1}",
+        mb(&cpu, |m| m.steady_kb),
+        mb(&cpu, |m| m.peak_kb),
+        mb(&cpu, |m| m.final_peak_kb),
+        ONE_COLLECT_KB / 1024.0,
+        2.0 * ONE_COLLECT_KB / 1024.0
+    );
+    let ratio = median(
+        &all.iter()
+            .map(|m| m.output_max_kb / m.recording_max_kb.max(1.0))
+            .collect::<Vec<_>>(),
+    );
+    println!(
+        "  record -p (every kind), alloc workload {} s: {:.1} / {:.1} / {:.1}; polled: recording {:.1}, outputs {:.1}: output phase {ratio:.2}× the recording (goal ≤ 1.25×)",
+        seconds.max(10),
+        mb(&all, |m| m.steady_kb),
+        mb(&all, |m| m.peak_kb),
+        mb(&all, |m| m.final_peak_kb),
+        mb(&all, |m| m.recording_max_kb),
+        mb(&all, |m| m.output_max_kb),
+    );
+    let med = |f: fn(&Decode) -> f64| median(&decode.iter().map(f).collect::<Vec<_>>());
+    println!(
+        "  three busy processes, every kind, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.1} ms CPU per 1k events (goal ≤ 2 % of a core)",
+        med(|d| d.events_per_s),
+        med(|d| d.core_share * 100.0),
+        med(|d| d.ms_per_1k_events)
+    );
+    println!("\nload average at the end: {}", load());
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+#[derive(Debug)]
+struct Mem {
+    steady_kb: f64,
+    peak_kb: f64,
+    final_peak_kb: f64,
+    /// Largest VmRSS polled in the last 3 s of recording.
+    recording_max_kb: f64,
+    /// Largest VmRSS polled once the recording ended (building and writing the outputs).
+    output_max_kb: f64,
+}
+
+#[derive(Debug)]
+struct Decode {
+    events_per_s: f64,
+    core_share: f64,
+    ms_per_1k_events: f64,
+}
+
+fn bench(mode: &str, seconds: f64) -> Result<Running> {
+    let mut w = Workload::new("Bench", Runtime::Net8)
+        .arg(mode)
+        .arg(seconds)
+        .arg(WARMUP_S);
+    w.ready_timeout = Duration::from_secs(120);
+    w.start().context("starting the Bench workload")
+}
+
+/// `clrprobe record` writing its JSON summary to `tmp/summary.json` (a file, not a pipe: the
+/// caller polls the process and reads nothing until it exits).
+fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Command> {
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "record",
+        "--quiet",
+        "--json",
+        "-F",
+        "99",
+        "-d",
+        &seconds.to_string(),
+        "-p",
+        &pids.join(","),
+        "-o",
+    ])
+    .arg(tmp.join("clrprobe"))
+    .args(kinds)
+    .stdout(std::fs::File::create(tmp.join("summary.json"))?)
+    .stderr(Stdio::null());
+    Ok(cmd)
+}
+
+fn summary(tmp: &Path) -> Result<serde_json::Value> {
+    serde_json::from_slice(&std::fs::read(tmp.join("summary.json"))?)
+        .context("clrprobe's JSON summary")
+}
+
+/// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
+/// polled every 50 ms: the largest in the last 3 s of recording (steady) and after it (outputs).
+fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Mem> {
+    let mut w = bench(mode, seconds as f64 + 8.0)?;
+    let mut child = record(bin, &[w.pid], kinds, seconds, tmp)?.spawn()?;
+    let started = Instant::now();
+    let mut rss = Vec::new();
+    while child.try_wait()?.is_none() {
+        if let Some(kb) = rss_kb(child.id()) {
+            rss.push((started.elapsed().as_secs_f64(), kb));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait()?;
+    let s = summary(tmp)?;
+    w.kill();
+    let kb = |f: &str| {
+        s["memory"][f]
+            .as_f64()
+            .with_context(|| format!("memory.{f} in the summary"))
+    };
+    let end = s["time_to_attach"].as_f64().unwrap_or(0.0)
+        + s["duration"].as_f64().unwrap_or(seconds as f64);
+    let max_in = |lo: f64, hi: f64| {
+        rss.iter()
+            .filter(|(t, _)| *t >= lo && *t < hi)
+            .map(|&(_, k)| k)
+            .fold(0.0, f64::max)
+    };
+    Ok(Mem {
+        steady_kb: kb("recording_rss_kb")?,
+        peak_kb: kb("recording_peak_kb")?,
+        final_peak_kb: kb("final_peak_kb")?,
+        recording_max_kb: max_in(end - 3.0, end - 0.2),
+        output_max_kb: max_in(end + 0.05, f64::MAX),
+    })
+}
+
+/// VmRSS of `pid` in KiB.
+fn rss_kb(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Three busy processes recorded with every kind: clrprobe's CPU while it records (start-up
+/// excluded), per event. An upper bound of decoding's cost: it includes CPU sampling,
+/// unwinding and /proc reads.
+fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
+    let seconds = seconds.max(5);
+    let mut ws = Vec::new();
+    for mode in ["alloc", "throw", "lock"] {
+        ws.push(bench(mode, seconds as f64 + 8.0)?);
+    }
+    let pids: Vec<u32> = ws.iter().map(|w| w.pid).collect();
+    let mut child = record(bin, &pids, &[], seconds, tmp)?.spawn()?;
+    let started = Instant::now();
+    // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
+    // recording's end (its CPU is the recording's, not the outputs').
+    let (mut first, mut last) = (None, (Duration::ZERO, 0.0));
+    while child.try_wait()?.is_none() {
+        let t = started.elapsed();
+        if t + Duration::from_millis(200) < Duration::from_secs(seconds as u64)
+            && let Some(cpu) = cpu_seconds(child.id())
+        {
+            if first.is_none() && t >= Duration::from_secs(2) {
+                first = Some((t, cpu));
+            }
+            last = (t, cpu);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (t0, c0) = first.context("the recording ended before 2 s")?;
+    child.wait()?;
+    let s = summary(tmp)?;
+    for mut w in ws {
+        w.kill();
+    }
+    let events: f64 = s["eventpipe"]
+        .as_array()
+        .map_or(0.0, |v| v.iter().filter_map(|e| e[1].as_f64()).sum());
+    let duration = s["duration"].as_f64().unwrap_or(seconds as f64).max(0.1);
+    let events_per_s = events / duration;
+    let core_share = (last.1 - c0) / (last.0 - t0).as_secs_f64().max(0.1);
+    Ok(Decode {
+        events_per_s,
+        core_share,
+        ms_per_1k_events: core_share * 1e3 / (events_per_s / 1e3).max(1e-9),
+    })
+}
+
+/// User + system CPU seconds of `pid` so far.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    static HZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let hz = *HZ.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    });
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / hz)
+}
+
+fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
