@@ -344,6 +344,9 @@ pub fn run(
             }
         }
         summary.events.push((pid, profiles.report()));
+        if !profiles.has_times() && !profiles.pending().is_empty() {
+            summary.warnings.push(format!("the event samples of {pid} are aggregated without their times (more than {} events)", clrprobe_pipeline::MAX_TIMED_EVENTS));
+        }
         event_profiles.push(profiles);
     }
 
@@ -591,8 +594,9 @@ fn build_profile(
             b.add_sample(stack, &values, labels)?;
         }
     }
+    // Allocation, exception and contention samples at their times too (when every one kept it).
     for e in events {
-        e.write_into(&mut b, resolver)?;
+        e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
     Ok(b.build())
 }
