@@ -95,6 +95,9 @@ pub struct EventProfiles {
     /// source clock in host monotonic ns, measured offset of that origin from the host clock
     /// read when the session was requested). Lets GC windows meet kernel timestamps.
     pub clock: Option<(i64, i64)>,
+    /// Events after this time (host monotonic ns, through `clock`) make no samples: the
+    /// recording had ended.
+    pub end_mono_ns: Option<i64>,
 }
 
 impl EventProfiles {
@@ -113,6 +116,7 @@ impl EventProfiles {
             gc: GcTimeline::default(),
             span: None,
             clock: None,
+            end_mono_ns: None,
         }
     }
 
@@ -127,6 +131,12 @@ impl EventProfiles {
         *a = (*a).min(ev.time_ns);
         *b = (*b).max(ev.time_ns);
         self.gc.on_event(ev.event, ev.tid, ev.time_ns);
+        if let (Some(end), Some((origin, _))) = (self.end_mono_ns, self.clock)
+            && origin.saturating_add(ev.time_ns as i64) > end
+            && is_sample(ev.event)
+        {
+            return;
+        }
         match ev.event {
             ClrEvent::ThreadCreated(t) | ClrEvent::ThreadDcEnd(t) => {
                 self.threads.add_clr_thread(ev.pid, t.managed_thread_id, t.os_thread_id as u64)
@@ -301,6 +311,11 @@ impl EventProfiles {
         r.gc.clock_offset_ns = self.clock.map(|c| c.1);
         r
     }
+}
+
+/// Events that make samples.
+fn is_sample(e: &ClrEvent<'_>) -> bool {
+    matches!(e, ClrEvent::AllocationTick(_) | ClrEvent::AllocationSampled(_) | ClrEvent::ExceptionThrown(_) | ClrEvent::ContentionStart(_) | ClrEvent::ContentionStop(_))
 }
 
 fn heap(k: clr_events::alloc::HeapKind) -> &'static str {
