@@ -1,13 +1,14 @@
 //! The perf_event fallback sampler, for machines where BPF cannot load: one cpu-clock event
 //! per thread of each target (as `perf record -p` does) with kernel+user callchains in a
-//! ring buffer, aggregated here. New threads are picked up at each drain.
+//! ring buffer. Each sample keeps its time (CLOCK_MONOTONIC, as the BPF sampler's) for the
+//! timeline formats. New threads are picked up at each drain.
 use std::{
     collections::{HashMap, HashSet},
     sync::Arc,
 };
 
 use perf_event_open::{
-    config::{CallChain as ChainOpts, Cpu, Opts, Proc, SampleOn},
+    config::{CallChain as ChainOpts, Clock, Cpu, Opts, Proc, SampleOn},
     count::Counter,
     event::sw::Software,
     sample::{
@@ -64,6 +65,9 @@ impl PerfSampler {
         opts.sample_format.call_chain =
             Some(ChainOpts { exclude_user: false, exclude_kernel: false, defer_user: false, max_stack_frames: MAX_FRAMES });
         opts.record_id_format.task = true;
+        // Sample times on the clock the rest of clrprobe uses (EventPipe, BPF).
+        opts.record_id_format.time = true;
+        opts.timer = Some(Clock::Monotonic);
         opts.enable = true;
         opts
     }
@@ -116,7 +120,8 @@ impl Sampler for PerfSampler {
     }
 
     fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError> {
-        let mut agg: HashMap<(u32, u32, Vec<u64>, Vec<u64>), u64> = HashMap::new();
+        // (pid, tid, kernel, user, time): samples with their time stay one by one.
+        let mut agg: HashMap<(u32, u32, Vec<u64>, Vec<u64>, u64), u64> = HashMap::new();
         let mut lost = 0u64;
         let mut n = 0u64;
         for (&tid, ev) in &self.threads {
@@ -133,7 +138,8 @@ impl Sampler for PerfSampler {
                             }
                         }
                         n += 1;
-                        *agg.entry((ev.pid, tid, kernel, user)).or_insert(0) += 1;
+                        let time = s.record_id.time.unwrap_or(0);
+                        *agg.entry((ev.pid, tid, kernel, user, time)).or_insert(0) += 1;
                     }
                     Record::LostSamples(l) => lost += l.lost_samples,
                     Record::LostRecords(l) => lost += l.lost_records,
@@ -144,10 +150,12 @@ impl Sampler for PerfSampler {
         self.stats.samples += n;
         self.stats.lost_samples += lost;
         let mut out = Vec::with_capacity(agg.len());
-        for ((pid, tid, kernel, user), count) in agg {
+        let mut comms: HashMap<u32, String> = HashMap::new();
+        for ((pid, tid, kernel, user, time_ns), count) in agg {
             let kernel = self.intern(kernel);
             let user = self.intern(user);
-            out.push(RawSample { pid, tid, comm: comm(pid, tid), kernel, user, count, time_ns: 0 });
+            let comm = comms.entry(tid).or_insert_with(|| comm(pid, tid)).clone();
+            out.push(RawSample { pid, tid, comm, kernel, user, count, time_ns });
         }
         // Drop events of threads that exited (their rings are drained above), follow new ones.
         self.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());
