@@ -37,7 +37,8 @@ enum Cmd {
     },
     /// Fetches .NET 8.0.4 and .NET Core 3.1.23 runtimes and mono-mcs into the cache (idempotent).
     SetupDotnet,
-    /// The main job: sets up, builds, and profiles the bundled sample .NET app (tests/workloads/Cpu.cs).
+    /// The main job: sets up, builds, and profiles the bundled sample .NET app (tests/workloads/Mixed.cs);
+    /// prints the README's example output from that run (also in out/demo-readme.md).
     Demo {
         /// Seconds to record.
         #[arg(long, default_value_t = 5)]

@@ -91,7 +91,7 @@ pub fn decode_fields(
 }
 
 /// Minimum encoded size of one value of `ty` (used to bound array counts).
-fn min_size(ty: &FieldType) -> u64 {
+pub(crate) fn min_size(ty: &FieldType) -> u64 {
     match ty {
         FieldType::Primitive(tc) => match tc {
             TypeCode::Empty | TypeCode::DbNull | TypeCode::Object => 0,

@@ -1,7 +1,7 @@
 //! Live: the files `clrprobe record` writes, read by their real consumers — `go tool pprof`
 //! (each kind's file, and a file it rewrote), speedscope's own JSON schema (npm package
 //! `speedscope`, fetched by `cargo xtask test`), and the Firefox Profiler's processed format
-//! (the samples' real times on a timeline).
+//! (the samples' real times on a timeline: CPU, off-CPU, allocations, exceptions, lock waits).
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -164,6 +164,23 @@ fn every_kind_in_go_pprof_firefox_timeline_and_speedscope_schema() {
     let ms: i64 = holder["samples"]["weight"].as_array().unwrap().iter().map(|w| w.as_i64().unwrap()).sum();
     assert!(ms as f64 > span_ms * 0.5, "Holder off CPU only {ms} ms");
 
+    // 3b. Allocation, exception and contention samples sit at their event times too.
+    let alloc = firefox_thread(&prefix, "alloc-bytes", |t| t["pid"] == t["tid"]);
+    assert_eq!(alloc.weight_type, "bytes");
+    let (first, last) = (alloc.times[0], alloc.times[alloc.times.len() - 1]);
+    let distinct = alloc.times.windows(2).filter(|w| w[1] > w[0]).count();
+    assert!(alloc.times.len() >= 20 && first < 1000.0 && last > span_ms - 1000.0 && last < span_ms + 500.0, "main thread allocation samples span {first:.0}..{last:.0} ms of {span_ms} ms ({} samples)", alloc.times.len());
+    assert!(distinct as f64 > alloc.times.len() as f64 * 0.8, "{distinct} distinct allocation times of {}", alloc.times.len());
+    eprintln!("firefox: main thread {} allocation samples {first:.1}..{last:.1} ms, {distinct} distinct times", alloc.times.len());
+    let exc = firefox_thread(&prefix, "exceptions", |t| t["pid"] == t["tid"]);
+    let (first, last) = (exc.times[0], exc.times[exc.times.len() - 1]);
+    assert!(first < 1500.0 && last > span_ms - 1500.0, "exceptions span {first:.0}..{last:.0} ms ({} samples)", exc.times.len());
+    let waits = firefox_thread(&prefix, "contention-ns", |t| t["name"] == "Waiter");
+    assert_eq!(waits.weight_type, "tracing-ms");
+    let distinct = waits.times.windows(2).filter(|w| w[1] > w[0]).count();
+    assert!(distinct >= 10 && waits.times[waits.times.len() - 1] - waits.times[0] > span_ms * 0.5, "Waiter's waits at {:?}", waits.times);
+    eprintln!("firefox: {} exception samples {first:.1}..{last:.1} ms; Waiter {} waits, {distinct} distinct times", exc.times.len(), waits.times.len());
+
     // 4. speedscope against the package's own schema.
     let schema = clrprobe_tests::cache_dir().join("speedscope-1.25.0").join("file-format-schema.json");
     assert!(schema.is_file(), "{} missing: `cargo xtask test` fetches it (npm pack speedscope@1.25.0)", schema.display());
@@ -172,7 +189,34 @@ fn every_kind_in_go_pprof_firefox_timeline_and_speedscope_schema() {
     let v: Value = serde_json::from_slice(&std::fs::read(&ss).unwrap()).unwrap();
     let evented = v["profiles"].as_array().unwrap().iter().filter(|p| p["type"] == "evented" && p["unit"] == "nanoseconds").count();
     assert!(evented > 0, "no evented (timed) profile");
+    // The Waiter thread's lock waits are timed events too.
+    let waiter = v["profiles"].as_array().unwrap().iter().find(|p| p["name"].as_str().is_some_and(|n| n.starts_with("contention-ns") && n.contains("Waiter")));
+    assert_eq!(waiter.map(|p| p["type"].clone()), Some(Value::from("evented")), "Waiter's contention is not evented");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One thread of a kind's Firefox Profiler file: its samples' times (ms) and weight type.
+struct FirefoxThread {
+    times: Vec<f64>,
+    weight_type: String,
+}
+
+fn firefox_thread(prefix: &Path, kind: &str, pick: impl Fn(&Value) -> bool) -> FirefoxThread {
+    let file = format!("{}.{kind}.firefox.json", prefix.display());
+    let ff: Value = serde_json::from_slice(&std::fs::read(&file).unwrap_or_else(|e| panic!("{file}: {e}"))).unwrap();
+    let t = ff["threads"].as_array().unwrap().iter().find(|t| pick(t)).unwrap_or_else(|| panic!("{file}: no such thread"));
+    let mut at = 0.0;
+    let times = t["samples"]["timeDeltas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            at += d.as_f64().unwrap();
+            at
+        })
+        .collect::<Vec<_>>();
+    assert!(!times.is_empty(), "{file}: thread {} has no samples", t["name"]);
+    FirefoxThread { times, weight_type: t["samples"]["weightType"].as_str().unwrap_or("samples").to_owned() }
 }
 
 fn validate_speedscope(file: &Path, schema: &Path) {

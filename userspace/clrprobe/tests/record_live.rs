@@ -109,6 +109,17 @@ fn cpu_split_on_net8(sampler: &str) {
     assert_eq!(total as u64, s["samples"].as_u64().unwrap());
     let names: Vec<&str> = p.frames().iter().map(|f| f.name.as_str()).collect();
     assert!(names.contains(&"Cpu::HotA") && names.contains(&"Cpu::Spin"), "{names:?}");
+
+    // With either sampler, the busy thread's samples sit at their times across the 4 s.
+    let ff: Value = serde_json::from_slice(&std::fs::read(r.file(".cpu.firefox.json")).unwrap()).unwrap();
+    let busiest = ff["threads"].as_array().unwrap().iter().max_by_key(|t| t["samples"]["timeDeltas"].as_array().map_or(0, Vec::len)).unwrap();
+    let mut at = 0.0;
+    let times: Vec<f64> = busiest["samples"]["timeDeltas"].as_array().unwrap().iter().map(|d| { at += d.as_f64().unwrap(); at }).collect();
+    let distinct = times.windows(2).filter(|w| w[1] > w[0]).count();
+    let (first, last) = (times[0], times[times.len() - 1]);
+    eprintln!("{sampler}: busiest thread {} samples at {first:.1}..{last:.1} ms, {distinct} distinct times", times.len());
+    assert!(first < 1000.0 && last > 3000.0 && last <= 4100.0, "{sampler}: samples at {first:.0}..{last:.0} ms of 4000");
+    assert!(distinct as f64 > times.len() as f64 * 0.9, "{sampler}: {distinct} distinct times of {}", times.len());
 }
 
 #[test]

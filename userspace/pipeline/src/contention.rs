@@ -6,6 +6,8 @@ use hdrhistogram::Histogram;
 
 #[derive(Debug)]
 pub struct Wait {
+    /// When the wait began (ContentionStart's time, source clock).
+    pub start_ns: u64,
     pub stack: Arc<[u64]>,
     pub owner: Option<u64>,
     pub duration_ns: f64,
@@ -55,6 +57,6 @@ impl Waits {
         self.total_ns += d;
         self.count += 1;
         let _ = self.histogram.record(((d / 1000.0).round() as u64).max(1));
-        Some(Wait { stack: open.stack, owner: open.owner, duration_ns: d })
+        Some(Wait { start_ns: open.start_ns, stack: open.stack, owner: open.owner, duration_ns: d })
     }
 }

@@ -20,7 +20,7 @@ pub mod stream;
 pub use gc::{GcRecord, GcTimeline, pause_mode_name};
 pub use gc_report::{GcCpu, GcReport};
 pub use alloc::{AllocEstimate, estimate_tick, estimate_sampled};
-pub use profiles::{EventProfiles, Kinds, PendingSample};
+pub use profiles::{EventProfiles, Kinds, MAX_TIMED_EVENTS, PendingSample};
 pub use report::{ContentionReport, EventReport, ExceptionCount};
 pub use threads::ThreadTable;
 

@@ -58,6 +58,20 @@ pub struct PendingSample {
 /// What makes two event samples the same: (pid, tid, stack, leaf name, labels).
 type SampleIdentity = (u32, u64, Arc<[u64]>, Option<String>, Vec<(String, String)>);
 
+/// Most event samples kept one by one with their time (48 bytes each); past it, the
+/// profile's event kinds stay aggregated without times.
+pub const MAX_TIMED_EVENTS: usize = 1 << 18;
+
+/// One event's share of a pending sample, with its time: `values` are (index into the
+/// sample's `values`, amount); an index of `u8::MAX` is unused.
+#[derive(Debug, Clone, Copy)]
+struct TimedEvent {
+    sample: u32,
+    /// Source clock (allocation, exception: the event; contention: the wait's start).
+    time_ns: u64,
+    values: [(u8, i64); 2],
+}
+
 /// Collects event samples of one or more processes.
 #[derive(Debug)]
 pub struct EventProfiles {
@@ -65,6 +79,9 @@ pub struct EventProfiles {
     samples: Vec<PendingSample>,
     /// Aggregation: identical (pid, tid, stack, leaf, labels) add up.
     index: HashMap<SampleIdentity, usize>,
+    /// Every event sample with its time, while there is room ([`MAX_TIMED_EVENTS`]).
+    timed: Vec<TimedEvent>,
+    timed_overflow: bool,
     pub threads: ThreadTable,
     exceptions: Exceptions,
     waits: Waits,
@@ -78,6 +95,9 @@ pub struct EventProfiles {
     /// source clock in host monotonic ns, measured offset of that origin from the host clock
     /// read when the session was requested). Lets GC windows meet kernel timestamps.
     pub clock: Option<(i64, i64)>,
+    /// Events after this time (host monotonic ns, through `clock`) make no samples: the
+    /// recording had ended.
+    pub end_mono_ns: Option<i64>,
 }
 
 impl EventProfiles {
@@ -86,6 +106,8 @@ impl EventProfiles {
             kinds,
             samples: Vec::new(),
             index: HashMap::new(),
+            timed: Vec::new(),
+            timed_overflow: false,
             threads: ThreadTable::default(),
             exceptions: Exceptions::default(),
             waits: Waits::default(),
@@ -94,6 +116,7 @@ impl EventProfiles {
             gc: GcTimeline::default(),
             span: None,
             clock: None,
+            end_mono_ns: None,
         }
     }
 
@@ -108,6 +131,12 @@ impl EventProfiles {
         *a = (*a).min(ev.time_ns);
         *b = (*b).max(ev.time_ns);
         self.gc.on_event(ev.event, ev.tid, ev.time_ns);
+        if let (Some(end), Some((origin, _))) = (self.end_mono_ns, self.clock)
+            && origin.saturating_add(ev.time_ns as i64) > end
+            && is_sample(ev.event)
+        {
+            return;
+        }
         match ev.event {
             ClrEvent::ThreadCreated(t) | ClrEvent::ThreadDcEnd(t) => {
                 self.threads.add_clr_thread(ev.pid, t.managed_thread_id, t.os_thread_id as u64)
@@ -138,7 +167,7 @@ impl EventProfiles {
                         let name = self.threads.name(ev.pid, o).map(|n| format!(" ({n})")).unwrap_or_default();
                         labels.push(("lock.owner".into(), format!("{o}{name}")));
                     }
-                    let input = EventInput { stack: &w.stack, ..ev };
+                    let input = EventInput { stack: &w.stack, time_ns: w.start_ns, ..ev };
                     self.add(input, None, vec![(kinds::CONTENTION_NS, w.duration_ns as i64), (kinds::CONTENTION_COUNT, 1)], labels);
                 }
             }
@@ -162,18 +191,43 @@ impl EventProfiles {
     fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<Frame>, values: Vec<(&'static str, i64)>, labels: Vec<(String, String)>) {
         let stack: Arc<[u64]> = Arc::from(ev.stack);
         let key = (ev.pid, ev.tid, stack.clone(), leaf.as_ref().map(|f| f.name.to_string()), labels.clone());
-        if let Some(&i) = self.index.get(&key) {
-            let s = &mut self.samples[i];
-            for (k, v) in values {
-                match s.values.iter_mut().find(|(kk, _)| *kk == k) {
-                    Some((_, vv)) => *vv += v,
-                    None => s.values.push((k, v)),
+        let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, values: [(u8::MAX, 0); 2] };
+        let i = match self.index.get(&key) {
+            Some(&i) => {
+                let s = &mut self.samples[i];
+                for (slot, (k, v)) in values.into_iter().enumerate() {
+                    let pos = match s.values.iter().position(|(kk, _)| *kk == k) {
+                        Some(p) => {
+                            s.values[p].1 += v;
+                            p
+                        }
+                        None => {
+                            s.values.push((k, v));
+                            s.values.len() - 1
+                        }
+                    };
+                    if let Some(t) = timed.values.get_mut(slot) {
+                        *t = (pos as u8, v);
+                    }
                 }
+                i
             }
-            return;
+            None => {
+                for (slot, (_, v)) in values.iter().enumerate().take(2) {
+                    timed.values[slot] = (slot as u8, *v);
+                }
+                self.index.insert(key, self.samples.len());
+                self.samples.push(PendingSample { pid: ev.pid, tid: ev.tid, stack, leaf, values, labels });
+                self.samples.len() - 1
+            }
+        };
+        if self.timed.len() >= MAX_TIMED_EVENTS {
+            self.timed_overflow = true;
         }
-        self.index.insert(key, self.samples.len());
-        self.samples.push(PendingSample { pid: ev.pid, tid: ev.tid, stack, leaf, values, labels });
+        if !self.timed_overflow {
+            timed.sample = i as u32;
+            self.timed.push(timed);
+        }
     }
 
     /// Samples so far (their stacks can be pre-resolved while the process lives).
@@ -181,9 +235,28 @@ impl EventProfiles {
         &self.samples
     }
 
-    /// Adds every sample to `b` (whose sample types must include [`Kinds::sample_types`]).
+    /// Adds every sample to `b` (whose sample types must include [`Kinds::sample_types`]),
+    /// aggregated.
     pub fn write_into(&self, b: &mut ProfileBuilder, frames: &mut dyn FrameSource) -> Result<(), ProfileError> {
+        self.write_into_at(b, frames, None)
+    }
+
+    /// Whether every event sample kept its time (none was dropped for room).
+    pub fn has_times(&self) -> bool {
+        !self.timed_overflow && self.clock.is_some()
+    }
+
+    /// [`EventProfiles::write_into`], with each event as a sample at its time (nanoseconds
+    /// since `start_mono_ns` on the host's monotonic clock) when `start_mono_ns` is given and
+    /// [`EventProfiles::has_times`]; else aggregated.
+    pub fn write_into_at(&self, b: &mut ProfileBuilder, frames: &mut dyn FrameSource, start_mono_ns: Option<i64>) -> Result<(), ProfileError> {
         let columns: Vec<String> = b.sample_types().iter().map(|t| t.kind.clone()).collect();
+        let column = |k: &str| columns.iter().position(|c| c == k);
+        let at = match (start_mono_ns, self.clock) {
+            (Some(start), Some((origin, _))) if !self.timed_overflow => Some((start, origin)),
+            _ => None,
+        };
+        let mut interned = Vec::with_capacity(self.samples.len());
         for s in &self.samples {
             let mut fs = frames.frames(s.pid, &s.stack);
             if let Some(leaf) = &s.leaf {
@@ -194,12 +267,6 @@ impl EventProfiles {
                 ids.push(b.intern_frame(f)?);
             }
             let stack = b.intern_stack(&ids)?;
-            let mut values = vec![0i64; columns.len()];
-            for (k, v) in &s.values {
-                if let Some(i) = columns.iter().position(|c| c == k) {
-                    values[i] += v;
-                }
-            }
             let mut labels = LabelSet::thread(s.pid, s.tid as u32);
             if let Some(n) = self.threads.name(s.pid, s.tid) {
                 labels.thread_name = Some(n.into());
@@ -208,7 +275,30 @@ impl EventProfiles {
                 labels = labels.with_string(k.as_str(), v.as_str());
             }
             let labels = b.intern_labels(labels)?;
-            b.add_sample(stack, &values, labels)?;
+            if at.is_none() {
+                let mut values = vec![0i64; columns.len()];
+                for (k, v) in &s.values {
+                    if let Some(i) = column(k) {
+                        values[i] += v;
+                    }
+                }
+                b.add_sample(stack, &values, labels)?;
+            }
+            interned.push((stack, labels));
+        }
+        let Some((start, origin)) = at else { return Ok(()) };
+        let mut values = vec![0i64; columns.len()];
+        for t in &self.timed {
+            let s = &self.samples[t.sample as usize];
+            let (stack, labels) = interned[t.sample as usize];
+            values.iter_mut().for_each(|v| *v = 0);
+            for &(pos, v) in &t.values {
+                if let Some(i) = s.values.get(usize::from(pos)).and_then(|(k, _)| column(k)) {
+                    values[i] += v;
+                }
+            }
+            let ns = origin.saturating_add(t.time_ns as i64).saturating_sub(start).max(0) as u64;
+            b.add_timed_sample(stack, &values, labels, ns)?;
         }
         Ok(())
     }
@@ -221,6 +311,11 @@ impl EventProfiles {
         r.gc.clock_offset_ns = self.clock.map(|c| c.1);
         r
     }
+}
+
+/// Events that make samples.
+fn is_sample(e: &ClrEvent<'_>) -> bool {
+    matches!(e, ClrEvent::AllocationTick(_) | ClrEvent::AllocationSampled(_) | ClrEvent::ExceptionThrown(_) | ClrEvent::ContentionStart(_) | ClrEvent::ContentionStop(_))
 }
 
 fn heap(k: clr_events::alloc::HeapKind) -> &'static str {

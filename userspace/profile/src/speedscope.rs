@@ -2,7 +2,8 @@
 //! sample type, or per (sample type, thread). A thread's samples that all have their time and
 //! measure time (CPU samples of a known period, off-CPU or wait nanoseconds) become an
 //! `evented` profile at their real times, so speedscope's time-order view is a timeline;
-//! others are `sampled` with weights (CPU samples as nanoseconds: count × period).
+//! others are `sampled` with weights (CPU samples as nanoseconds: count × period), in time
+//! order when they all have their time (allocation bytes, exception counts).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -207,6 +208,12 @@ fn build<'a>(p: &'a Profile, name: &'a str, grouping: Grouping) -> File<'a> {
                 let (events, start, end) = evented(timed, |v| to_ns(v).max(0) as u64);
                 profiles.push(ProfileJson::Evented { name, unit: "nanoseconds", start_value: start, end_value: end, events });
                 continue;
+            }
+            // Timed samples of other units (bytes, counts) in time order: speedscope's
+            // time-order view is then the thread's timeline.
+            let mut samples = samples;
+            if all_timed {
+                samples.sort_by_key(|s| s.0);
             }
             let weights: Vec<i64> = samples.iter().map(|s| to_ns(s.2)).collect();
             let total = weights.iter().fold(0i64, |a, w| a.saturating_add(*w));

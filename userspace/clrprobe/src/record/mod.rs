@@ -259,6 +259,10 @@ pub fn run(
         if !done && targets.poll_due() {
             let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
             targets.poll(args, &mut summary, bpf, &mut resolver);
+            // Events past a planned end make no samples, however late the loop sees it.
+            if let Some(d) = args.duration {
+                targets.end_samples_at(started_mono.saturating_add((d + summary.time_to_attach).as_nanos() as i64));
+            }
         }
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
@@ -279,7 +283,11 @@ pub fn run(
                 }
             }
             if let Some(s) = sampler.as_mut() {
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids);
+                // Samples stamped after the recording's end are not recorded (on a loaded
+                // machine a drain can start late, and sampling goes on until the last one).
+                let planned = args.duration.map_or(i64::MAX, |d| started_mono.saturating_add((d + summary.time_to_attach).as_nanos() as i64));
+                let end = Some(gc::monotonic_ns().min(planned).max(0) as u64);
+                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids, end);
             }
             save_raw::tick(&targets.pids);
             for s in &targets.sessions {
@@ -315,7 +323,10 @@ pub fn run(
             break done_at;
         }
     };
-    summary.duration = started.elapsed().saturating_sub(summary.time_to_attach);
+    summary.duration = started.elapsed().saturating_sub(summary.time_to_attach).min(args.duration.unwrap_or(Duration::MAX));
+    // Runtime events after the recording's end (they go on until the sessions stop) make no samples.
+    let end_mono = started_mono.saturating_add((summary.duration + summary.time_to_attach).as_nanos() as i64);
+    targets.end_samples_at(end_mono);
     summary.memory = OwnMemory::at_recording_end();
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
@@ -364,6 +375,9 @@ pub fn run(
             }
         }
         summary.events.push((pid, profiles.report()));
+        if !profiles.has_times() && !profiles.pending().is_empty() {
+            summary.warnings.push(format!("the event samples of {pid} are aggregated without their times (more than {} events)", clrprobe_pipeline::MAX_TIMED_EVENTS));
+        }
         event_profiles.push(profiles);
     }
 
@@ -497,7 +511,9 @@ fn recorded_pids(targets: &targets::Targets) -> Vec<RecordedPid> {
         .collect()
 }
 
-/// Moves the sampler's new samples into the aggregates.
+/// Moves the sampler's new samples into the aggregates (those timed after `end`, monotonic
+/// ns, are left out).
+#[allow(clippy::too_many_arguments)]
 fn drain(
     s: &mut dyn Sampler,
     cpu: &mut HashMap<AggKey, u64>,
@@ -506,9 +522,12 @@ fn drain(
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
     targets: &[u32],
+    end: Option<u64>,
 ) {
+    let before_end = |s: &RawSample| end.is_none_or(|e| s.time_ns == 0 || s.time_ns <= e);
     match s.drain() {
-        Ok(batch) => {
+        Ok(mut batch) => {
+            batch.retain(before_end);
             save_raw::samples(false, &batch);
             batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.note(s));
             absorb(cpu, batch, resolver)
@@ -518,7 +537,8 @@ fn drain(
     if summary.offcpu
         && let Some(b) = s.as_bpf() {
             match b.drain_offcpu() {
-                Ok(batch) => {
+                Ok(mut batch) => {
+                    batch.retain(before_end);
                     save_raw::samples(true, &batch);
                     batch.iter().for_each(|s| timed.offcpu.note(s));
                     absorb(offcpu, batch, resolver)
@@ -621,8 +641,9 @@ fn build_profile(
             b.add_sample(stack, &values, labels)?;
         }
     }
+    // Allocation, exception and contention samples at their times too (when every one kept it).
     for e in events {
-        e.write_into(&mut b, resolver)?;
+        e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
     Ok(b.build())
 }

@@ -70,6 +70,13 @@ impl Targets {
     }
 
     /// Is it time for the next [`Targets::poll`]? Every 250 ms (children are found by polling).
+    /// Runtime events of every session after `end_mono_ns` (host monotonic) make no samples.
+    pub fn end_samples_at(&self, end_mono_ns: i64) {
+        for s in &self.sessions {
+            s.live.lock().unwrap_or_else(|e| e.into_inner()).profiles.end_mono_ns = Some(end_mono_ns);
+        }
+    }
+
     pub fn poll_due(&self) -> bool {
         self.last_poll.elapsed() >= Duration::from_millis(250)
     }

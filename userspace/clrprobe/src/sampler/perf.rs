@@ -1,6 +1,7 @@
 //! The perf_event fallback sampler, for machines where BPF cannot load: one cpu-clock event
 //! per thread of each target (as `perf record -p` does) with kernel+user callchains in a
-//! ring buffer, aggregated here. New threads are picked up at each drain.
+//! ring buffer, aggregated here. Each sample keeps its time (CLOCK_MONOTONIC, as the BPF
+//! sampler's) for the timeline formats. New threads are picked up at each drain.
 //!
 //! Each sample also carries the user registers (IP, SP, BP) and the top of the user stack
 //! (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`), unwound by the same userspace
@@ -13,7 +14,7 @@ use std::{
 };
 
 use perf_event_open::{
-    config::{CallChain as ChainOpts, Cpu, Opts, Proc, RegsMask, SampleOn, Size},
+    config::{CallChain as ChainOpts, Clock, Cpu, Opts, Proc, RegsMask, SampleOn, Size},
     count::Counter,
     event::sw::Software,
     sample::{
@@ -53,7 +54,8 @@ pub struct PerfSampler {
     /// Userspace unwinding of the copied stacks (None: frame pointers only).
     unwinder: Option<crate::unwind::Unwinder>,
     /// Samples read from the rings between drains: (pid, tid, kernel, user) → count.
-    pending: HashMap<(u32, u32, Vec<u64>, Vec<u64>), u64>,
+    /// (pid, tid, kernel, user, time): samples with their time stay one by one.
+    pending: HashMap<(u32, u32, Vec<u64>, Vec<u64>, u64), u64>,
 }
 
 impl PerfSampler {
@@ -87,6 +89,9 @@ impl PerfSampler {
             opts.sample_format.user_stack = Some(Size(STACK_BYTES));
         }
         opts.record_id_format.task = true;
+        // Sample times on the clock the rest of clrprobe uses (EventPipe, BPF).
+        opts.record_id_format.time = true;
+        opts.timer = Some(Clock::Monotonic);
         opts.enable = true;
         opts
     }
@@ -121,7 +126,8 @@ impl PerfSampler {
                             user = u.unwind_copy(ev.pid, ip, sp, bp, stack, STACK_BYTES as usize, &user).0;
                         }
                         n += 1;
-                        *self.pending.entry((ev.pid, tid, kernel, user)).or_insert(0) += 1;
+                        let time = s.record_id.time.unwrap_or(0);
+                        *self.pending.entry((ev.pid, tid, kernel, user, time)).or_insert(0) += 1;
                     }
                     Record::LostSamples(l) => lost += l.lost_samples,
                     Record::LostRecords(l) => lost += l.lost_records,
@@ -184,10 +190,12 @@ impl Sampler for PerfSampler {
         self.read_rings();
         let agg = std::mem::take(&mut self.pending);
         let mut out = Vec::with_capacity(agg.len());
-        for ((pid, tid, kernel, user), count) in agg {
+        let mut comms: HashMap<u32, String> = HashMap::new();
+        for ((pid, tid, kernel, user, time_ns), count) in agg {
             let kernel = self.intern(kernel);
             let user = self.intern(user);
-            out.push(RawSample { pid, tid, comm: comm(pid, tid), kernel, user, count, time_ns: 0 });
+            let comm = comms.entry(tid).or_insert_with(|| comm(pid, tid)).clone();
+            out.push(RawSample { pid, tid, comm, kernel, user, count, time_ns });
         }
         // Drop events of threads that exited (their rings are drained above), follow new ones.
         self.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());

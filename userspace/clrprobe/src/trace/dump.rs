@@ -1,13 +1,13 @@
 //! Printing a NetTrace file's events decoded: EventSource events by their metadata's field
 //! names, runtime events by the typed decoders.
-use std::{collections::HashMap, fmt::Write as _, hash::BuildHasherDefault, io::Write, path::Path};
+use std::{borrow::Cow, collections::HashMap, hash::BuildHasherDefault, io::Write, path::Path};
 
-use clr_events::{Value, decode, decode_fields};
-use clrprobe_eventpipe::nettrace::{EventRef, NetTraceError, NetTraceReader, StreamStatus};
+use clr_events::event_json::Hex;
+use clr_events::json::{self, Fields, Style, ToJson};
+use clr_events::schema::EventSchema;
+use clr_events::{ClrEvent, decode, write_fields_json};
+use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
 use serde::Serialize;
-use serde_json::{Map, Value as Json, json};
-
-use super::debug_json;
 
 #[derive(Debug, Default, Serialize)]
 pub struct DumpStats {
@@ -45,20 +45,23 @@ pub fn dump(path: &Path, json: bool, out: impl Write) -> Result<DumpStats, DumpE
     dump_from(std::io::BufReader::with_capacity(1 << 20, file), &p, json, out)
 }
 
+/// Output is gathered in chunks of this size before it is written.
+const CHUNK: usize = 256 << 10;
+
 /// [`dump`] of a stream; `name` names it in errors.
 pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: impl Write) -> Result<DumpStats, DumpError> {
     let p = name.to_owned();
     let mut reader = NetTraceReader::new(input).map_err(|source| DumpError::Read { path: p.clone(), source })?;
     let pointer_size = reader.trace_info().pointer_size as u8;
     let mut stats = DumpStats::default();
-    let mut line = String::with_capacity(1024);
-    let mut bufs = Buffers::default();
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + (64 << 10));
     let mut stacks: HashMap<Vec<u64>, u64, BuildHasherDefault<AddrHasher>> = HashMap::default();
+    let style = if json { Style::Json } else { Style::Text };
+    let mut piped_away = false;
     let result = loop {
         match reader.next_event() {
             Ok(Some(ev)) => {
                 stats.events += 1;
-                line.clear();
                 let stack = ev.stack();
                 let stack_id = if stack.is_empty() {
                     None
@@ -68,46 +71,60 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
                     let id = stacks.len() as u64 + 1;
                     stacks.insert(stack.to_vec(), id);
                     if json {
-                        let _ = write!(line, "{{\"type\":\"stack\",\"stack_id\":{id},\"ips\":[");
-                        for (i, ip) in stack.iter().enumerate() {
-                            let _ = write!(line, "{}\"{ip:#x}\"", if i == 0 { "" } else { "," });
-                        }
-                        line.push_str("]}\n");
+                        stack_line(&mut buf, id, stack);
                     }
                     Some(id)
                 };
-                if !event_line(&mut line, &mut bufs, &ev, pointer_size, stack_id, json) {
+                if !event_line(&mut buf, &ev, pointer_size, stack_id, style) {
                     stats.decode_errors += 1;
                 }
-                match out.write_all(line.as_bytes()) {
-                    // The reader of our output went away (`| head`): stop quietly.
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break Ok(()),
-                    other => other?,
+                if buf.len() >= CHUNK {
+                    if !write_chunk(&mut out, &buf)? {
+                        piped_away = true;
+                        break Ok(());
+                    }
+                    buf.clear();
                 }
             }
             Ok(None) => break Ok(()),
             Err(source) => break Err(DumpError::Read { path: p.clone(), source }),
         }
     };
+    if !piped_away && write_chunk(&mut out, &buf)? {
+        match out.flush() {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
+            _ => {}
+        }
+    }
     let rs = reader.stats();
     stats.dropped_events = rs.dropped_events;
     stats.status = match reader.status() {
         StreamStatus::Complete => "complete".into(),
         _ => "truncated".into(),
     };
-    match out.flush() {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
-        _ => {}
-    }
     result.map(|()| stats)
 }
 
-/// Per-event strings, reused from event to event.
-#[derive(Default)]
-struct Buffers {
-    name: String,
-    fields: String,
-    scratch: String,
+/// Writes `buf`; false when the reader of our output went away (`| head`): stop quietly.
+fn write_chunk(out: &mut impl Write, buf: &[u8]) -> Result<bool, DumpError> {
+    match out.write_all(buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        other => other.map(|()| true).map_err(DumpError::from),
+    }
+}
+
+/// `{"type":"stack","stack_id":N,"ips":["0x…",…]}` (leaf first).
+fn stack_line(buf: &mut Vec<u8>, id: u64, stack: &[u64]) {
+    buf.extend_from_slice(b"{\"type\":\"stack\",\"stack_id\":");
+    id.write_json(buf);
+    buf.extend_from_slice(b",\"ips\":[");
+    for (i, ip) in stack.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        Hex(*ip).write_json(buf);
+    }
+    buf.extend_from_slice(b"]}\n");
 }
 
 /// A multiply-rotate hasher for stacks of addresses (SipHash over a long stack per event
@@ -134,149 +151,128 @@ impl std::hash::Hasher for AddrHasher {
     }
 }
 
-/// Appends the event's name (the metadata's, else the typed decoder's) and its fields as JSON
-/// to `name` and `fields`; false when the payload did not decode.
-fn name_and_fields(ev: &EventRef<'_>, pointer_size: u8, name: &mut String, fields: &mut String, scratch: &mut String) -> bool {
-    let md = ev.metadata();
-    name.push_str(&md.name);
+/// What an event's payload is, found before anything is written (the name comes from it).
+enum Payload<'a> {
+    /// Self-describing: the metadata's field list.
+    Schema(&'a EventSchema),
+    /// A runtime event the typed decoders know.
+    Decoded(ClrEvent<'a>),
+    /// No decoder: the payload as hex.
+    Raw,
+    Error(clr_events::DecodeError),
+}
+
+fn classify<'a>(ev: &EventRef<'a>, pointer_size: u8) -> Payload<'a> {
+    let md: &'a EventMetadata = ev.metadata();
     if let Some(schema) = md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
-        return match decode_fields(schema, ev.payload()) {
-            Ok(f) => {
-                let obj = Json::Object(f.into_iter().map(|(k, v)| (k, value_json(v))).collect());
-                fields.push_str(&obj.to_string());
-                true
-            }
-            Err(e) => {
-                fields.push_str(&json!({ "decode_error": e.to_string() }).to_string());
-                false
-            }
-        };
+        return Payload::Schema(schema);
     }
     let mut raw = ev.raw_event();
     raw.pointer_size = pointer_size;
     match decode(&raw) {
-        Ok(clr_events::ClrEvent::Unknown) => {
-            if name.is_empty() {
-                let _ = write!(name, "Event{}", md.event_id);
+        Ok(ClrEvent::Unknown) => Payload::Raw,
+        Ok(e) => Payload::Decoded(e),
+        Err(e) => Payload::Error(e),
+    }
+}
+
+/// The metadata's name, else the typed decoder's, else `Event<id>`.
+fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_>) -> Cow<'a, str> {
+    match payload {
+        _ if !md.name.is_empty() => Cow::Borrowed(md.name.as_str()),
+        Payload::Decoded(e) => Cow::Borrowed(e.name()),
+        _ => Cow::Owned(format!("Event{}", md.event_id)),
+    }
+}
+
+/// Appends the payload's fields (a JSON object, or `name=value` text); false when they did
+/// not decode (then the fields are `decode_error`).
+fn write_payload(buf: &mut Vec<u8>, bytes: &[u8], payload: &Payload<'_>, style: Style) -> bool {
+    let error = |buf: &mut Vec<u8>, e: &clr_events::DecodeError| {
+        let mut f = Fields::begin(buf, style);
+        f.field("decode_error", e.to_string().as_str());
+        f.end();
+    };
+    match payload {
+        Payload::Schema(schema) => {
+            let mark = buf.len();
+            match write_fields_json(schema, bytes, buf, style) {
+                Ok(()) => true,
+                Err(e) => {
+                    buf.truncate(mark);
+                    error(buf, &e);
+                    false
+                }
             }
-            let _ = write!(fields, "{{\"payload_bytes\":{}}}", ev.payload().len());
+        }
+        Payload::Decoded(e) => {
+            e.write_fields(buf, style);
             true
         }
-        Ok(e) => {
-            let mut text = std::mem::take(scratch);
-            text.clear();
-            let _ = write!(text, "{e:?}");
-            let ok = runtime_fields(&text, name, fields);
-            *scratch = text;
-            ok
-        }
-        Err(e) => {
-            if name.is_empty() {
-                let _ = write!(name, "Event{}", md.event_id);
+        Payload::Raw => {
+            let mut f = Fields::begin(buf, style);
+            if !bytes.is_empty() {
+                json::write_hex(bytes, f.key("payload_hex"));
             }
-            fields.push_str(&json!({ "decode_error": e.to_string() }).to_string());
+            f.end();
+            true
+        }
+        Payload::Error(e) => {
+            error(buf, e);
             false
         }
     }
 }
 
-/// The variant name (when the metadata has none) and fields of a typed event's `Debug` text.
-fn runtime_fields(text: &str, name: &mut String, fields: &mut String) -> bool {
-    {
-        {
-            let (variant, rest) = debug_json::variant(text);
-            if name.is_empty() {
-                name.push_str(variant);
-            }
-            let rest = rest.trim();
-            if rest.is_empty() {
-                fields.push_str("{}");
-                return true;
-            }
-            // `Variant(Struct { .. })` or `Variant { .. }`.
-            let inner = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')).map(|r| debug_json::variant(r.trim()).1).unwrap_or(rest);
-            debug_json::convert(inner, fields)
-        }
-    }
-}
-
-fn value_json(v: Value) -> Json {
-    match v {
-        Value::Null => Json::Null,
-        Value::Bool(b) => json!(b),
-        Value::Char(c) => json!(c.to_string()),
-        Value::I8(x) => json!(x),
-        Value::U8(x) => json!(x),
-        Value::I16(x) => json!(x),
-        Value::U16(x) => json!(x),
-        Value::I32(x) => json!(x),
-        Value::U32(x) => json!(x),
-        Value::I64(x) => json!(x),
-        Value::U64(x) => json!(x),
-        Value::F32(x) => json!(x),
-        Value::F64(x) => json!(x),
-        Value::Decimal(b) => json!(b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
-        Value::DateTime(t) => json!(t),
-        Value::Guid(g) => json!(g.to_string()),
-        Value::String(s) => json!(s),
-        Value::Struct(fields) => Json::Object(fields.into_iter().map(|(k, v)| (k, value_json(v))).collect::<Map<_, _>>()),
-        Value::Array(items) => Json::Array(items.into_iter().map(value_json).collect()),
-    }
-}
-
-/// Appends the event's line (JSON or text) to `line`; false when its payload did not decode.
-fn event_line(line: &mut String, bufs: &mut Buffers, ev: &EventRef<'_>, pointer_size: u8, stack_id: Option<u64>, json: bool) -> bool {
+/// Appends the event's line (JSON or text) to `buf`; false when its payload did not decode.
+fn event_line(buf: &mut Vec<u8>, ev: &EventRef<'_>, pointer_size: u8, stack_id: Option<u64>, style: Style) -> bool {
     let md = ev.metadata();
-    bufs.name.clear();
-    bufs.fields.clear();
-    let ok = name_and_fields(ev, pointer_size, &mut bufs.name, &mut bufs.fields, &mut bufs.scratch);
-    let (name, fields) = (&bufs.name, &bufs.fields);
-    if json {
-        line.push_str("{\"type\":\"event\",\"time_ns\":");
-        let _ = write!(line, "{}", ev.time_ns());
-        line.push_str(",\"provider\":");
-        debug_json::json_string(&md.provider, line);
-        line.push_str(",\"name\":");
-        debug_json::json_string(name, line);
-        let _ = write!(
-            line,
-            ",\"id\":{},\"version\":{},\"opcode\":{},\"thread\":{},\"seq\":{},\"stack_id\":",
-            md.event_id,
-            md.version,
-            md.opcode,
-            ev.thread_id(),
-            ev.sequence_number()
-        );
-        match stack_id {
-            Some(id) => {
-                let _ = write!(line, "{id}");
-            }
-            None => line.push_str("null"),
+    let payload = classify(ev, pointer_size);
+    let name = event_name(md, &payload);
+    match style {
+        Style::Json => {
+            buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
+            ev.time_ns().write_json(buf);
+            buf.extend_from_slice(b",\"provider\":");
+            json::write_str(&md.provider, buf);
+            buf.extend_from_slice(b",\"name\":");
+            json::write_str(&name, buf);
+            buf.extend_from_slice(b",\"id\":");
+            md.event_id.write_json(buf);
+            buf.extend_from_slice(b",\"version\":");
+            md.version.write_json(buf);
+            buf.extend_from_slice(b",\"opcode\":");
+            md.opcode.write_json(buf);
+            buf.extend_from_slice(b",\"thread\":");
+            ev.thread_id().write_json(buf);
+            buf.extend_from_slice(b",\"seq\":");
+            ev.sequence_number().write_json(buf);
+            buf.extend_from_slice(b",\"stack_id\":");
+            stack_id.write_json(buf);
+            buf.extend_from_slice(b",\"fields\":");
+            let ok = write_payload(buf, ev.payload(), &payload, style);
+            buf.extend_from_slice(b"}\n");
+            ok
         }
-        line.push_str(",\"fields\":");
-        line.push_str(fields);
-        line.push_str("}\n");
-    } else {
-        let _ = write!(
-            line,
-            "{:>14.6} ms  tid {:<7} {}/{} v{}  stack {}  ",
-            ev.time_ns() as f64 / 1e6,
-            ev.thread_id(),
-            md.provider,
-            name,
-            md.version,
-            stack_id.map_or_else(|| "-".to_owned(), |id| format!("#{id} ({} frames)", ev.stack().len())),
-        );
-        // Fields as `name=value`, values compact JSON.
-        match serde_json::from_str::<Json>(fields) {
-            Ok(Json::Object(map)) => {
-                for (i, (k, v)) in map.iter().enumerate() {
-                    let _ = write!(line, "{}{k}={v}", if i == 0 { "" } else { " " });
+        Style::Text => {
+            let _ = write!(
+                buf,
+                "{:>14.6} ms  tid {:<7} {}/{} v{}  stack ",
+                ev.time_ns() as f64 / 1e6,
+                ev.thread_id(),
+                md.provider,
+                name,
+                md.version,
+            );
+            match stack_id {
+                Some(id) => {
+                    let _ = write!(buf, "#{id} ({} frames)  ", ev.stack().len());
                 }
+                None => buf.extend_from_slice(b"-  "),
             }
-            _ => line.push_str(fields),
+            let ok = write_payload(buf, ev.payload(), &payload, style);
+            buf.push(b'\n');
+            ok
         }
-        line.push('\n');
     }
-    ok
 }

@@ -1,7 +1,6 @@
 //! `clrprobe trace`: records an EventPipe session of a process to a `.nettrace` file (the
 //! runtime's own bytes, readable by PerfView and TraceEvent), and `--dump` prints a file's
 //! events decoded, as text or JSON lines.
-mod debug_json;
 mod dump;
 mod record;
 mod speedscope;
