@@ -147,9 +147,10 @@ impl FrameResolver {
         self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
     }
 
-    /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs).
+    /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs; no
+    /// executable identity, so a live process that reuses the pid is never read).
     pub fn add_symbolizer(&mut self, sym: ProcessSymbolizer) {
-        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None });
+        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None });
     }
 
     /// Replay: the build ids of mapped files as recorded, by path (no process file is read).
@@ -199,8 +200,9 @@ impl FrameResolver {
     pub fn refresh(&mut self, pid: u32) {
         if let Some(p) = self.processes.get(&pid)
             && p.sym.is_some()
+            && let Some(then) = p.exe
             && let Some(now) = exe_identity(pid)
-            && p.exe != Some(now)
+            && then != now
         {
             // It exec'd: what was named from its old address space does not apply.
             let light = p.light;

@@ -53,8 +53,8 @@ pub struct PerfSampler {
     interned: HashMap<Vec<u64>, Arc<[u64]>>,
     /// Userspace unwinding of the copied stacks (None: frame pointers only).
     unwinder: Option<crate::unwind::Unwinder>,
-    /// Samples read from the rings between drains: (pid, tid, kernel, user) → count.
-    /// (pid, tid, kernel, user, time): samples with their time stay one by one.
+    /// Samples read from the rings between drains: (pid, tid, kernel, user, time) → count
+    /// (samples with their time stay one by one).
     pending: HashMap<(u32, u32, Vec<u64>, Vec<u64>, u64), u64>,
 }
 
