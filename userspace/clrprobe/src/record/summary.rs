@@ -88,7 +88,7 @@ mod secs {
 impl RecordSummary {
     pub fn fill_from(&mut self, p: &Profile) {
         let mut self_counts: std::collections::HashMap<usize, u64> = Default::default();
-        let mut total_counts: std::collections::HashMap<usize, u64> = Default::default();
+        let mut total_counts: std::collections::HashMap<(String, String), u64> = Default::default();
         for s in p.samples() {
             let n = s.values.first().copied().unwrap_or(0).max(0) as u64;
             self.samples += n;
@@ -103,26 +103,33 @@ impl RecordSummary {
                     }
                 }
             }
+            // Total per function name: a sample counts once even if it holds several versions.
             let mut seen = std::collections::HashSet::new();
             for &f in stack {
-                if seen.insert(f.index()) {
-                    *total_counts.entry(f.index()).or_insert(0) += n;
+                if let Some(fr) = p.frame(f)
+                    && seen.insert((fr.name.as_ref(), fr.kind.as_str()))
+                {
+                    *total_counts.entry((fr.name.to_string(), fr.kind.as_str().to_string())).or_insert(0) += n;
                 }
             }
         }
-        let mut top: Vec<(usize, u64)> = self_counts.into_iter().filter(|(_, n)| *n > 0).collect();
-        top.sort_by_key(|t| std::cmp::Reverse(t.1));
+        // One line per function: the versions of a method (tiers, OSR, re-JIT) are separate
+        // frames with one name, and `report` merges them the same way.
+        let key = |i: usize| p.frames().get(i).map(|f| (f.name.to_string(), f.kind.as_str().to_string()));
+        let mut by_name: std::collections::HashMap<(String, String), u64> = Default::default();
+        for (i, n) in self_counts.into_iter().filter(|(_, n)| *n > 0) {
+            if let Some(k) = key(i) {
+                *by_name.entry(k).or_default() += n;
+            }
+        }
+        let mut top: Vec<((String, String), u64)> = by_name.into_iter().collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         self.top_self = top
             .into_iter()
             .take(15)
-            .filter_map(|(i, n)| {
-                let f = p.frames().get(i)?;
-                Some(TopFrame {
-                    name: f.name.to_string(),
-                    kind: f.kind.as_str().to_string(),
-                    self_samples: n,
-                    total_samples: total_counts.get(&i).copied().unwrap_or(n),
-                })
+            .map(|(k, n)| {
+                let total = total_counts.get(&k).copied().unwrap_or(n);
+                TopFrame { name: k.0, kind: k.1, self_samples: n, total_samples: total }
             })
             .collect();
     }
