@@ -47,4 +47,10 @@ pub struct AgentCmd {
     /// Which CPU sampler to use.
     #[arg(long, value_enum, default_value_t = SamplerChoice::Auto)]
     pub sampler: SamplerChoice,
+    /// Copy each sample's user stack (16 KB) and unwind it with DWARF CFI, as `record` does:
+    /// stacks through code without frame pointers (Debian's libc) go on to their callers, at
+    /// the price of the copies and of every sampled binary's unwind tables. Off: frame
+    /// pointers only (.NET's JIT code and libcoreclr keep them).
+    #[arg(long)]
+    pub unwind_copies: bool,
 }

@@ -417,6 +417,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             eventpipe: true,
             perf_map: true,
             parent: cmd.parent,
+            stack_copies: cmd.unwind_copies,
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

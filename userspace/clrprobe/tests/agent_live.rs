@@ -306,6 +306,8 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     // pauses; 4 s after "ready" it starts, so every recorder is attached by then.
     let mut w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(5).arg(4000).arg(5).arg(400).start().unwrap();
     let by_pid = spawn(&["-p", &w.pid.to_string()], "p");
+    // The runtime's start-up takes seconds on a loaded machine; the GCs start 4 s after it.
+    assert!(w.wait_for_line("ready", Duration::from_secs(20)).is_some(), "{:?}", w.output());
     agent.wait_followed(w.pid, Duration::from_secs(3));
     assert!(w.wait(Duration::from_secs(30)).success(), "{:?}", w.output());
     // The agent checks the last samples against the GC pauses a second after the exit.
@@ -319,6 +321,10 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     let p = record_gc_cpu_s(&summary(by_pid), w.pid);
     let a = record_gc_cpu_s(&summary(all), w.pid);
     let g = agent_gc_cpu_s(&metrics, w.pid);
+    let samples = format!("clrprobe_cpu_samples_total{{pid=\"{}\"", w.pid);
+    for l in metrics.lines().filter(|l| l.starts_with("clrprobe_lost_total") || l.starts_with(&samples)) {
+        eprintln!("agent: {l}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("GC CPU: record -p {p:.3} s, record --all {a:.3} s ({:+.1}%), agent {g:.3} s ({:+.1}%)", (a / p - 1.0) * 100.0, (g / p - 1.0) * 100.0);
     assert!(p > 0.2, "too little GC CPU to compare: {p} s");

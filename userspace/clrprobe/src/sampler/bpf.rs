@@ -48,6 +48,16 @@ impl BpfSampler {
     /// Loads the BPF object for `pids`; samples CPU at `freq` Hz when given (without it, only
     /// the other programs — sched_switch, uprobes — are attached later).
     pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
+        Self::start_opts(pids, freq, copy_flags())
+    }
+
+    /// As [`BpfSampler::start_with`], with frame-pointer stacks only (no user stack copies,
+    /// whatever `CLRPROBE_UNWIND` says): the always-on agent's default.
+    pub fn start_fp_only(pids: &[u32], freq: u64) -> Result<Self, SamplerError> {
+        Self::start_opts(pids, Some(freq), 0)
+    }
+
+    fn start_opts(pids: &[u32], freq: Option<u64>, flags: u64) -> Result<Self, SamplerError> {
         let mut bpf = Loaded::load()?;
         bpf.add_targets(pids)?;
         let _stats_fd = if std::env::var("CLRPROBE_BPF_STATS").is_ok_and(|v| v == "1") {
@@ -55,7 +65,6 @@ impl BpfSampler {
         } else {
             None
         };
-        let flags = copy_flags();
         let copies = if flags != 0 {
             bpf.set_ustack_flags(flags)?;
             Some(StackCopies {

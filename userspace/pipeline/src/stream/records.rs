@@ -60,6 +60,7 @@ pub enum Record {
     /// Events the runtime dropped (EventPipe buffer full), samples the kernel side lost:
     /// increments, by source ("eventpipe", "bpf-samples", …), for one process or none.
     Lost { pid: Option<u32>, source: &'static str, count: u64 },
-    /// The sources' clock reached `time_ns`: windows roll, exited processes are let go.
+    /// The sources' clock reached `time_ns`, and every CPU sample taken before it has been
+    /// sent: windows roll, timed samples are checked, exited processes are let go.
     Tick { time_ns: u64 },
 }
