@@ -210,6 +210,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         thread_roots: cmd.thread_roots,
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
         cxa_throw: cmd.cxa_throw,
+        parent: cmd.parent,
     };
     let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
     let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();

@@ -128,6 +128,18 @@ impl BpfSampler {
         Ok(())
     }
 
+    /// Forgets exited processes: their unwinding state (maps, modules, perf map, /proc/PID/mem),
+    /// the unwind tables nobody maps any more, and the off-CPU stack copies of their threads.
+    pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>, tids: &std::collections::HashSet<u32>) {
+        if let Some(c) = self.copies.as_mut() {
+            for &pid in pids {
+                c.unwinder.remove_process(pid);
+            }
+            c.unwinder.drop_unused_files();
+            c.offcpu.retain(|(tid, _), _| !tids.contains(tid));
+        }
+    }
+
     /// The loaded BPF object (to attach more programs to it).
     pub fn loaded(&mut self) -> &mut Loaded {
         &mut self.bpf
