@@ -294,13 +294,18 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
             .args(["record", "--json", "--quiet", "--cpu", "-F", "999", "--format", "pprof", "-o"])
             .arg(dir.join(name))
             .args(args)
+            // GC CPU counts samples, not frames: frame-pointer stacks as the agent's (the
+            // stack copies of every process on a busy host make a debug build's drains slow).
+            .env("CLRPROBE_UNWIND", "fp")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
     // `record --all` runs before the workload starts and finds it, as the agent does.
-    let all = spawn(&["--all", "-d", "14"], "all");
+    // Scoped to this test's children: other .NET processes on the host are not attached.
+    let me = std::process::id().to_string();
+    let all = spawn(&["--all", "--parent", &me, "-d", "14"], "all");
     std::thread::sleep(Duration::from_secs(2));
     // Non-concurrent workstation GC: the GC work runs on the allocating thread, inside its
     // pauses; 4 s after "ready" it starts, so every recorder is attached by then.

@@ -238,14 +238,29 @@ impl Aggregator {
     fn bucket(&mut self, t: u64) -> Option<&mut Bucket> {
         let b = self.cfg.bucket_ns.max(1);
         let start = t / b * b;
-        if self.cpu.back().is_none_or(|last| last.start_ns < start) {
-            self.cpu.push_back(Bucket { start_ns: start, samples: HashMap::new() });
-            while self.cpu.len() > self.cfg.buckets.max(1) {
-                self.cpu.pop_front();
-            }
+        let window = b.saturating_mul(self.cfg.buckets.max(1) as u64);
+        // Buckets in time order, one per second that had samples, within the window of
+        // the newest; a late sample gets its own second's bucket while the window holds it
+        // (the first drain brings samples older than the first record).
+        let newest = self.cpu.back().map_or(start, |k| k.start_ns.max(start));
+        if start.saturating_add(window) <= newest {
+            return None;
         }
-        // Late samples go into the bucket they belong to while it is kept.
-        self.cpu.iter_mut().rev().find(|k| k.start_ns <= start)
+        let at = self.cpu.iter().rposition(|k| k.start_ns <= start);
+        let i = match at {
+            Some(i) if self.cpu[i].start_ns == start => i,
+            _ => {
+                let i = at.map_or(0, |i| i + 1);
+                self.cpu.insert(i, Bucket { start_ns: start, samples: HashMap::new() });
+                let mut i = i;
+                while self.cpu.front().is_some_and(|k| k.start_ns.saturating_add(window) <= newest) {
+                    self.cpu.pop_front();
+                    i -= 1;
+                }
+                i
+            }
+        };
+        self.cpu.get_mut(i)
     }
 
     fn cpu_sample(&mut self, s: StackRecord) {
