@@ -419,6 +419,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             perf_map: true,
             parent: cmd.parent,
             stack_copies: cmd.unwind_copies,
+            counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

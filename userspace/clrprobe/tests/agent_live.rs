@@ -336,3 +336,41 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     assert!((a / p - 1.0).abs() <= 0.10, "record --all {a} s vs -p {p} s");
     assert!((g / p - 1.0).abs() <= 0.10, "agent {g} s vs -p {p} s");
 }
+
+/// The value of the series `name{pid="P",…}` in the agent's metrics text.
+fn metric(metrics: &str, name: &str, pid: u32) -> Option<f64> {
+    let prefix = format!("{name}{{pid=\"{pid}\"");
+    metrics.lines().find(|l| l.starts_with(&prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn thread_pool_metrics_equal_the_runtimes_own_counts() {
+    require_root();
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "--counters-interval", "1"]);
+    // 2000 work items of 200 µs each, 4 s after "ready"; the counts are printed a second
+    // before the end (10 s).
+    let mut w = Workload::new("ThreadPoolWork", Runtime::Net8).arg(10).arg(4000).arg(2000).arg(200).start().unwrap();
+    assert!(w.wait_for_line("ready", Duration::from_secs(20)).is_some(), "{:?}", w.output());
+    agent.wait_followed(w.pid, Duration::from_secs(3));
+    assert!(w.wait_for_line("threadpool threads=", Duration::from_secs(30)).is_some(), "{:?}", w.output());
+    // The runtime polls its counters every second: one more poll after the counts were read.
+    std::thread::sleep(Duration::from_millis(1500));
+    let metrics = agent.metrics();
+    assert!(w.wait(Duration::from_secs(10)).success(), "{:?}", w.output());
+    let ba = numbers_after(&w, "threadpool before=");
+    let now = numbers_after(&w, "threadpool threads=");
+    let (threads, queue) = (now[0] as f64, now[1] as f64);
+    let done = (ba[1] - ba[0]) as f64;
+    let got = |name: &str| metric(&metrics, name, w.pid).unwrap_or_else(|| panic!("no {name} for {} in\n{metrics}", w.pid));
+    eprintln!(
+        "thread pool: runtime threads {threads} queue {queue} completed {done} ({ba:?}); agent {} {} {}",
+        got("dotnet_thread_pool_thread_count"),
+        got("dotnet_thread_pool_queue_length"),
+        got("dotnet_thread_pool_work_item_count_total")
+    );
+    assert!(done >= 2000.0, "{ba:?}");
+    assert_eq!(got("dotnet_thread_pool_thread_count"), threads);
+    assert_eq!(got("dotnet_thread_pool_queue_length"), queue);
+    assert_eq!(got("dotnet_thread_pool_work_item_count_total"), done);
+}

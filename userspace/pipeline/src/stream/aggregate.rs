@@ -165,6 +165,11 @@ impl Aggregator {
             Record::Cpu(s) => self.cpu_sample(s),
             Record::OffCpu(s) => self.offcpu(s),
             Record::Clr(c) => self.clr(&c),
+            Record::Counter { pid, name, value } => {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.counters.on_counter(&name, value);
+                }
+            }
             Record::Started(info) => self.started(info),
             Record::Exited { pid, time_ns } => {
                 if let Some(p) = self.procs.get_mut(&pid)

@@ -9,8 +9,10 @@ mod counters;
 mod metrics;
 mod records;
 mod snapshot;
+mod wanted;
 
-pub use aggregate::{Aggregator, AggregatorConfig, Health};
+pub use aggregate::{Aggregator, AggregatorConfig, Health, is_gc_thread};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
 pub use records::{ClrRecord, ProcessInfo, Record, StackRecord};
 pub use snapshot::{ProfileKind, Namer};
+pub use wanted::wanted;

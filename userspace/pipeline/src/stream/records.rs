@@ -49,6 +49,10 @@ pub enum Record {
     Cpu(StackRecord),
     OffCpu(StackRecord),
     Clr(ClrRecord),
+    /// One value of a runtime EventCounter (System.Runtime's `EventCounters` event): the
+    /// mean of a polling counter, or the increment of an incrementing one over its interval,
+    /// rounded (the thread-pool counters are whole numbers).
+    Counter { pid: u32, name: Arc<str>, value: u64 },
     /// A .NET process is followed from now on.
     Started(ProcessInfo),
     /// It exited (its series end once [`crate::stream::AggregatorConfig::exited_grace_ns`] passed).

@@ -3,9 +3,10 @@
 //! runtime's QPC clock is CLOCK_MONOTONIC in ns, so the session's sync time is its origin).
 use std::{sync::Arc, thread::JoinHandle};
 
+use clr_events::eventsource::Value;
 use clrprobe_eventpipe::{
-    ipc::{Client, IpcError, SessionConfig, StopHandle},
-    nettrace::NetTraceReader,
+    ipc::{Client, IpcError, Level, ProviderConfig, SessionConfig, StopHandle},
+    nettrace::{EventMetadata, NetTraceReader},
 };
 use clrprobe_pipeline::stream::{ClrRecord, Record};
 use crossbeam_channel::Sender;
@@ -83,6 +84,17 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
             }
         };
         let raw = ev.raw_event();
+        if raw.provider == COUNTERS_PROVIDER {
+            if let Some((name, value)) = counter(ev.metadata(), raw.payload)
+                && tx.send(Record::Counter { pid, name: Arc::from(name), value: if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 } }).is_err()
+            {
+                return;
+            }
+            continue;
+        }
+        if !clrprobe_pipeline::stream::wanted(raw.provider, raw.event_id) {
+            continue;
+        }
         // Provider names repeat: share one allocation per provider.
         let provider = match providers.iter().find(|p| ***p == *raw.provider) {
             Some(p) => p.clone(),
@@ -112,6 +124,38 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
         }
     }
     lost(pid, &reader.stats(), &mut dropped, tx);
+}
+
+/// The EventSource whose EventCounters carry the thread pool's numbers (.NET Core 3.0+).
+const COUNTERS_PROVIDER: &str = "System.Runtime";
+
+/// System.Runtime's counters every `interval_s` seconds.
+pub fn runtime_counters(interval_s: u32) -> ProviderConfig {
+    let mut p = ProviderConfig::new(COUNTERS_PROVIDER, 0, Level::Informational);
+    p.arguments.push(("EventCounterIntervalSec".into(), interval_s.to_string()));
+    p
+}
+
+/// (counter name, value) of an `EventCounters` event: `Payload.Name` with `Payload.Mean`
+/// (polling counters) or `Payload.Increment` (incrementing ones), decoded from the schema the
+/// stream carries.
+fn counter(meta: &EventMetadata, payload: &[u8]) -> Option<(String, f64)> {
+    if meta.name != "EventCounters" {
+        return None;
+    }
+    let fields = clr_events::eventsource::decode_fields(meta.schema.as_ref()?, payload).ok()?;
+    let (_, Value::Struct(inner)) = fields.into_iter().find(|(n, _)| n == "Payload")? else { return None };
+    let mut name = None;
+    let mut value = None;
+    for (k, v) in inner {
+        match (k.as_str(), v) {
+            ("Name", Value::String(s)) => name = Some(s),
+            ("Mean" | "Increment", Value::F64(x)) => value = Some(x),
+            ("Mean" | "Increment", Value::F32(x)) => value = Some(f64::from(x)),
+            _ => {}
+        }
+    }
+    Some((name?, value?))
 }
 
 fn lost(pid: u32, stats: &clrprobe_eventpipe::nettrace::ReaderStats, sent: &mut u64, tx: &Sender<Record>) {

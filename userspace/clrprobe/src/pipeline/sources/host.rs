@@ -48,6 +48,8 @@ pub struct HostConfig {
     pub parent: Option<u32>,
     /// Copy user stacks for DWARF unwinding (else frame pointers only).
     pub stack_copies: bool,
+    /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
+    pub counters_interval_s: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +195,9 @@ impl HostSource {
         let session = if self.cfg.eventpipe {
             let mut config = session_config(kind_keywords(self.cfg.kinds), self.cfg.kinds.alloc || !perf_map_names);
             config.circular_buffer_mb = EVENTPIPE_BUFFER_MB;
+            if let Some(s) = self.cfg.counters_interval_s {
+                config.providers.push(super::eventpipe::runtime_counters(s));
+            }
             match EventPipeSource::start(pid, &config, self.tx.clone()) {
                 Ok(s) => Some(s),
                 Err(e) => {
