@@ -144,7 +144,7 @@ fn counter(meta: &EventMetadata, payload: &[u8]) -> Option<(String, f64)> {
         return None;
     }
     let fields = clr_events::eventsource::decode_fields(meta.schema.as_ref()?, payload).ok()?;
-    let (_, Value::Struct(inner)) = fields.into_iter().find(|(n, _)| n == "Payload")? else { return None };
+    let inner = payload_struct(fields)?;
     let mut name = None;
     let mut value = None;
     for (k, v) in inner {
@@ -156,6 +156,21 @@ fn counter(meta: &EventMetadata, payload: &[u8]) -> Option<(String, f64)> {
         }
     }
     Some((name?, value?))
+}
+
+/// The `Payload` struct, at whatever depth (.NET 8 wraps it in an anonymous struct).
+fn payload_struct(fields: Vec<(String, Value)>) -> Option<Vec<(String, Value)>> {
+    for (n, v) in fields {
+        if let Value::Struct(inner) = v {
+            if n == "Payload" {
+                return Some(inner);
+            }
+            if let Some(p) = payload_struct(inner) {
+                return Some(p);
+            }
+        }
+    }
+    None
 }
 
 fn lost(pid: u32, stats: &clrprobe_eventpipe::nettrace::ReaderStats, sent: &mut u64, tx: &Sender<Record>) {
