@@ -98,9 +98,8 @@ pub fn is_gc_thread(comm: &str) -> bool {
 /// against the GC pauses (the runtime flushes its event buffers in blocks).
 const EVENT_LAG_NS: u64 = 200_000_000;
 /// Timed samples this much older than the last tick are checked whatever events have arrived
-/// (a process with no events). Long: a starved target's event stream can lag the samples by
-/// more than 10 s on a loaded host (the agent then read 77–83 % too little GC CPU).
-const TIMED_HOLD_NS: u64 = 60_000_000_000;
+/// (a process with no events, or whose events lag far behind).
+const TIMED_HOLD_NS: u64 = 10_000_000_000;
 
 pub struct Aggregator {
     pub(crate) cfg: AggregatorConfig,
