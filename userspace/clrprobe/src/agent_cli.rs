@@ -4,9 +4,10 @@ use clap::Args;
 use crate::cli::SamplerChoice;
 
 #[derive(Debug, Args)]
-#[command(after_help = "Defaults keep the cost low for always-on use: CPU at 49 Hz, off-CPU intervals of 5 ms and \
-more, allocation events (AllocationTick, one per ~100 KB allocated, each with a stack walk) in every .NET process. \
---no-alloc drops the allocation events (the costliest part for allocation-heavy apps); --freq raises the rate.\n\n\
+#[command(after_help = "Defaults keep the cost low for always-on use: CPU at 49 Hz with frame-pointer stacks (no \
+stack copies: --unwind-copies), off-CPU intervals of 5 ms and more, the runtime's counters every 5 s, allocation \
+events (AllocationTick, one per ~100 KB allocated, each with a stack walk) in every .NET process. --no-alloc drops \
+the allocation events (the costliest part for allocation-heavy apps); --freq raises the rate.\n\n\
 Endpoints: /metrics (Prometheus text, OpenTelemetry .NET runtime metric names), /debug/pprof/profile?seconds=N, \
 /debug/pprof/allocs, /debug/pprof/mutex, /debug/pprof/block (off-CPU), /debug/pprof/exceptions; &pid=P keeps one process.")]
 pub struct AgentCmd {
@@ -47,4 +48,14 @@ pub struct AgentCmd {
     /// Which CPU sampler to use.
     #[arg(long, value_enum, default_value_t = SamplerChoice::Auto)]
     pub sampler: SamplerChoice,
+    /// Copy each sample's user stack (16 KB) and unwind it with DWARF CFI, as `record` does:
+    /// stacks through code without frame pointers (Debian's libc) go on to their callers, at
+    /// the price of the copies and of every sampled binary's unwind tables. Off: frame
+    /// pointers only (.NET's JIT code and libcoreclr keep them).
+    #[arg(long)]
+    pub unwind_copies: bool,
+    /// Seconds between the runtime's EventCounters (thread-pool threads, queue length, work
+    /// items); 0: none.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=3600))]
+    pub counters_interval: u32,
 }

@@ -129,6 +129,10 @@ pub struct RecordCmd {
     /// while recording) gets names; writes PREFIX.* for the host and PREFIX.PID.* per process.
     #[arg(short = 'a', long, conflicts_with_all = ["pids", "command"])]
     pub all: bool,
+    /// With --all: only .NET processes descending from PID get perf maps and EventPipe
+    /// sessions (the whole host is still sampled).
+    #[arg(long, value_name = "PID", requires = "all")]
+    pub parent: Option<u32>,
     /// Start this command and record it from its first instruction until it exits.
     #[arg(last = true, conflicts_with = "pids")]
     pub command: Vec<String>,

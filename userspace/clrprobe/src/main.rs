@@ -234,6 +234,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         net: record::http::NetArgs::parse(cmd.http, cmd.providers.as_deref())?,
         cxa_throw: cmd.cxa_throw,
         save_raw: cmd.save_raw.clone(),
+        parent: cmd.parent,
     };
     let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
     let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
@@ -444,6 +445,8 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             eventpipe: true,
             perf_map: true,
             parent: cmd.parent,
+            stack_copies: cmd.unwind_copies,
+            counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

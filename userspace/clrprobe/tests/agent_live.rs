@@ -294,18 +294,25 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
             .args(["record", "--json", "--quiet", "--cpu", "-F", "999", "--format", "pprof", "-o"])
             .arg(dir.join(name))
             .args(args)
+            // GC CPU counts samples, not frames: frame-pointer stacks as the agent's (the
+            // stack copies of every process on a busy host make a debug build's drains slow).
+            .env("CLRPROBE_UNWIND", "fp")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap()
     };
     // `record --all` runs before the workload starts and finds it, as the agent does.
-    let all = spawn(&["--all", "-d", "14"], "all");
+    // Scoped to this test's children: other .NET processes on the host are not attached.
+    let me = std::process::id().to_string();
+    let all = spawn(&["--all", "--parent", &me, "-d", "14"], "all");
     std::thread::sleep(Duration::from_secs(2));
     // Non-concurrent workstation GC: the GC work runs on the allocating thread, inside its
     // pauses; 4 s after "ready" it starts, so every recorder is attached by then.
     let mut w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(5).arg(4000).arg(5).arg(400).start().unwrap();
     let by_pid = spawn(&["-p", &w.pid.to_string()], "p");
+    // The runtime's start-up takes seconds on a loaded machine; the GCs start 4 s after it.
+    assert!(w.wait_for_line("ready", Duration::from_secs(20)).is_some(), "{:?}", w.output());
     agent.wait_followed(w.pid, Duration::from_secs(3));
     assert!(w.wait(Duration::from_secs(30)).success(), "{:?}", w.output());
     // The agent checks the last samples against the GC pauses a second after the exit.
@@ -319,9 +326,51 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     let p = record_gc_cpu_s(&summary(by_pid), w.pid);
     let a = record_gc_cpu_s(&summary(all), w.pid);
     let g = agent_gc_cpu_s(&metrics, w.pid);
+    let samples = format!("clrprobe_cpu_samples_total{{pid=\"{}\"", w.pid);
+    for l in metrics.lines().filter(|l| l.starts_with("clrprobe_lost_total") || l.starts_with(&samples)) {
+        eprintln!("agent: {l}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!("GC CPU: record -p {p:.3} s, record --all {a:.3} s ({:+.1}%), agent {g:.3} s ({:+.1}%)", (a / p - 1.0) * 100.0, (g / p - 1.0) * 100.0);
     assert!(p > 0.2, "too little GC CPU to compare: {p} s");
     assert!((a / p - 1.0).abs() <= 0.10, "record --all {a} s vs -p {p} s");
     assert!((g / p - 1.0).abs() <= 0.10, "agent {g} s vs -p {p} s");
+}
+
+/// The value of the series `name{pid="P",…}` in the agent's metrics text.
+fn metric(metrics: &str, name: &str, pid: u32) -> Option<f64> {
+    let prefix = format!("{name}{{pid=\"{pid}\"");
+    metrics.lines().find(|l| l.starts_with(&prefix)).and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn thread_pool_metrics_equal_the_runtimes_own_counts() {
+    require_root();
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "--counters-interval", "1"]);
+    // 2000 work items of 200 µs each, 4 s after "ready"; the counts are printed a second
+    // before the end (10 s).
+    let mut w = Workload::new("ThreadPoolWork", Runtime::Net8).arg(10).arg(4000).arg(2000).arg(200).start().unwrap();
+    assert!(w.wait_for_line("ready", Duration::from_secs(20)).is_some(), "{:?}", w.output());
+    agent.wait_followed(w.pid, Duration::from_secs(3));
+    assert!(w.wait_for_line("threadpool threads=", Duration::from_secs(30)).is_some(), "{:?}", w.output());
+    // The runtime polls its counters every second: one more poll after the counts were read.
+    std::thread::sleep(Duration::from_millis(1500));
+    let metrics = agent.metrics();
+    assert!(w.wait(Duration::from_secs(10)).success(), "{:?}", w.output());
+    let ba = numbers_after(&w, "threadpool before=");
+    let now = numbers_after(&w, "threadpool threads=");
+    let (threads, queue) = (now[0] as f64, now[1] as f64);
+    let done = (ba[1] - ba[0]) as f64;
+    let got = |name: &str| metric(&metrics, name, w.pid).unwrap_or_else(|| panic!("no {name} for {} in\n{metrics}", w.pid));
+    eprintln!(
+        "thread pool: runtime threads {threads} queue {queue} completed {done} ({ba:?}); agent {} {} {}",
+        got("dotnet_thread_pool_thread_count"),
+        got("dotnet_thread_pool_queue_length"),
+        got("dotnet_thread_pool_work_item_count_total")
+    );
+    assert!(done >= 2000.0, "{ba:?}");
+    assert_eq!(got("dotnet_thread_pool_thread_count"), threads);
+    assert_eq!(got("dotnet_thread_pool_queue_length"), queue);
+    assert_eq!(got("dotnet_thread_pool_work_item_count_total"), done);
 }

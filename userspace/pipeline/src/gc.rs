@@ -179,6 +179,12 @@ impl GcTimeline {
         true
     }
 
+    /// The suspension begun and not yet ended, if any: (start, suspending tid). Samples of
+    /// that thread after its start may still turn out to be GC work.
+    pub fn open_suspension(&self) -> Option<(u64, u64)> {
+        self.suspend.map(|(start, tid, _)| (start, tid))
+    }
+
     /// Pause intervals `(start, end, tid)` of `tid` (ns, source clock): the windows in which
     /// that thread did the work of a blocking collection (workstation GC).
     pub fn pauses_of(&self, tid: u64) -> impl Iterator<Item = (u64, u64)> + '_ {

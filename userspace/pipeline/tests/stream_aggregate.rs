@@ -174,3 +174,46 @@ fn timed_samples_in_any_order_meet_the_pauses_that_arrive_after_them() {
     let text = a.metrics_text();
     assert!(text.contains("thread_kind=\"user_threads\"} 0.04\n"), "{text}");
 }
+
+/// A long blocking GC: its GCStart/GCEnd arrive (and pass the event lag) long before its
+/// restart; the samples inside it wait for the restart instead of being judged outside it.
+#[test]
+fn samples_inside_a_pause_not_yet_ended_wait_for_its_end() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, ..ProcessInfo::default() }));
+    let mut pause = gc(1, 2, 11, T0, 600);
+    let restart = pause.pop().expect("restart");
+    for r in pause {
+        a.absorb(r);
+    }
+    for k in 0..5 {
+        a.absorb(cpu(11, T0 + 50 * MS + k * 100 * MS, &[0x5100]));
+    }
+    a.absorb(Record::Tick { time_ns: T0 + 700 * MS });
+    a.absorb(restart);
+    a.absorb(exception(12, T0 + 1_000 * MS, "System.FormatException"));
+    a.absorb(Record::Tick { time_ns: T0 + 1_700 * MS });
+    let text = a.metrics_text();
+    assert!(text.contains("thread_kind=\"user_threads\"} 0.05\n"), "{text}");
+}
+
+/// A slow drain: the pause ended and later events arrived before the samples of the pause
+/// were drained. The pause stays until a tick says every sample before it has been sent.
+#[test]
+fn pauses_stay_until_the_samples_of_their_time_are_drained() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, ..ProcessInfo::default() }));
+    a.absorb(Record::Tick { time_ns: T0 });
+    for r in gc(1, 0, 11, T0 + 100 * MS, 10) {
+        a.absorb(r);
+    }
+    a.absorb(exception(12, T0 + 2_000 * MS, "System.FormatException"));
+    // A tick whose drain started before the pause: nothing of the pause's time drained yet.
+    a.absorb(Record::Tick { time_ns: T0 + 50 * MS });
+    for k in 0..3 {
+        a.absorb(cpu(11, T0 + 102 * MS + k * MS, &[0x5100]));
+    }
+    a.absorb(Record::Tick { time_ns: T0 + 2_100 * MS });
+    let text = a.metrics_text();
+    assert!(text.contains("thread_kind=\"user_threads\"} 0.03\n"), "{text}");
+}

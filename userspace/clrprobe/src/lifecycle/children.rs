@@ -8,6 +8,19 @@ pub fn parent(pid: u32) -> Option<u32> {
     stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Does `pid` descend from `ancestor` (its child, grandchild…)? Walks the parent pids.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    for _ in 0..64 {
+        match parent(p) {
+            Some(pp) if pp == ancestor => return true,
+            Some(pp) if pp > 1 => p = pp,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// Every live process descending from one of `roots` (roots excluded), with its parent.
 pub fn descendants(roots: &[u32]) -> Vec<(u32, u32)> {
     let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();

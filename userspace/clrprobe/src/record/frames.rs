@@ -41,6 +41,8 @@ struct Named {
     ids: HashMap<(u32, u64), u32>,
     frames: Vec<Frame>,
     index: HashMap<Frame, u32>,
+    /// `frames.len()` after the last [`Named::compact`].
+    compacted: usize,
 }
 
 impl Named {
@@ -67,6 +69,26 @@ impl Named {
 
     fn retain(&mut self, mut keep: impl FnMut(&(u32, u64)) -> bool) {
         self.ids.retain(|k, _| keep(k));
+        // Frames no address uses any more (exited processes' JIT code) go once they are half.
+        if self.frames.len() >= 4096 && self.frames.len() >= 2 * self.compacted {
+            self.compact();
+        }
+    }
+
+    /// Keeps only the frames some address still names.
+    fn compact(&mut self) {
+        let mut renumber: HashMap<u32, u32> = HashMap::new();
+        let mut frames = Vec::new();
+        for id in self.ids.values_mut() {
+            let new = *renumber.entry(*id).or_insert_with(|| {
+                frames.push(self.frames[*id as usize].clone());
+                frames.len() as u32 - 1
+            });
+            *id = new;
+        }
+        self.index = frames.iter().enumerate().map(|(i, f)| (f.clone(), i as u32)).collect();
+        self.frames = frames;
+        self.compacted = self.frames.len();
     }
 }
 
@@ -177,11 +199,23 @@ impl FrameResolver {
         }
     }
 
-    /// Forgets processes (gone ones, in a long-running agent): their maps and names.
+    /// Forgets processes (gone ones, in a long-running agent or `--all`): their symbolizers,
+    /// named addresses, mappings and JIT ranges. Distinct frames stay (shared by others).
     pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
+        if pids.is_empty() {
+            return;
+        }
         self.processes.retain(|p, _| !pids.contains(p));
         self.named.retain(|(p, _)| !pids.contains(p));
         self.unnamed.retain(|(p, _), _| !pids.contains(p));
+        self.backlog.retain(|p, _| !pids.contains(p));
+        self.dying.retain(|p| !pids.contains(p));
+        self.mappings.forget(pids);
+    }
+
+    /// Per-process entries held (processes, named and unnamed addresses): for memory checks.
+    pub fn held(&self) -> (usize, usize, usize) {
+        (self.processes.len(), self.named.ids.len(), self.unnamed.len())
     }
 
     /// The processes known.
@@ -245,7 +279,8 @@ impl FrameResolver {
         }
     }
 
-    pub fn retire_exited(&mut self) {
+    /// Returns the processes retired by this call.
+    pub fn retire_exited(&mut self) -> Vec<u32> {
         let dead: Vec<u32> = self
             .processes
             .iter()
@@ -254,7 +289,7 @@ impl FrameResolver {
             .collect();
         let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
         self.dying = dead.into_iter().filter(|p| !ready.contains(p)).collect();
-        for pid in ready {
+        for &pid in &ready {
             let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
             if !todo.is_empty() {
                 // Methods compiled since the last drain (at exit, say): the perf map is read
@@ -274,6 +309,7 @@ impl FrameResolver {
                 p.jit = Vec::new();
             }
         }
+        ready
     }
 
     /// Adds JIT code ranges reported by EventPipe (MethodLoadVerbose / rundown).
@@ -395,14 +431,20 @@ impl FrameResolver {
             self.out_of_time += addrs.len() as u64;
             return addrs.iter().map(|&a| hex_frame(a)).collect();
         }
+        let kernel = &self.cache;
         let Some(p) = self.processes.get_mut(&pid) else {
-            return addrs.iter().map(|&a| hex_frame(a)).collect();
+            return addrs.iter().map(|&a| kernel_frame(kernel, a).unwrap_or_else(|| hex_frame(a))).collect();
         };
         let Some(sym) = p.sym.as_mut() else {
+            // Exited: kernel frames by kallsyms, JIT code by the method events.
             let mappings = &mut self.mappings;
             return addrs
                 .iter()
                 .map(|&a| {
+                    if let Some(f) = kernel_frame(kernel, a) {
+                        let mapping = mappings.of(pid, a, &Default::default());
+                        return Frame { mapping, ..f };
+                    }
                     let mut f = jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a));
                     if let Some(m) = &p.last_maps {
                         f.mapping = mappings.of(pid, a, m);
@@ -501,6 +543,16 @@ fn jit_lookup(jit: &[(u64, u64, String)], addr: u64) -> Option<Frame> {
     let i = jit.partition_point(|m| m.0 <= addr);
     let (start, end, name) = jit.get(i.checked_sub(1)?)?;
     (addr >= *start && addr < *end).then(|| Frame::new(name.clone(), String::new(), FrameKind::Jit).with_attr("source", "eventpipe"))
+}
+
+/// A kernel address named by kallsyms (no process needed).
+fn kernel_frame(cache: &ImageCache, addr: u64) -> Option<Frame> {
+    if !is_kernel_address(addr) {
+        return None;
+    }
+    let k = cache.kernel().ok()?;
+    let s = k.lookup(addr)?;
+    Some(Frame::new(s.name.to_string(), "[kernel]", FrameKind::Kernel).with_address(addr))
 }
 
 fn hex_frame(addr: u64) -> Frame {

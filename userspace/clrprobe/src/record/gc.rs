@@ -124,6 +124,11 @@ impl TimedSamples {
         &self.samples
     }
 
+    /// Takes out the timed samples of `pids` (exited process being folded into the profile).
+    pub fn take_pids(&mut self, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
+        take_pids(&mut self.samples, pids)
+    }
+
     /// Samples counted in [`TimedSamples::entries`].
     pub fn total(&self) -> u64 {
         self.samples.iter().map(|s| s.2).sum()
@@ -147,6 +152,16 @@ impl TimedSamples {
         cpu.retain(|_, c| *c > 0);
         (gc, per_pid)
     }
+}
+
+/// Moves the entries of `pids` out of `v` (order of the rest kept).
+pub(super) fn take_pids(v: &mut Vec<(AggKey, u64, u64)>, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
+    if !v.iter().any(|e| pids.contains(&e.0.0)) {
+        return Vec::new();
+    }
+    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(v).into_iter().partition(|e| pids.contains(&e.0.0));
+    *v = rest;
+    mine
 }
 
 /// Per-thread CPU time pulled from /proc/PID/task/TID/stat (utime + stime).

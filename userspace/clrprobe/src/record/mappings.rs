@@ -27,6 +27,11 @@ pub(super) struct Mappings {
 const KERNEL_START: u64 = 0xffff_8000_0000_0000;
 
 impl Mappings {
+    /// Forgets the mappings of exited processes (build ids of their files stay).
+    pub(super) fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.by_range.retain(|k, _| !pids.contains(&k.0));
+    }
+
     /// The mapping of `addr` in `pid` (None outside every mapping).
     pub(super) fn of(&mut self, pid: u32, addr: u64, maps: &Maps) -> Option<Arc<Mapping>> {
         if is_kernel_address(addr) {

@@ -13,6 +13,7 @@ mod memory;
 mod perfmap;
 pub mod recipe;
 pub mod save_raw;
+mod retire;
 mod split;
 mod summary;
 mod targets;
@@ -93,6 +94,9 @@ pub struct RecordArgs {
     pub cxa_throw: bool,
     /// `--save-raw DIR`: keep the sources' raw inputs for `report --replay`.
     pub save_raw: Option<PathBuf>,
+    /// `--all --parent PID`: only .NET processes descending from PID get perf maps and
+    /// EventPipe sessions (the host is still sampled).
+    pub parent: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -229,6 +233,15 @@ pub fn run(
         }
     }
 
+    // The profile is built while recording: exited processes are folded into it (`--all`).
+    let types = sample_types(args);
+    let mut builder = ProfileBuilder::new(types.clone());
+    let mut processes = timeline::ProcessLabels::default();
+    let mut retired = retire::Retired::default();
+    let fold = args.all && !args.net.http;
+    // The profile's clock starts when sampling starts (after attaching), as its duration does.
+    let attach_ns = summary.time_to_attach.as_nanos() as u64;
+    let origin_mono = started_mono.saturating_add(attach_ns as i64);
     let mut cpu: HashMap<AggKey, u64> = HashMap::new();
     let mut timed = gc::TimedSamples::default();
     let mut offcpu: HashMap<AggKey, u64> = HashMap::new();
@@ -305,7 +318,28 @@ pub fn run(
                 jit_counts.insert(*pid, o.collector.jit_methods.len());
                 o.collector.jit_methods = Vec::new();
             }
-            resolver.retire_exited();
+            let ready = resolver.retire_exited();
+            if fold {
+                let mut live = retire::Live {
+                    builder: &mut builder,
+                    types: &types,
+                    cpu: &mut cpu,
+                    offcpu: &mut offcpu,
+                    timed: &mut timed,
+                    resolver: &mut resolver,
+                    processes: &mut processes,
+                    thread_names: &mut thread_names,
+                    summary: &mut summary,
+                    finished: &mut finished,
+                    jit_counts: &mut jit_counts,
+                    start_mono_ns: origin_mono,
+                    thread_roots: args.thread_roots,
+                };
+                let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
+                if let Err(e) = retired.fold(ready, &mut live, &mut targets, bpf) {
+                    summary.warnings.push(format!("folding exited processes into the profile: {e}"));
+                }
+            }
             if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf()) {
                 for pid in b.loaded().uprobed_pids().into_iter().filter(|&p| !alive(p)) {
                     b.loaded().detach_uprobes(pid);
@@ -356,29 +390,8 @@ pub fn run(
     let mut event_profiles = Vec::new();
     let mut net_parts = Vec::new();
     log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
-    for (pid, mut outcome) in outcomes {
-        if let Some(net) = outcome.collector.net.take() {
-            net_parts.push(http::NetPart { pid, outcome: net.finish(), origin_mono_ns: outcome.collector.profiles.clock.map(|c| c.0) });
-        }
-        if let Some(e) = &outcome.error {
-            summary.warnings.push(e.to_string());
-        } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
-            summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
-        }
-        let jit_named = jit_counts.get(&pid).copied().unwrap_or(outcome.collector.jit_methods.len());
-        summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, jit_named));
-        resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
-        let mut profiles = outcome.collector.profiles;
-        for ((p, tid), name) in &thread_names {
-            if *p == pid {
-                profiles.threads.set_name(pid, *tid, name.clone());
-            }
-        }
-        summary.events.push((pid, profiles.report()));
-        if !profiles.has_times() && !profiles.pending().is_empty() {
-            summary.warnings.push(format!("the event samples of {pid} are aggregated without their times (more than {} events)", clrprobe_pipeline::MAX_TIMED_EVENTS));
-        }
-        event_profiles.push(profiles);
+    for (pid, outcome) in outcomes {
+        event_profiles.push(absorb_outcome(pid, outcome, &mut summary, &mut resolver, &thread_names, &jit_counts, Some(&mut net_parts)));
     }
 
     log::info!("stop: sessions done after {:?}", stopping.elapsed());
@@ -396,23 +409,21 @@ pub fn run(
     let (cpu, gc_cpu) = if cpu_timed { (cpu_untimed, HashMap::new()) } else { (cpu, gc_cpu) };
     let offcpu = if timed.offcpu.has_times() { timeline::untimed(&offcpu, timed.offcpu.intervals()) } else { offcpu };
     let period_ns = 1_000_000_000 / args.freq.max(1);
-    let user_gc_ns: HashMap<u32, u64> = user_gc_samples.into_iter().map(|(p, n)| (p, n * period_ns)).collect();
+    let user_gc_ns: HashMap<u32, u64> =
+        user_gc_samples.into_iter().chain(std::mem::take(&mut retired.user_gc_samples)).map(|(p, n)| (p, n * period_ns)).collect();
     if timed.overflowed {
         summary.warnings.push("too many timed CPU samples: later ones were not checked against GC windows".into());
     }
     resolver.out_of_time = 0;
     let build_symbolize = if interrupted { BUILD_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
     resolver.set_deadline(Some(done_at + build_symbolize));
-    // The profile's clock starts when sampling starts (after attaching), as its duration does.
-    let attach_ns = summary.time_to_attach.as_nanos() as u64;
-    let origin_mono = started_mono.saturating_add(attach_ns as i64);
     let times = Times {
         cpu: cpu_timed.then_some((&timed, &windows)),
         offcpu: timed.offcpu.has_times().then_some(&timed.offcpu),
         start_mono_ns: origin_mono,
     };
-    let profile =
-        build_profile(args, &cpu, &offcpu, &event_profiles, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &gc_cpu, &times)?;
+    let parts = Parts { cpu: &cpu, offcpu: &offcpu, gc_cpu: &gc_cpu, events: &event_profiles };
+    let profile = build_profile(args, builder, &mut processes, &parts, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &times)?;
     gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, origin_mono)?;
@@ -423,6 +434,7 @@ pub fn run(
     summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
+    summary.folded_processes = retired.folded;
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.warnings.extend(resolver.file_warnings());
     if resolver.out_of_time > 0 {
@@ -504,9 +516,9 @@ impl Restores {
 
 /// The processes recorded (named or launched, then the children followed), for the summary.
 fn recorded_pids(targets: &targets::Targets) -> Vec<RecordedPid> {
-    targets
-        .pids
-        .iter()
+    let mut pids: Vec<u32> = targets.retired.iter().chain(&targets.pids).copied().collect();
+    pids.sort_unstable();
+    pids.iter()
         .map(|&pid| RecordedPid { pid, name: process_name(pid), parent: targets.children.get(&pid).copied(), dotnet: targets.is_set_up(pid) })
         .collect()
 }
@@ -540,7 +552,9 @@ fn drain(
                 Ok(mut batch) => {
                     batch.retain(before_end);
                     save_raw::samples(true, &batch);
-                    batch.iter().for_each(|s| timed.offcpu.note(s));
+                    // Host-wide: one entry per interval of every thread on the host would grow
+                    // without bound; only the targets' intervals are kept with their times.
+                    batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.offcpu.note(s));
                     absorb(offcpu, batch, resolver)
                 }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
@@ -563,18 +577,8 @@ struct Times<'a> {
     start_mono_ns: i64,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_profile(
-    args: &RecordArgs,
-    cpu: &HashMap<AggKey, u64>,
-    offcpu: &HashMap<AggKey, u64>,
-    events: &[EventProfiles],
-    resolver: &mut FrameResolver,
-    start_unix_ns: u64,
-    duration: Duration,
-    gc_cpu: &HashMap<AggKey, u64>,
-    times: &Times<'_>,
-) -> Result<Profile, RecordError> {
+/// The sample types of a recording, in column order.
+fn sample_types(args: &RecordArgs) -> Vec<SampleType> {
     let mut types = Vec::new();
     if args.kinds.cpu {
         types.push(SampleType::new(kinds::CPU, units::SAMPLES));
@@ -583,7 +587,42 @@ fn build_profile(
     if args.kinds.offcpu {
         types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
     }
-    let mut b = ProfileBuilder::new(types.clone());
+    types
+}
+
+/// Frames of a sample's stacks: the resolver, or (folded processes) [`retire::Unplaced`].
+trait StackSource {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<clrprobe_profile::Frame>;
+}
+
+impl StackSource for FrameResolver {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<clrprobe_profile::Frame> {
+        FrameResolver::stack(self, pid, kernel, user)
+    }
+}
+
+/// What is left to add at the end: aggregates and the sessions' event samples.
+struct Parts<'a> {
+    cpu: &'a HashMap<AggKey, u64>,
+    offcpu: &'a HashMap<AggKey, u64>,
+    /// Samples of user threads inside their GC pauses.
+    gc_cpu: &'a HashMap<AggKey, u64>,
+    events: &'a [EventProfiles],
+}
+
+/// Finishes the profile `b` (which may hold folded processes already).
+#[allow(clippy::too_many_arguments)]
+fn build_profile(
+    args: &RecordArgs,
+    mut b: ProfileBuilder,
+    processes: &mut timeline::ProcessLabels,
+    parts: &Parts<'_>,
+    resolver: &mut FrameResolver,
+    start_unix_ns: u64,
+    duration: Duration,
+    times: &Times<'_>,
+) -> Result<Profile, RecordError> {
+    let types = b.sample_types().to_vec();
     if args.kinds.cpu {
         b.set_period(Period {
             sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS),
@@ -593,7 +632,6 @@ fn build_profile(
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
-    let mut processes = timeline::ProcessLabels::default();
     if let (Some(col), Some((timed, windows))) = (column(kinds::CPU), times.cpu) {
         let samples = timed.entries().iter().map(|(key, t, n)| timeline::TimedInput {
             key,
@@ -602,7 +640,7 @@ fn build_profile(
             column: col,
             in_gc: windows.contains(key.0, key.1, *t),
         });
-        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+        timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
     if let (Some(col), Some(off)) = (column(kinds::OFF_CPU), times.offcpu) {
         let samples = off.intervals().iter().map(|(key, t, ns)| timeline::TimedInput {
@@ -612,40 +650,92 @@ fn build_profile(
             column: col,
             in_gc: false,
         });
-        timeline::add_timed(&mut b, types.len(), samples, resolver, &mut processes, times.start_mono_ns)?;
+        timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
     let (cpu_col, offcpu_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
-    for (agg, col, gc_work) in [(cpu, cpu_col, false), (gc_cpu, cpu_col, true), (offcpu, offcpu_col, false)] {
+    for (agg, col, gc_work) in [(parts.cpu, cpu_col, false), (parts.gc_cpu, cpu_col, true), (parts.offcpu, offcpu_col, false)] {
         let Some(col) = col else { continue };
-        for ((pid, tid, comm, kernel, user), &count) in agg {
-            let in_gc = gc_work || gc::is_gc_thread(comm);
-            let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
-            let is_offcpu = Some(col) == column(kinds::OFF_CPU);
-            let wait = is_offcpu.then(|| {
-                crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
-            });
-            let frames = if args.thread_roots { thread_root(frames, comm, *tid) } else { frames };
-            let mut ids = Vec::with_capacity(frames.len());
-            for f in frames {
-                ids.push(b.intern_frame(f)?);
-            }
-            let stack = b.intern_stack(&ids)?;
-            let mut labels = processes.labels(*pid, *tid, comm);
-            if let Some(w) = wait {
-                labels = labels.with_string("wait", w);
-            }
-            let labels = b.intern_labels(labels)?;
-            let mut values = vec![0i64; types.len()];
-            values[col] = count as i64;
-            b.add_sample(stack, &values, labels)?;
-        }
+        let is_offcpu = Some(col) == offcpu_col;
+        add_aggregates(&mut b, types.len(), col, is_offcpu, agg.iter().map(|(k, n)| (k, *n, gc_work)), resolver, processes, args.thread_roots)?;
     }
     // Allocation, exception and contention samples at their times too (when every one kept it).
-    for e in events {
+    for e in parts.events {
         e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
     Ok(b.build())
+}
+
+/// Adds aggregated samples `(key, count, GC work)` to column `col`.
+#[allow(clippy::too_many_arguments)]
+fn add_aggregates<'a>(
+    b: &mut ProfileBuilder,
+    width: usize,
+    col: usize,
+    is_offcpu: bool,
+    samples: impl Iterator<Item = (&'a AggKey, u64, bool)>,
+    resolver: &mut dyn StackSource,
+    processes: &mut timeline::ProcessLabels,
+    thread_roots: bool,
+) -> Result<(), clrprobe_profile::ProfileError> {
+    for ((pid, tid, comm, kernel, user), count, gc_work) in samples {
+        let in_gc = gc_work || gc::is_gc_thread(comm);
+        let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+        let wait = is_offcpu.then(|| {
+            crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+        });
+        let frames = if thread_roots { thread_root(frames, comm, *tid) } else { frames };
+        let mut ids = Vec::with_capacity(frames.len());
+        for f in frames {
+            ids.push(b.intern_frame(f)?);
+        }
+        let stack = b.intern_stack(&ids)?;
+        let mut labels = processes.labels(*pid, *tid, comm);
+        if let Some(w) = wait {
+            labels = labels.with_string("wait", w);
+        }
+        let labels = b.intern_labels(labels)?;
+        let mut values = vec![0i64; width];
+        values[col] = count as i64;
+        b.add_sample(stack, &values, labels)?;
+    }
+    Ok(())
+}
+
+/// Takes what an ended EventPipe session collected: warnings, counts and the event report go
+/// to the summary, JIT method ranges to the resolver, HTTP requests to `net_parts` (None:
+/// dropped); returns the event samples.
+fn absorb_outcome(
+    pid: u32,
+    mut outcome: clr_session::SessionOutcome,
+    summary: &mut RecordSummary,
+    resolver: &mut FrameResolver,
+    thread_names: &HashMap<(u32, u64), String>,
+    jit_counts: &HashMap<u32, usize>,
+    net_parts: Option<&mut Vec<http::NetPart>>,
+) -> EventProfiles {
+    if let (Some(net), Some(parts)) = (outcome.collector.net.take(), net_parts) {
+        parts.push(http::NetPart { pid, outcome: net.finish(), origin_mono_ns: outcome.collector.profiles.clock.map(|c| c.0) });
+    }
+    if let Some(e) = &outcome.error {
+        summary.warnings.push(e.to_string());
+    } else if outcome.status != clrprobe_eventpipe::nettrace::StreamStatus::Complete && alive(pid) {
+        summary.warnings.push(format!("the EventPipe stream of {pid} ended before its end marker"));
+    }
+    let jit_named = jit_counts.get(&pid).copied().unwrap_or(outcome.collector.jit_methods.len());
+    summary.eventpipe.push((pid, outcome.stats.events, outcome.stats.dropped_events, jit_named));
+    resolver.add_jit_methods(pid, &outcome.collector.jit_methods);
+    let mut profiles = outcome.collector.profiles;
+    for ((p, tid), name) in thread_names {
+        if *p == pid {
+            profiles.threads.set_name(pid, *tid, name.clone());
+        }
+    }
+    summary.events.push((pid, profiles.report()));
+    if !profiles.has_times() && !profiles.pending().is_empty() {
+        summary.warnings.push(format!("the event samples of {pid} are aggregated without their times (more than {} events)", clrprobe_pipeline::MAX_TIMED_EVENTS));
+    }
+    profiles
 }
 
 /// `thread NAME (TID)` as the stack's root frame (`--thread-roots`).

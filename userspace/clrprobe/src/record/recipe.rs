@@ -35,6 +35,11 @@ impl SocketWait {
         self.polls.remove(&pid);
         true
     }
+
+    /// Forgets the processes `keep` says no to (exited ones: the table stays bounded).
+    pub fn retain(&mut self, mut keep: impl FnMut(&u32, &mut u32) -> bool) {
+        self.polls.retain(|p, n| keep(p, n));
+    }
 }
 
 /// Switches the perf map on (`launched`: the environment already did, in a tree clrprobe

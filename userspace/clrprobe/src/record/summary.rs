@@ -61,6 +61,8 @@ pub struct RecordSummary {
     pub unwind: Option<crate::unwind::UnwindSummary>,
     /// The processes followed: named or launched, and their descendants (`--all`: the .NET ones found).
     pub recorded: Vec<RecordedPid>,
+    /// Exited processes folded into the profile while recording (`--all`).
+    pub folded_processes: u64,
     /// From the end of recording to everything stopped and switched off.
     #[serde(with = "secs")]
     pub stop_time: Duration,

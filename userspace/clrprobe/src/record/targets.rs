@@ -21,8 +21,12 @@ use crate::sampler::BpfSampler;
 pub const EVENTPIPE_BUFFER_MB: u32 = 64;
 
 pub(super) struct Targets {
-    /// Every process followed (named, launched or discovered).
+    /// Every process followed (named, launched or discovered) and not retired.
     pub pids: Vec<u32>,
+    /// Exited processes folded into the profile and forgotten ([`Targets::forget`]).
+    pub retired: Vec<u32>,
+    /// `--all --parent PID`: only descendants of PID get the .NET set-up.
+    parent: Option<u32>,
     /// .NET processes whose set-up is done (or was tried).
     attached: HashSet<u32>,
     pub guards: Vec<PerfMapGuard>,
@@ -59,6 +63,8 @@ impl Targets {
             tx,
             rx,
             pids: args.pids.clone(),
+            retired: Vec::new(),
+            parent: args.parent,
             attached: HashSet::new(),
             guards: Vec::new(),
             sessions: Vec::new(),
@@ -96,7 +102,11 @@ impl Targets {
             self.follow_children(args, summary, bpf.as_deref_mut(), resolver);
         }
         let candidates: Vec<u32> = if self.all {
-            self.scanner.scan()
+            let mut found = self.scanner.scan();
+            if let Some(parent) = self.parent {
+                found.retain(|&p| crate::lifecycle::children::descends_from(p, parent));
+            }
+            found
         } else {
             self.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
         };
@@ -244,6 +254,20 @@ impl Targets {
                 let _ = g.restore();
             });
         }
+    }
+
+    /// Can `pid` be folded and forgotten: exited, and no set-up or EventPipe session of it
+    /// left running?
+    pub fn settled(&self, pid: u32) -> bool {
+        !self.in_flight.contains(&pid) && !self.sessions.iter().any(|s| s.pid() == pid)
+    }
+
+    /// Stops following exited processes (they stay listed as recorded).
+    pub fn forget(&mut self, pids: &HashSet<u32>) {
+        let (gone, live): (Vec<u32>, Vec<u32>) = self.pids.iter().partition(|p| pids.contains(p));
+        self.pids = live;
+        self.retired.extend(gone);
+        self.waiting.retain(|p, _| !pids.contains(p));
     }
 
     /// Was `pid` found to be .NET and set up?

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use clrprobe_profile::{LabelSet, ProfileBuilder, ProfileError};
 
-use super::{AggKey, FrameResolver, gc};
+use super::{AggKey, StackSource, gc};
 use crate::sampler::RawSample;
 
 /// Most timed off-CPU intervals kept (~110 bytes each).
@@ -30,6 +30,11 @@ impl OffCpuTimes {
             return;
         }
         self.intervals.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
+    }
+
+    /// Takes out the intervals of `pids` (exited process being folded into the profile).
+    pub fn take_pids(&mut self, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
+        gc::take_pids(&mut self.intervals, pids)
     }
 
     pub fn intervals(&self) -> &[(AggKey, u64, u64)] {
@@ -69,7 +74,7 @@ pub(super) fn add_timed<'a>(
     b: &mut ProfileBuilder,
     width: usize,
     samples: impl Iterator<Item = TimedInput<'a>>,
-    resolver: &mut FrameResolver,
+    resolver: &mut dyn StackSource,
     processes: &mut ProcessLabels,
     start_mono_ns: i64,
 ) -> Result<(), ProfileError> {
@@ -98,6 +103,11 @@ pub(super) struct ProcessLabels {
 }
 
 impl ProcessLabels {
+    /// Forgets exited processes.
+    pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.by_pid.retain(|p, _| !pids.contains(p));
+    }
+
     pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
         let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
             let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));

@@ -57,9 +57,22 @@ impl BpfSampler {
     /// Loads the BPF object for `pids`; samples CPU at `freq` Hz when given (without it, only
     /// the other programs — sched_switch, uprobes — are attached later).
     pub fn start_with(pids: &[u32], freq: Option<u64>) -> Result<Self, SamplerError> {
-        // Off-CPU copies can come at any switch rate: they keep the object's 16 MB ring.
+        Self::start_opts(pids, freq, copy_flags())
+    }
+
+    /// As [`BpfSampler::start_with`], with frame-pointer stacks only (no user stack copies,
+    /// whatever `CLRPROBE_UNWIND` says): the always-on agent's default.
+    pub fn start_fp_only(pids: &[u32], freq: u64) -> Result<Self, SamplerError> {
+        Self::start_opts(pids, Some(freq), 0)
+    }
+
+    fn start_opts(pids: &[u32], freq: Option<u64>, flags: u64) -> Result<Self, SamplerError> {
+        // Off-CPU copies can come at any switch rate: they keep the object's 16 MB ring. CPU
+        // copies get a ring sized to the rate, and no copies at all the smallest one.
         let mut bpf = match freq {
-            Some(f) if !OFFCPU_COPIES.load(std::sync::atomic::Ordering::Relaxed) => Loaded::load_with_ring(crate::bpf::cpu_ring_bytes(f))?,
+            Some(f) if flags == 0 || !OFFCPU_COPIES.load(std::sync::atomic::Ordering::Relaxed) => {
+                Loaded::load_with_ring(crate::bpf::cpu_ring_bytes(f))?
+            }
             _ => Loaded::load()?,
         };
         bpf.add_targets(pids)?;
@@ -68,7 +81,6 @@ impl BpfSampler {
         } else {
             None
         };
-        let flags = copy_flags();
         let copies = if flags != 0 {
             bpf.set_ustack_flags(flags)?;
             Some(StackCopies {
@@ -134,6 +146,18 @@ impl BpfSampler {
             }
         }
         Ok(())
+    }
+
+    /// Forgets exited processes: their unwinding state (maps, modules, perf map, /proc/PID/mem),
+    /// the unwind tables nobody maps any more, and the off-CPU stack copies of their threads.
+    pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>, tids: &std::collections::HashSet<u32>) {
+        if let Some(c) = self.copies.as_mut() {
+            for &pid in pids {
+                c.unwinder.remove_process(pid);
+            }
+            c.unwinder.drop_unused_files();
+            c.offcpu.retain(|(tid, _), _| !tids.contains(tid));
+        }
     }
 
     /// The loaded BPF object (to attach more programs to it).

@@ -95,6 +95,26 @@ pub use crate::cli::SamplerChoice;
 
 /// Starts the chosen sampler on `pids` at `freq` Hz. With `Auto`, a BPF failure falls back to
 /// perf_event and the reason is returned beside the sampler.
+/// As [`start`]; without `stack_copies` the BPF sampler walks frame pointers only.
+pub fn start_with_copies(
+    choice: SamplerChoice,
+    pids: &[u32],
+    freq: u64,
+    stack_copies: bool,
+) -> Result<(Box<dyn Sampler>, Option<String>), SamplerError> {
+    if stack_copies || choice == SamplerChoice::Perf {
+        return start(choice, pids, freq);
+    }
+    match BpfSampler::start_fp_only(pids, freq) {
+        Ok(s) => Ok((Box::new(s), None)),
+        Err(e) if choice == SamplerChoice::Auto => {
+            let why = format!("BPF sampler unavailable ({e}); using the perf_event fallback");
+            Ok((Box::new(PerfSampler::start(pids, freq)?), Some(why)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 pub fn start(
     choice: SamplerChoice,
     pids: &[u32],

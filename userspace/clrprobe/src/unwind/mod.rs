@@ -228,6 +228,16 @@ impl Unwinder {
         self.procs.remove(&pid);
     }
 
+    /// Drops the unwind tables of files no known process maps any more.
+    pub fn drop_unused_files(&mut self) {
+        let used: std::collections::HashSet<(&str, u64)> =
+            self.procs.values().flat_map(|p| p.maps.mappings.iter().filter_map(|m| Some((m.path()?, m.inode)))).collect();
+        let unused: Vec<(String, u64)> = self.files.keys().filter(|(path, inode)| !used.contains(&(path.as_str(), *inode))).cloned().collect();
+        for k in unused {
+            self.files.remove(&k);
+        }
+    }
+
     /// Unwinds a copied stack: `ip`, `sp`, `bp` are the user registers, `stack` the bytes from
     /// `sp` up, `fp_stack` the frame-pointer walk (leaf first) taken at the same moment.
     /// Returns leaf-first addresses (the ip, then return addresses).

@@ -101,13 +101,16 @@ pub fn is_gc_thread(comm: &str) -> bool {
 /// How far behind the newest event of a process a timed sample must be before it is checked
 /// against the GC pauses (the runtime flushes its event buffers in blocks).
 const EVENT_LAG_NS: u64 = 200_000_000;
-/// Timed samples older than this are checked whatever has arrived.
-const TIMED_HOLD_NS: u64 = 5_000_000_000;
+/// Timed samples this much older than the last tick are checked whatever events have arrived
+/// (a process with no events, or whose events lag far behind).
+const TIMED_HOLD_NS: u64 = 10_000_000_000;
 
 pub struct Aggregator {
     pub(crate) cfg: AggregatorConfig,
     pub(crate) now_ns: u64,
     pub(crate) first_ns: Option<u64>,
+    /// The latest tick: CPU samples taken before it have all arrived.
+    sampled_ns: u64,
     pub(crate) procs: BTreeMap<u32, Proc>,
     pub(crate) cpu: VecDeque<Bucket>,
     pub health: Health,
@@ -121,6 +124,7 @@ impl Aggregator {
             cfg,
             now_ns: 0,
             first_ns: None,
+            sampled_ns: 0,
             procs: BTreeMap::new(),
             cpu: VecDeque::new(),
             health: Health::default(),
@@ -170,6 +174,11 @@ impl Aggregator {
             Record::Cpu(s) => self.cpu_sample(s),
             Record::OffCpu(s) => self.offcpu(s),
             Record::Clr(c) => self.clr(&c),
+            Record::Counter { pid, name, value } => {
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    p.counters.on_counter(&name, value);
+                }
+            }
             Record::Started(info) => self.started(info),
             Record::Exited { pid, time_ns } => {
                 if let Some(p) = self.procs.get_mut(&pid)
@@ -243,14 +252,29 @@ impl Aggregator {
     fn bucket(&mut self, t: u64) -> Option<&mut Bucket> {
         let b = self.cfg.bucket_ns.max(1);
         let start = t / b * b;
-        if self.cpu.back().is_none_or(|last| last.start_ns < start) {
-            self.cpu.push_back(Bucket { start_ns: start, samples: HashMap::new() });
-            while self.cpu.len() > self.cfg.buckets.max(1) {
-                self.cpu.pop_front();
-            }
+        let window = b.saturating_mul(self.cfg.buckets.max(1) as u64);
+        // Buckets in time order, one per second that had samples, within the window of
+        // the newest; a late sample gets its own second's bucket while the window holds it
+        // (the first drain brings samples older than the first record).
+        let newest = self.cpu.back().map_or(start, |k| k.start_ns.max(start));
+        if start.saturating_add(window) <= newest {
+            return None;
         }
-        // Late samples go into the bucket they belong to while it is kept.
-        self.cpu.iter_mut().rev().find(|k| k.start_ns <= start)
+        let at = self.cpu.iter().rposition(|k| k.start_ns <= start);
+        let i = match at {
+            Some(i) if self.cpu[i].start_ns == start => i,
+            _ => {
+                let i = at.map_or(0, |i| i + 1);
+                self.cpu.insert(i, Bucket { start_ns: start, samples: HashMap::new() });
+                let mut i = i;
+                while self.cpu.front().is_some_and(|k| k.start_ns.saturating_add(window) <= newest) {
+                    self.cpu.pop_front();
+                    i -= 1;
+                }
+                i
+            }
+        };
+        self.cpu.get_mut(i)
     }
 
     fn cpu_sample(&mut self, s: StackRecord) {
@@ -354,18 +378,26 @@ impl Aggregator {
         self.advance(t);
         let now = self.now_ns;
         let period_ns = 1_000_000_000 / self.cfg.freq_hz.max(1);
+        // Every sample taken before the tick's time has been sent before it.
+        self.sampled_ns = self.sampled_ns.max(t);
+        let sampled = self.sampled_ns;
         for p in self.procs.values_mut() {
             // An exited process's last events have arrived a second after its exit.
-            let ready_before = if p.exited_at.is_some_and(|x| now >= x.saturating_add(1_000_000_000)) {
+            let finished = p.exited_at.is_some_and(|x| now >= x.saturating_add(1_000_000_000));
+            let ready_before = if finished {
                 u64::MAX
             } else {
-                p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(now.saturating_sub(TIMED_HOLD_NS))
+                p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(sampled.saturating_sub(TIMED_HOLD_NS))
             };
+            // A suspension not yet ended may still cover its thread's samples after its start
+            // (a long blocking GC: the GC's own events arrive long before the restart).
+            let open = if finished { None } else { p.events.gc.open_suspension() };
             // Samples arrive in no particular order (a drain reads a hash map).
             let windows = &p.windows;
             let mut gc_ns = 0;
             p.timed.retain(|&(tid, time, count)| {
-                if time > ready_before {
+                let in_open = open.is_some_and(|(start, otid)| otid == u64::from(tid) && time >= start);
+                if time > ready_before || (in_open && time.saturating_add(TIMED_HOLD_NS) > sampled) {
                     return true;
                 }
                 if windows.iter().any(|&(s, e, wtid)| wtid == u64::from(tid) && s <= time && time <= e) {
@@ -374,7 +406,9 @@ impl Aggregator {
                 false
             });
             p.counters.user_threads_gc_cpu_ns += gc_ns;
-            let oldest = p.timed.iter().map(|t| t.1).min().unwrap_or(ready_before);
+            // A pause is kept while a sample inside it may still come: one waiting here, or
+            // one not drained yet (taken after the last tick).
+            let oldest = p.timed.iter().map(|t| t.1).min().unwrap_or(u64::MAX).min(sampled);
             while p.windows.front().is_some_and(|w| w.1 < oldest) {
                 p.windows.pop_front();
             }

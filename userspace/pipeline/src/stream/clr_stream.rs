@@ -3,7 +3,8 @@
 //! session's sync time is its origin). The agent's live source and replay read through it.
 use std::{io::Read, sync::Arc};
 
-use clrprobe_eventpipe::nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus};
+use clr_events::eventsource::Value;
+use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, ReaderStats, StreamStatus};
 
 use super::records::ClrRecord;
 
@@ -29,26 +30,31 @@ impl<R: Read> ClrStream<R> {
 
     /// The next event, None at the end of the stream.
     pub fn next_record(&mut self) -> Result<Option<ClrRecord>, NetTraceError> {
+        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-        let raw = ev.raw_event();
-        let provider = match self.providers.iter().find(|p| ***p == *raw.provider) {
-            Some(p) => p.clone(),
-            None => {
-                self.providers.push(Arc::from(raw.provider));
-                self.providers.last().expect("pushed").clone()
+        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &ev)))
+    }
+
+    /// The next item a live source sends: a runtime EventCounter's value, or an event the
+    /// aggregator uses ([`super::wanted`]; the others are dropped before their payload is
+    /// copied). None at the end of the stream.
+    pub fn next_item(&mut self) -> Result<Option<StreamItem>, NetTraceError> {
+        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
+        loop {
+            let Some(ev) = self.reader.next_event()? else { return Ok(None) };
+            let raw = ev.raw_event();
+            if raw.provider == COUNTERS_PROVIDER {
+                if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
+                    let value = if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 };
+                    return Ok(Some(StreamItem::Counter { name, value }));
+                }
+                continue;
             }
-        };
-        Ok(Some(ClrRecord {
-            pid: self.pid,
-            tid: ev.thread_id(),
-            time_ns: self.origin_ns.saturating_add(ev.time_ns()).max(0) as u64,
-            provider,
-            event_id: raw.event_id,
-            version: raw.version,
-            pointer_size: self.pointer_size,
-            payload: raw.payload.into(),
-            stack: Arc::from(ev.stack()),
-        }))
+            if !super::wanted(raw.provider, raw.event_id) {
+                continue;
+            }
+            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &ev))));
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -63,4 +69,74 @@ impl<R: Read> ClrStream<R> {
     pub fn status(&self) -> StreamStatus {
         self.reader.status()
     }
+}
+
+/// One event as a record on the host's clock; provider names shared through `providers`.
+fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, ev: &EventRef<'_>) -> ClrRecord {
+    let raw = ev.raw_event();
+    let provider = match providers.iter().find(|p| ***p == *raw.provider) {
+        Some(p) => p.clone(),
+        None => {
+            providers.push(Arc::from(raw.provider));
+            providers.last().expect("pushed").clone()
+        }
+    };
+    ClrRecord {
+        pid,
+        tid: ev.thread_id(),
+        time_ns: origin_ns.saturating_add(ev.time_ns()).max(0) as u64,
+        provider,
+        event_id: raw.event_id,
+        version: raw.version,
+        pointer_size,
+        payload: raw.payload.into(),
+        stack: Arc::from(ev.stack()),
+    }
+}
+
+/// What [`ClrStream::next_item`] gives a live source.
+pub enum StreamItem {
+    Clr(ClrRecord),
+    /// One value of a runtime EventCounter (System.Runtime's `EventCounters` event).
+    Counter { name: String, value: u64 },
+}
+
+/// The EventSource whose EventCounters carry the thread pool's numbers (.NET Core 3.0+).
+pub const COUNTERS_PROVIDER: &str = "System.Runtime";
+
+/// (counter name, value) of an `EventCounters` event: `Payload.Name` with `Payload.Mean`
+/// (polling counters) or `Payload.Increment` (incrementing ones), decoded from the schema the
+/// stream carries.
+fn counter(meta: &EventMetadata, payload: &[u8]) -> Option<(String, f64)> {
+    if meta.name != "EventCounters" {
+        return None;
+    }
+    let fields = clr_events::eventsource::decode_fields(meta.schema.as_ref()?, payload).ok()?;
+    let inner = payload_struct(fields)?;
+    let mut name = None;
+    let mut value = None;
+    for (k, v) in inner {
+        match (k.as_str(), v) {
+            ("Name", Value::String(s)) => name = Some(s),
+            ("Mean" | "Increment", Value::F64(x)) => value = Some(x),
+            ("Mean" | "Increment", Value::F32(x)) => value = Some(f64::from(x)),
+            _ => {}
+        }
+    }
+    Some((name?, value?))
+}
+
+/// The `Payload` struct, at whatever depth (.NET 8 wraps it in an anonymous struct).
+fn payload_struct(fields: Vec<(String, Value)>) -> Option<Vec<(String, Value)>> {
+    for (n, v) in fields {
+        if let Value::Struct(inner) = v {
+            if n == "Payload" {
+                return Some(inner);
+            }
+            if let Some(p) = payload_struct(inner) {
+                return Some(p);
+            }
+        }
+    }
+    None
 }

@@ -34,6 +34,12 @@ pub struct Counters {
     pub offcpu_ns: u64,
     pub cpu_samples: u64,
     pub dropped_events: u64,
+    /// Thread-pool threads and queued work items at the runtime's last counter poll
+    /// (System.Runtime `threadpool-thread-count`, `threadpool-queue-length`).
+    pub thread_pool_threads: Option<u64>,
+    pub thread_pool_queue: Option<u64>,
+    /// Work items completed while followed (sum of `threadpool-completed-items-count`).
+    pub thread_pool_completed: u64,
     pub events: u64,
     pub decode_errors: u64,
 }
@@ -47,6 +53,16 @@ impl Counters {
             ClrEvent::AllocationTick(t) => self.alloc_bytes += t.allocation_amount64.unwrap_or(u64::from(t.allocation_amount)),
             ClrEvent::ContentionStart(_) => self.contentions += 1,
             ClrEvent::MethodLoadVerbose(_) => self.jit_methods += 1,
+            _ => {}
+        }
+    }
+
+    /// One EventCounter value (the counters the metrics use; others are ignored).
+    pub fn on_counter(&mut self, name: &str, v: u64) {
+        match name {
+            "threadpool-thread-count" => self.thread_pool_threads = Some(v),
+            "threadpool-queue-length" => self.thread_pool_queue = Some(v),
+            "threadpool-completed-items-count" => self.thread_pool_completed += v,
             _ => {}
         }
     }

@@ -96,6 +96,15 @@ impl Aggregator {
         f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoadVerbose events).", |c| {
             some(c.jit_methods)
         });
+        f.per_process(&rows, "dotnet_thread_pool_thread_count", "gauge", "Thread-pool threads (ThreadPool.ThreadCount, the runtime's threadpool-thread-count counter).", |c| {
+            c.thread_pool_threads.map(|v| v.to_string())
+        });
+        f.per_process(&rows, "dotnet_thread_pool_queue_length", "gauge", "Work items queued to the thread pool (ThreadPool.PendingWorkItemCount, threadpool-queue-length).", |c| {
+            c.thread_pool_queue.map(|v| v.to_string())
+        });
+        f.per_process(&rows, "dotnet_thread_pool_work_item_count_total", "counter", "Thread-pool work items completed while followed (threadpool-completed-items-count increments).", |c| {
+            c.thread_pool_threads.map(|_| c.thread_pool_completed.to_string())
+        });
         f.head("dotnet_process_cpu_time_seconds_total", "counter", "CPU time of the process (the OS's user and system time).");
         for (i, c) in &rows {
             for (mode, ns) in [("user", c.cpu_user_ns), ("system", c.cpu_system_ns)] {

@@ -49,6 +49,10 @@ pub enum Record {
     Cpu(StackRecord),
     OffCpu(StackRecord),
     Clr(ClrRecord),
+    /// One value of a runtime EventCounter (System.Runtime's `EventCounters` event): the
+    /// mean of a polling counter, or the increment of an incrementing one over its interval,
+    /// rounded (the thread-pool counters are whole numbers).
+    Counter { pid: u32, name: Arc<str>, value: u64 },
     /// A .NET process is followed from now on.
     Started(ProcessInfo),
     /// It exited (its series end once [`crate::stream::AggregatorConfig::exited_grace_ns`] passed).
@@ -60,6 +64,7 @@ pub enum Record {
     /// Events the runtime dropped (EventPipe buffer full), samples the kernel side lost:
     /// increments, by source ("eventpipe", "bpf-samples", …), for one process or none.
     Lost { pid: Option<u32>, source: &'static str, count: u64 },
-    /// The sources' clock reached `time_ns`: windows roll, exited processes are let go.
+    /// The sources' clock reached `time_ns`, and every CPU sample taken before it has been
+    /// sent: windows roll, timed samples are checked, exited processes are let go.
     Tick { time_ns: u64 },
 }

@@ -1,10 +1,10 @@
 //! One EventPipe session per .NET process, read on its own thread; every event goes to the
 //! aggregator undecoded, its time moved onto the host's monotonic clock (on Linux the
 //! runtime's QPC clock is CLOCK_MONOTONIC in ns, so the session's sync time is its origin).
-use std::thread::JoinHandle;
+use std::{sync::Arc, thread::JoinHandle};
 
-use clrprobe_eventpipe::ipc::{Client, IpcError, SessionConfig, StopHandle};
-use clrprobe_pipeline::stream::{ClrStream, Record};
+use clrprobe_eventpipe::ipc::{Client, IpcError, Level, ProviderConfig, SessionConfig, StopHandle};
+use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrStream, Record, StreamItem};
 use crossbeam_channel::Sender;
 
 use crate::record::clr_session::SessionError;
@@ -67,7 +67,7 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
     let mut dropped = 0;
     let mut n: u64 = 0;
     loop {
-        let rec = match stream.next_record() {
+        let rec = match stream.next_item() {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
@@ -75,7 +75,11 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
                 break;
             }
         };
-        if tx.send(Record::Clr(rec)).is_err() {
+        let rec = match rec {
+            StreamItem::Clr(r) => Record::Clr(r),
+            StreamItem::Counter { name, value } => Record::Counter { pid, name: Arc::from(name), value },
+        };
+        if tx.send(rec).is_err() {
             return;
         }
         n += 1;
@@ -84,6 +88,13 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
         }
     }
     lost(pid, &stream.stats(), &mut dropped, tx);
+}
+
+/// System.Runtime's counters every `interval_s` seconds.
+pub fn runtime_counters(interval_s: u32) -> ProviderConfig {
+    let mut p = ProviderConfig::new(COUNTERS_PROVIDER, 0, Level::Informational);
+    p.arguments.push(("EventCounterIntervalSec".into(), interval_s.to_string()));
+    p
 }
 
 fn lost(pid: u32, stats: &clrprobe_eventpipe::nettrace::ReaderStats, sent: &mut u64, tx: &Sender<Record>) {

@@ -39,6 +39,10 @@ pub struct HostConfig {
     pub perf_map: bool,
     /// Follow only .NET processes whose parent is this process (a supervisor, a shell).
     pub parent: Option<u32>,
+    /// Copy user stacks for DWARF unwinding (else frame pointers only).
+    pub stack_copies: bool,
+    /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
+    pub counters_interval_s: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +82,7 @@ impl HostSource {
     /// Loads the sampler (and the off-CPU program) and returns the source, not yet running.
     pub fn start(cfg: HostConfig, tx: Sender<Record>) -> Result<Self, SourceError> {
         let targets = if cfg.all && !cfg.dotnet_only { vec![0] } else { cfg.pids.clone() };
-        let (mut sampler, fallback) = sampler::start(cfg.sampler, &targets, cfg.freq)?;
+        let (mut sampler, fallback) = sampler::start_with_copies(cfg.sampler, &targets, cfg.freq, cfg.stack_copies)?;
         let mut offcpu_on = false;
         if let Some(b) = sampler.as_bpf() {
             // Per-sample times: CPU samples inside a thread's own GC pause are GC work.
@@ -177,7 +181,11 @@ impl HostSource {
             log::warn!("sampling {pid}: {e}");
         }
         let session = if self.cfg.eventpipe {
-            match EventPipeSource::start(pid, &recipe::session(self.cfg.kinds, perf_map_names, true), self.tx.clone()) {
+            let mut config = recipe::session(self.cfg.kinds, perf_map_names, true);
+            if let Some(s) = self.cfg.counters_interval_s {
+                config.providers.push(super::eventpipe::runtime_counters(s));
+            }
+            match EventPipeSource::start(pid, &config, self.tx.clone()) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     log::warn!("no EventPipe session for {pid}: {e}");
@@ -193,6 +201,9 @@ impl HostSource {
     /// Sends the samples, off-CPU time and CPU times gathered since the last drain, lets
     /// exited processes go, then a tick. Err: the aggregator is gone.
     fn drain(&mut self) -> Result<(), crossbeam_channel::SendError<Record>> {
+        // Read before the sampler's maps: every sample taken before this moment is in this
+        // batch, which is what the tick promises (the GC pauses are kept until then).
+        let now = monotonic_ns() as u64;
         match self.sampler.drain() {
             Ok(batch) => {
                 log::debug!("{} CPU sample entries", batch.len());
@@ -219,7 +230,6 @@ impl HostSource {
             self.tx.send(Record::Lost { pid: None, source: "cpu-samples", count: lost - self.lost_sent })?;
             self.lost_sent = lost;
         }
-        let now = monotonic_ns() as u64;
         let exited: Vec<u32> = self.followed.keys().copied().filter(|&p| !alive(p)).collect();
         for pid in exited {
             // Dropping the source and the guard: the stream has ended, the map files go.

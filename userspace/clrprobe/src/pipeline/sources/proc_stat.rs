@@ -33,7 +33,10 @@ pub fn cpu_records(pid: u32, out: &mut Vec<Record>) {
     for t in tasks.flatten() {
         let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
         let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
-        if let Some((comm, u, s)) = parse_stat(&stat) {
+        // Only the GC threads' CPU is used (GC CPU on dedicated threads).
+        if let Some((comm, u, s)) = parse_stat(&stat)
+            && clrprobe_pipeline::stream::is_gc_thread(comm)
+        {
             out.push(Record::ThreadCpu { pid, tid, comm: Arc::from(comm), cpu_ns: (u + s) * tick });
         }
     }

@@ -1,0 +1,165 @@
+//! Exited processes of a long host-wide recording (`--all`), folded into the profile while it
+//! runs. Once a process has exited, its EventPipe session has ended and its addresses are
+//! named (see [`FrameResolver::retire_exited`]), its samples — CPU and off-CPU aggregates,
+//! timed samples, EventPipe event samples — go into the profile being built, and everything
+//! clrprobe held for it goes: symbolizer, named addresses, mappings, labels, thread names,
+//! unwinding state and tables of files nobody maps any more, off-CPU stack copies.
+//!
+//! Frames of folded processes lose their address and mapping (both differ in every process):
+//! the same code run by a thousand short-lived processes is one frame and one stack in the
+//! profile, told apart by the `pid` label. What stays per exited process is its samples (one
+//! per distinct stack and thread, one per timed sample) and its event report.
+use std::collections::{HashMap, HashSet};
+
+use clrprobe_profile::{Frame, ProfileBuilder, ProfileError, SampleType, kinds};
+
+use super::{
+    AggKey, FrameResolver, RecordSummary, clr_session::SessionOutcome, gc, targets::Targets, timeline,
+};
+use crate::sampler::BpfSampler;
+
+/// Processes waiting to be folded, and what folding them left for the end.
+#[derive(Default)]
+pub(super) struct Retired {
+    /// Exited, their names resolved, waiting for their session to end.
+    pending: HashSet<u32>,
+    /// User-thread CPU samples inside the GC pauses of folded processes.
+    pub user_gc_samples: HashMap<u32, u64>,
+    /// Processes folded so far.
+    pub folded: u64,
+}
+
+/// The recording's state a fold reads and empties.
+pub(super) struct Live<'a> {
+    pub builder: &'a mut ProfileBuilder,
+    pub types: &'a [SampleType],
+    pub cpu: &'a mut HashMap<AggKey, u64>,
+    pub offcpu: &'a mut HashMap<AggKey, u64>,
+    pub timed: &'a mut gc::TimedSamples,
+    pub resolver: &'a mut FrameResolver,
+    pub processes: &'a mut timeline::ProcessLabels,
+    pub thread_names: &'a mut HashMap<(u32, u64), String>,
+    pub summary: &'a mut RecordSummary,
+    pub finished: &'a mut Vec<(u32, SessionOutcome)>,
+    pub jit_counts: &'a mut HashMap<u32, usize>,
+    pub start_mono_ns: i64,
+    pub thread_roots: bool,
+}
+
+impl Retired {
+    /// Folds the processes the resolver has just retired, and those whose session has ended
+    /// since; forgets them everywhere.
+    pub fn fold(
+        &mut self,
+        ready: Vec<u32>,
+        live: &mut Live<'_>,
+        targets: &mut Targets,
+        bpf: Option<&mut BpfSampler>,
+    ) -> Result<(), ProfileError> {
+        self.pending.extend(ready);
+        let now: HashSet<u32> = self.pending.iter().copied().filter(|&p| targets.settled(p)).collect();
+        if now.is_empty() {
+            return Ok(());
+        }
+        self.pending.retain(|p| !now.contains(p));
+        let tids = fold_into(&now, live, &mut self.user_gc_samples)?;
+        live.resolver.forget(&now);
+        live.processes.forget(&now);
+        live.thread_names.retain(|k, _| !now.contains(&k.0));
+        live.jit_counts.retain(|p, _| !now.contains(p));
+        targets.forget(&now);
+        if let Some(b) = bpf {
+            b.forget_processes(&now, &tids);
+        }
+        self.folded += now.len() as u64;
+        Ok(())
+    }
+}
+
+/// Adds the samples of `pids` to the profile; returns their threads.
+fn fold_into(pids: &HashSet<u32>, s: &mut Live<'_>, user_gc: &mut HashMap<u32, u64>) -> Result<HashSet<u32>, ProfileError> {
+    let mut tids = HashSet::new();
+    let mut names = Unplaced(&mut *s.resolver);
+    // EventPipe: event samples and the report (its GC pauses place the CPU samples below).
+    let mut mine = Vec::new();
+    let mut i = 0;
+    while i < s.finished.len() {
+        if pids.contains(&s.finished[i].0) {
+            mine.push(s.finished.swap_remove(i));
+        } else {
+            i += 1;
+        }
+    }
+    let first_report = s.summary.events.len();
+    for (pid, outcome) in mine {
+        let profiles = super::absorb_outcome(pid, outcome, s.summary, names.0, s.thread_names, s.jit_counts, None);
+        profiles.write_into(s.builder, &mut names)?;
+    }
+    let windows = gc::GcWindows::from_reports(&s.summary.events[first_report..]);
+    let width = s.types.len();
+    let column = |k: &str| s.types.iter().position(|t| t.kind == k);
+    let (cpu_col, off_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
+
+    // Timed samples (from the aggregates too, which count them).
+    let timed_cpu = s.timed.take_pids(pids);
+    let timed_off = s.timed.offcpu.take_pids(pids);
+    for (agg, timed) in [(&mut *s.cpu, &timed_cpu), (&mut *s.offcpu, &timed_off)] {
+        for (key, _, v) in timed {
+            if let Some(n) = agg.get_mut(key) {
+                *n = n.saturating_sub(*v);
+            }
+        }
+    }
+    if let Some(col) = cpu_col {
+        let samples = timed_cpu.iter().map(|(key, t, n)| {
+            let in_gc = windows.contains(key.0, key.1, *t);
+            if in_gc && !gc::is_gc_thread(&key.2) {
+                *user_gc.entry(key.0).or_insert(0) += *n;
+            }
+            timeline::TimedInput { key, time_mono_ns: *t, value: *n as i64, column: col, in_gc }
+        });
+        timeline::add_timed(s.builder, width, samples, &mut names, s.processes, s.start_mono_ns)?;
+    }
+    if let Some(col) = off_col {
+        let samples = timed_off
+            .iter()
+            .map(|(key, t, ns)| timeline::TimedInput { key, time_mono_ns: *t, value: *ns as i64, column: col, in_gc: false });
+        timeline::add_timed(s.builder, width, samples, &mut names, s.processes, s.start_mono_ns)?;
+    }
+    tids.extend(timed_cpu.iter().chain(&timed_off).map(|e| e.0.1));
+
+    // What is left aggregated.
+    for (agg, col) in [(&mut *s.cpu, cpu_col), (&mut *s.offcpu, off_col)] {
+        let taken: Vec<(AggKey, u64)> = agg.extract_if(|k, _| pids.contains(&k.0)).filter(|(_, n)| *n > 0).collect();
+        tids.extend(taken.iter().map(|(k, _)| k.1));
+        let Some(col) = col else { continue };
+        let is_offcpu = Some(col) == off_col;
+        super::add_aggregates(s.builder, width, col, is_offcpu, taken.iter().map(|(k, n)| (k, *n, false)), &mut names, s.processes, s.thread_roots)?;
+    }
+    Ok(tids)
+}
+
+/// The resolver's frames without address and mapping: equal across processes.
+pub(super) struct Unplaced<'a>(pub &'a mut FrameResolver);
+
+impl Unplaced<'_> {
+    fn strip(mut frames: Vec<Frame>) -> Vec<Frame> {
+        for f in &mut frames {
+            f.address = 0;
+            f.mapping = None;
+        }
+        frames
+    }
+}
+
+impl super::StackSource for Unplaced<'_> {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        Self::strip(self.0.stack(pid, kernel, user))
+    }
+}
+
+impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
+    fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
+        Self::strip(self.0.stack(pid, &[], stack))
+    }
+}
