@@ -246,10 +246,13 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     };
     summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
     let prefix = name.prefix.clone();
-    let mut written = clrprobe::output::write_named(&profile, &name, &cmd.format);
-    if cmd.all {
-        written.extend(record::write_per_process(&profile, &prefix));
-    }
+    // With --all, the per-process files are written meanwhile.
+    let mut written = std::thread::scope(|s| {
+        let per_process = cmd.all.then(|| s.spawn(|| record::write_per_process(&profile, &prefix)));
+        let mut w = clrprobe::output::write_named(&profile, &name, &cmd.format);
+        w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
+        w
+    });
     written.extend(record::http::write_outputs(&summary, &prefix));
     if let Some(l) = launched {
         match l.finish() {

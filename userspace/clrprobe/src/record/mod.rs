@@ -701,12 +701,13 @@ pub fn attach_reports(profile: Profile, reports: &[(u32, clrprobe_pipeline::Even
     if reports.is_empty() {
         return Ok(profile);
     }
-    let mut b = ProfileBuilder::from_profile(profile);
+    // Markers and comments need no interning: added to the built profile, not copied.
+    let mut b = profile;
     for (pid, r) in reports {
         let json = serde_json::to_string(r).unwrap_or_default();
         b.add_comment(format!("{REPORT_COMMENT}{pid} {json}"));
     }
-    Ok(b.build())
+    Ok(b)
 }
 
 fn process_name(pid: u32) -> String {
