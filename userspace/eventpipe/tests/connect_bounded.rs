@@ -42,15 +42,14 @@ fn a_full_backlog_is_refused_within_two_seconds() {
     let d = dir("backlog");
     let path = d.join("dotnet-diagnostic-1-1-socket");
     let _server = listen(&path, 1);
-    // Fill the backlog with connections nobody accepts.
+    // Fill the backlog with non-blocking connections nobody accepts, until one is refused
+    // at once (EAGAIN): the backlog is full.
     let mut held = Vec::new();
-    for _ in 0..64 {
-        let s = UnixStream::connect(&path).unwrap();
-        s.set_nonblocking(true).unwrap();
-        held.push(s);
-        // Is the next connect refused at once (EAGAIN)? Then the backlog is full.
-        // SAFETY: a probe socket, closed when dropped.
-        let probe = unsafe { OwnedFd::from_raw_fd(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0)) };
+    let mut full = false;
+    for _ in 0..256 {
+        // SAFETY: a fresh socket, owned below.
+        let sock = unsafe { OwnedFd::from_raw_fd(libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0)) };
+        // SAFETY: sockaddr_un is plain data.
         let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
         addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
         let p = path.as_os_str().as_encoded_bytes();
@@ -59,14 +58,23 @@ fn a_full_backlog_is_refused_within_two_seconds() {
         }
         let len = (std::mem::size_of::<libc::sa_family_t>() + p.len() + 1) as libc::socklen_t;
         // SAFETY: connect(2) with a valid address.
-        let r = unsafe { libc::connect(probe.as_raw_fd(), (&raw const addr).cast(), len) };
+        let r = unsafe { libc::connect(sock.as_raw_fd(), (&raw const addr).cast(), len) };
         if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+            full = true;
             break;
         }
-        held.push(UnixStream::from(probe));
+        assert_eq!(r, 0, "connect: {}", std::io::Error::last_os_error());
+        held.push(UnixStream::from(sock));
     }
+    assert!(full, "the backlog filled up ({} connections held)", held.len());
     let t = Instant::now();
-    let r = Endpoint::UnixSocket(path.clone()).connect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ep = Endpoint::UnixSocket(path.clone());
+    std::thread::spawn(move || {
+        let _ = tx.send(ep.connect());
+    });
+    // A blocking connect would wait here for good: fail instead.
+    let r = rx.recv_timeout(Duration::from_secs(5)).expect("connect to a full backlog returned within 5 s");
     let took = t.elapsed();
     let e = r.expect_err("a full backlog is refused");
     assert!(took < Duration::from_secs(2), "refused after {took:?}");

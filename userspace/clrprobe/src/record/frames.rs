@@ -23,6 +23,8 @@ struct Process {
     /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
     /// frames named after that.
     last_maps: Option<clrprobe_symbolizer::maps::Maps>,
+    /// Seen exited and its symbolizer freed ([`FrameResolver::retire_exited`]).
+    retired: bool,
 }
 
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
@@ -158,7 +160,7 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, retired: false });
     }
 
     /// Adds `pid` unless it is known already (processes first seen in a host-wide sample).
@@ -166,7 +168,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, retired: false });
         }
     }
 
@@ -242,7 +244,7 @@ impl FrameResolver {
         let dead: Vec<u32> = self
             .processes
             .iter()
-            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !self.backlog.contains_key(pid) && !super::alive(**pid))
+            .filter(|(pid, p)| !p.retired && !self.backlog.contains_key(pid) && !super::alive(**pid))
             .map(|(pid, _)| *pid)
             .collect();
         let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
@@ -260,6 +262,7 @@ impl FrameResolver {
             if let Some(p) = self.processes.get_mut(&pid) {
                 p.last_maps = p.sym.take().map(|s| s.maps().clone());
                 p.jit = Vec::new();
+                p.retired = true;
             }
         }
         ready
@@ -268,6 +271,8 @@ impl FrameResolver {
     /// Adds JIT code ranges reported by EventPipe (MethodLoadVerbose / rundown).
     pub fn add_jit_methods(&mut self, pid: u32, methods: &[JitMethod]) {
         let Some(p) = self.processes.get_mut(&pid) else { return };
+        // Ranges that arrive after retirement are used, then freed, at the next retirement.
+        p.retired &= methods.is_empty();
         p.jit.extend(methods.iter().map(|m| (m.start, m.start + m.size as u64, m.name.clone())));
         p.jit.sort_by_key(|m| m.0);
     }
