@@ -172,6 +172,12 @@ pub fn run(
     }
     summary.time_to_attach = started.elapsed();
     let mut bpf = sampler.as_mut().and_then(|s| s.as_bpf());
+    if args.all
+        && let Some(b) = bpf.as_deref_mut()
+    {
+        // Host-wide: stack copies of the .NET targets are unwound, the rest keep frame pointers.
+        b.unwind_only(&args.pids);
+    }
     if kinds.offcpu {
         match bpf.as_deref_mut() {
             Some(b) => match b.loaded().attach_sched_switch(true, true, args.offcpu_min.as_nanos() as u64) {
