@@ -248,8 +248,10 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     let prefix = name.prefix.clone();
     // With --all, the per-process files are written meanwhile.
     let mut written = std::thread::scope(|s| {
-        let per_process = cmd.all.then(|| s.spawn(|| record::write_per_process(&profile, &prefix)));
-        let mut w = clrprobe::output::write_named(&profile, &name, &cmd.format);
+        let (profile, prefix) = (&profile, &prefix);
+        let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).collect();
+        let per_process = cmd.all.then(|| s.spawn(move || record::write_per_process(profile, prefix, &recorded)));
+        let mut w = clrprobe::output::write_named(profile, &name, &cmd.format);
         w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
         w
     });

@@ -6,12 +6,16 @@ use clrprobe_profile::{Profile, ProfileBuilder, ProfileError};
 
 use crate::report::REPORT_COMMENT;
 
-/// The samples of each pid (samples without a pid label are only in the whole profile).
-pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, ProfileError> {
+/// The samples of each pid (samples without a pid label are only in the whole profile); only
+/// of the pids in `only` when given.
+pub fn split_by_process(profile: &Profile, only: Option<&std::collections::HashSet<u32>>) -> Result<BTreeMap<u32, Profile>, ProfileError> {
     let mut out: BTreeMap<u32, ProfileBuilder> = BTreeMap::new();
     for s in profile.samples() {
         let Some(labels) = profile.labels(s.labels) else { continue };
         let Some(pid) = labels.pid else { continue };
+        if only.is_some_and(|o| !o.contains(&pid)) {
+            continue;
+        }
         let b = out.entry(pid).or_insert_with(|| {
             let mut b = ProfileBuilder::new(profile.sample_types().to_vec());
             if let Some(p) = profile.period() {
@@ -44,11 +48,13 @@ pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, Pro
     Ok(out.into_iter().map(|(pid, b)| (pid, b.build())).collect())
 }
 
-/// Writes `PREFIX.PID.*.pb.gz` for every process in the profile (pprof only: a host has many),
-/// on a few threads (encoding, compressing and syncing dozens of files one by one was most of
-/// the time `--all` took to stop).
-pub fn write_per_process(profile: &Profile, prefix: &std::path::Path) -> Vec<crate::output::Written> {
-    let per: Vec<(u32, Profile)> = match split_by_process(profile) {
+/// Writes `PREFIX.PID.*.pb.gz` for each of `pids` (the processes recorded: the .NET ones of a
+/// host-wide recording; every other process is in the host profile under its `pid` label),
+/// pprof only, on a few threads (encoding, compressing and syncing dozens of files one by one
+/// was most of the time `--all` took to stop).
+pub fn write_per_process(profile: &Profile, prefix: &std::path::Path, pids: &[u32]) -> Vec<crate::output::Written> {
+    let only: std::collections::HashSet<u32> = pids.iter().copied().collect();
+    let per: Vec<(u32, Profile)> = match split_by_process(profile, Some(&only)) {
         Ok(per) => per.into_iter().collect(),
         Err(e) => return vec![crate::output::Written { path: prefix.to_path_buf(), result: Err(e) }],
     };
