@@ -60,6 +60,15 @@ pub struct Loaded {
     uprobe_links: HashMap<(&'static str, u32), aya::programs::uprobe::UProbeLinkId>,
 }
 
+/// Size of the stack-copy ring for the next load (0: the object's 16 MiB). The ring is mapped
+/// twice (wrap-around), so it counts double in clrprobe's resident set.
+static USTACK_RING_BYTES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Sets the stack-copy ring's size (a power of two, in bytes) for BPF objects loaded from now.
+pub fn set_ustack_ring_bytes(bytes: u32) {
+    USTACK_RING_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Loaded {
     /// Loads the embedded object and starts collecting its aya-log records.
     pub fn load() -> Result<Self, BpfError> {
@@ -69,7 +78,12 @@ impl Loaded {
     pub fn load_bytes(bytes: &[u8]) -> Result<Self, BpfError> {
         // `Ebpf::load` parses the kernel's BTF twice (in `EbpfLoader::new` and again for its
         // `.btf(...)`); the loader's own default parses it once.
-        let mut ebpf = aya::EbpfLoader::new().load(bytes)?;
+        let mut loader = aya::EbpfLoader::new();
+        let ring = USTACK_RING_BYTES.load(std::sync::atomic::Ordering::Relaxed);
+        if ring != 0 {
+            loader.map_max_entries(names::USTACK_RING, ring);
+        }
+        let mut ebpf = loader.load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;
         Ok(Self { ebpf, logger, logs, uprobe_links: HashMap::new() })

@@ -100,15 +100,28 @@ pub(super) fn add_timed<'a>(
 #[derive(Default)]
 pub(super) struct ProcessLabels {
     by_pid: HashMap<u32, (String, Option<String>)>,
+    /// Exited processes that were not targets, folded by thread name only (no pid, tid or
+    /// process name): a long host-wide recording keeps one label set per name, not per
+    /// process, for the host's thousands of short-lived processes.
+    name_only: std::collections::HashSet<u32>,
 }
 
 impl ProcessLabels {
     /// Forgets exited processes.
     pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
         self.by_pid.retain(|p, _| !pids.contains(p));
+        self.name_only.retain(|p| !pids.contains(p));
+    }
+
+    /// Labels samples of these processes by thread name only (see `name_only`).
+    pub fn by_name_only(&mut self, pids: impl IntoIterator<Item = u32>) {
+        self.name_only.extend(pids);
     }
 
     pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
+        if self.name_only.contains(&pid) {
+            return LabelSet { thread_name: Some(comm.into()), ..LabelSet::default() };
+        }
         let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
             let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
             (super::process_name(pid), container)
