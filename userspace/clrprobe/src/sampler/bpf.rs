@@ -8,6 +8,9 @@ use clrprobe_common::{names, ustack};
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 use crate::bpf::{BpfError, Loaded};
 
+/// Stack ids kept resolved at most (of the kernel map's 32,768).
+const STACK_CACHE: usize = 8_192;
+
 pub struct BpfSampler {
     bpf: Loaded,
     /// Stack ids are stable while the map is not cleared: resolve each once.
@@ -169,6 +172,10 @@ impl BpfSampler {
         }
         if let Some(s) = self.stacks.get(&id) {
             return Ok(s.clone());
+        }
+        // Bounded: a host-wide recording sees up to MAX_STACKS ids; a dropped one is read again.
+        if self.stacks.len() >= STACK_CACHE {
+            self.stacks.clear();
         }
         let name = names::STACKS;
         let map = self.bpf.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
