@@ -60,7 +60,7 @@ fn record_all_folds_exited_processes_and_leaves_others_alone() {
     let other = start_orphan(&Workload::new("Cpu", Runtime::Net8).arg(20));
     let rec = std::thread::spawn(move || {
         let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
-            .args(["record", "--all", "--parent", &me, "-d", "22", "--json", "--quiet", "--format", "pprof", "-o", &prefix_s])
+            .args(["record", "--all", "--parent", &me, "-d", "28", "--json", "--quiet", "--format", "pprof", "-o", &prefix_s])
             .output()
             .expect("run clrprobe");
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -70,7 +70,7 @@ fn record_all_folds_exited_processes_and_leaves_others_alone() {
     });
     std::thread::sleep(Duration::from_millis(2000));
     // Three short-lived processes, exited well before the recording ends.
-    let mut short: Vec<_> = (0..3).map(|_| Workload::new("Cpu", Runtime::Net8).arg(6).start().unwrap()).collect();
+    let mut short: Vec<_> = (0..3).map(|_| Workload::new("Cpu", Runtime::Net8).arg(10).start().unwrap()).collect();
     let pids: Vec<u32> = short.iter().map(|w| w.pid).collect();
     for w in &mut short {
         w.wait(Duration::from_secs(30));
@@ -98,7 +98,7 @@ fn record_all_folds_exited_processes_and_leaves_others_alone() {
         assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists(), "{pid}: perf map removed");
     }
     // Their runtimes' events were read and kept (on a loaded machine a session may start only
-    // after a 6-s process has gone: at least two of three).
+    // after a 10-s process has gone: at least two of three).
     let with_events = pids.iter().filter(|&&pid| summary["eventpipe"].as_array().unwrap().iter().any(|e| e[0] == pid && e[1].as_u64().unwrap() > 0)).count();
     assert!(with_events >= 2, "events of {with_events} of {pids:?}: {}", summary["eventpipe"]);
     // Folded frames carry no per-process address: each function is one frame in the profile.
