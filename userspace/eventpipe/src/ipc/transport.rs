@@ -47,6 +47,7 @@ impl Endpoint {
 
 /// How long connecting may wait for a diagnostics server that does not accept (its listen
 /// backlog full: a stopped or hostile process).
+#[cfg(unix)]
 pub const CONNECT_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Connecting without following links and without blocking: the socket file is opened with
