@@ -8,6 +8,7 @@ mod demo;
 mod dotnet;
 mod ebpf;
 mod fuzz;
+mod soak;
 mod speedscope;
 mod util;
 mod windows;
@@ -86,6 +87,17 @@ enum Cmd {
         #[arg(long, default_value_t = 6)]
         seconds: u32,
     },
+    /// `record --all` (release, every kind) for MINUTES while .NET processes start and exit
+    /// every few seconds: clrprobe's RSS and fds over time, stop time, files left behind.
+    Soak {
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        #[arg(long, default_value_t = 60)]
+        sample_seconds: u64,
+        /// Milliseconds between process starts.
+        #[arg(long, default_value_t = 3000)]
+        every_ms: u64,
+    },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
     /// Runs the fuzz targets (cargo-fuzz, nightly) for SECONDS each, seeded from real files.
@@ -120,6 +132,7 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
+        Cmd::Soak { minutes, sample_seconds, every_ms } => soak::run(minutes, sample_seconds, every_ms)?,
         Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }

@@ -273,10 +273,15 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         eprintln!("clrprobe: {line}");
     }
     let prefix = name.prefix.clone();
-    let mut written = clrprobe::output::write_named(&profile, &name, &cmd.format);
-    if cmd.all {
-        written.extend(record::write_per_process(&profile, &prefix));
-    }
+    // With --all, the per-process files are written meanwhile.
+    let mut written = std::thread::scope(|s| {
+        let (profile, prefix) = (&profile, &prefix);
+        let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).collect();
+        let per_process = cmd.all.then(|| s.spawn(move || record::write_per_process(profile, prefix, &recorded)));
+        let mut w = clrprobe::output::write_named(profile, &name, &cmd.format);
+        w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
+        w
+    });
     written.extend(record::http::write_outputs(&summary, &prefix));
     if let Some(l) = launched {
         match l.finish() {

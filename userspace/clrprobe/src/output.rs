@@ -167,7 +167,14 @@ pub fn companion(profile: &Profile) -> events::Events {
 /// that a bad `-o` fails before recording starts. Under sudo the outputs (and a directory
 /// created here) belong to the invoking user; see [`clrprobe_profile::safe_file`].
 pub fn prepare(prefix: &Path) -> Result<(), SafeFileError> {
-    OutputDir::of(prefix).map(drop)
+    let dir = OutputDir::of(prefix)?;
+    // Temporary files of a clrprobe killed while writing these outputs (SIGKILL, OOM).
+    if let Some(base) = prefix.file_name() {
+        for name in dir.remove_stale_temps(base) {
+            log::info!("removed {} (left by a clrprobe killed while writing)", dir.path().join(name).display());
+        }
+    }
+    Ok(())
 }
 
 impl Written {

@@ -285,6 +285,16 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Adds a marker to a built profile (markers are not interned: no builder needed).
+    pub fn add_marker(&mut self, marker: Marker) {
+        self.markers.push(marker);
+    }
+
+    /// Adds a comment to a built profile.
+    pub fn add_comment(&mut self, comment: impl Into<String>) {
+        self.comments.push(comment.into());
+    }
+
     pub fn sample_types(&self) -> &[SampleType] {
         &self.sample_types
     }

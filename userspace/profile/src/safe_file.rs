@@ -85,6 +85,22 @@ impl OutputDir {
         &self.path
     }
 
+    /// Removes hidden temporary files (`.NAME.PID.N.tmp`, NAME starting with `base`) that a
+    /// clrprobe killed while writing left here: only regular files of root, us or the sudo
+    /// user, whose PID is no running clrprobe. Returns the names removed.
+    pub fn remove_stale_temps(&self, base: &std::ffi::OsStr) -> Vec<std::ffi::OsString> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            self.inner.remove_stale_temps(&self.path, base.as_bytes())
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = base;
+            Vec::new()
+        }
+    }
+
     /// Starts writing `name` (a file name, no directory): checks what is there now and creates
     /// the temporary file.
     pub fn create(&self, name: &std::ffi::OsStr) -> Result<PendingFile<'_>, SafeFileError> {

@@ -62,6 +62,15 @@ pub struct Loaded {
     uprobe_links: HashMap<(&'static str, u32), aya::programs::uprobe::UProbeLinkId>,
 }
 
+/// Size of the stack-copy ring for the next load (0: the object's 16 MiB). The ring is mapped
+/// twice (wrap-around), so it counts double in clrprobe's resident set.
+static USTACK_RING_BYTES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Sets the stack-copy ring's size (a power of two, in bytes) for BPF objects loaded from now.
+pub fn set_ustack_ring_bytes(bytes: u32) {
+    USTACK_RING_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Loaded {
     /// Loads the embedded object and starts collecting its aya-log records.
     pub fn load() -> Result<Self, BpfError> {
@@ -83,6 +92,12 @@ impl Loaded {
         // `.btf(...)`); `loader_for` parses it at most once, and not at all for an object
         // without CO-RE relocations (see loader.rs).
         let (mut loader, btf) = loader::loader_for(bytes);
+        // The ring: sized for this load (CPU copies at a known rate), else the size set for
+        // every load (`--all`), else the object's 16 MiB.
+        let ring_bytes = ring_bytes.or(match USTACK_RING_BYTES.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        });
         log::debug!("BPF loader: kernel BTF {btf:?}; stack-copy ring {ring_bytes:?} bytes");
         if let Some(n) = ring_bytes {
             loader.map_max_entries(names::USTACK_RING, n);

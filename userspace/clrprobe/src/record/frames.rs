@@ -26,6 +26,8 @@ struct Process {
     /// Its executable when the symbolizer was made: a child followed from its fork that then
     /// exec'd (`sh` → `dotnet`) has a new address space to read.
     exe: Option<(u64, u64)>,
+    /// Seen exited and its symbolizer freed ([`FrameResolver::retire_exited`]).
+    retired: bool,
 }
 
 fn exe_identity(pid: u32) -> Option<(u64, u64)> {
@@ -166,13 +168,13 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
     }
 
     /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs; no
     /// executable identity, so a live process that reuses the pid is never read).
     pub fn add_symbolizer(&mut self, sym: ProcessSymbolizer) {
-        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None });
+        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None, retired: false });
     }
 
     /// Replay: the build ids of mapped files as recorded, by path (no process file is read).
@@ -195,7 +197,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid) });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
         }
     }
 
@@ -243,7 +245,7 @@ impl FrameResolver {
             self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).ok();
-            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now) });
+            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false });
         }
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
             let _ = p.refresh_maps();
@@ -284,7 +286,7 @@ impl FrameResolver {
         let dead: Vec<u32> = self
             .processes
             .iter()
-            .filter(|(pid, p)| (p.sym.is_some() || !p.jit.is_empty()) && !self.backlog.contains_key(pid) && !super::alive(**pid))
+            .filter(|(pid, p)| !p.retired && !self.backlog.contains_key(pid) && !super::alive(**pid))
             .map(|(pid, _)| *pid)
             .collect();
         let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
@@ -307,6 +309,7 @@ impl FrameResolver {
             if let Some(p) = self.processes.get_mut(&pid) {
                 p.last_maps = p.sym.take().map(|s| s.maps().clone());
                 p.jit = Vec::new();
+                p.retired = true;
             }
         }
         ready
@@ -315,6 +318,8 @@ impl FrameResolver {
     /// Adds JIT code ranges reported by EventPipe (MethodLoadVerbose / rundown).
     pub fn add_jit_methods(&mut self, pid: u32, methods: &[JitMethod]) {
         let Some(p) = self.processes.get_mut(&pid) else { return };
+        // Ranges that arrive after retirement are used, then freed, at the next retirement.
+        p.retired &= methods.is_empty();
         p.jit.extend(methods.iter().map(|m| (m.start, m.start + m.size as u64, m.name.clone())));
         p.jit.sort_by_key(|m| m.0);
     }

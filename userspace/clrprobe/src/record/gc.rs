@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use clrprobe_pipeline::{EventReport, GcCpu};
-use clrprobe_profile::{Frame, FrameKind, Marker, Profile, ProfileBuilder, ProfileError};
+use clrprobe_profile::{Frame, FrameKind, Marker, Profile, ProfileError};
 
 use super::AggKey;
 use crate::bpf::ThreadCpuTime;
@@ -264,7 +264,8 @@ pub fn add_markers(profile: Profile, reports: &[(u32, EventReport)], start_mono_
     if reports.iter().all(|(_, r)| r.gc.timeline.is_empty()) {
         return Ok(profile);
     }
-    let mut b = ProfileBuilder::from_profile(profile);
+    // Markers and comments need no interning: added to the built profile, not copied.
+    let mut b = profile;
     for (pid, r) in reports {
         let Some(origin) = r.gc.clock_origin_mono_ns else { continue };
         let at = |t: u64| (origin.saturating_add(t as i64) - start_mono_ns).max(0) as u64;
@@ -303,7 +304,7 @@ pub fn add_markers(profile: Profile, reports: &[(u32, EventReport)], start_mono_
             }
         }
     }
-    Ok(b.build())
+    Ok(b)
 }
 
 #[cfg(test)]

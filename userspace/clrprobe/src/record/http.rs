@@ -8,7 +8,7 @@ use clrprobe_eventpipe::ipc::{
     ConfigError, ProviderConfig, RUNDOWN_PROVIDER, RUNTIME_PROVIDER, SessionConfig, parse_providers,
 };
 use clrprobe_pipeline::http::{host_path_stats, otel_duration_histograms};
-use clrprobe_profile::{Marker, Profile, ProfileBuilder, ProfileError};
+use clrprobe_profile::{Marker, Profile, ProfileError};
 
 use super::{AggKey, FrameResolver, gc::TimedSamples};
 use crate::http::{
@@ -260,7 +260,8 @@ pub fn add_markers(profile: Profile, reports: &[HttpReport]) -> Result<Profile, 
     if reports.iter().all(|r| r.requests.is_empty()) {
         return Ok(profile);
     }
-    let mut b = ProfileBuilder::from_profile(profile);
+    // Markers and comments need no interning: added to the built profile, not copied.
+    let mut b = profile;
     for r in reports {
         for l in &r.requests {
             let start = (l.offset_ms * 1e6).max(0.0) as u64;
@@ -300,7 +301,7 @@ pub fn add_markers(profile: Profile, reports: &[HttpReport]) -> Result<Profile, 
             });
         }
     }
-    Ok(b.build())
+    Ok(b)
 }
 
 /// Writes `PREFIX.http.jsonl` when `--http` recorded requests (or saw networking events).

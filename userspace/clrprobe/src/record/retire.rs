@@ -7,8 +7,10 @@
 //!
 //! Frames of folded processes lose their address and mapping (both differ in every process):
 //! the same code run by a thousand short-lived processes is one frame and one stack in the
-//! profile, told apart by the `pid` label. What stays per exited process is its samples (one
-//! per distinct stack and thread, one per timed sample) and its event report.
+//! profile, told apart by the `pid` label. Exited processes that were not targets (the host's
+//! compilers, shells…) keep only their thread name as label, so they add up by name. What
+//! stays per exited target is its samples (one per distinct stack and thread, one per timed
+//! sample), its event report and its line in the summary.
 use std::collections::{HashMap, HashSet};
 
 use clrprobe_profile::{Frame, ProfileBuilder, ProfileError, SampleType, kinds};
@@ -62,6 +64,8 @@ impl Retired {
             return Ok(());
         }
         self.pending.retain(|p| !now.contains(p));
+        // Processes that were not targets (host-wide): by thread name only.
+        live.processes.by_name_only(now.iter().copied().filter(|p| !targets.pids.contains(p) && !targets.retired.contains(p)));
         let tids = fold_into(&now, live, &mut self.user_gc_samples)?;
         live.resolver.forget(&now);
         live.processes.forget(&now);

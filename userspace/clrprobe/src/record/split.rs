@@ -6,12 +6,16 @@ use clrprobe_profile::{Profile, ProfileBuilder, ProfileError};
 
 use crate::report::REPORT_COMMENT;
 
-/// The samples of each pid (samples without a pid label are only in the whole profile).
-pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, ProfileError> {
+/// The samples of each pid (samples without a pid label are only in the whole profile); only
+/// of the pids in `only` when given.
+pub fn split_by_process(profile: &Profile, only: Option<&std::collections::HashSet<u32>>) -> Result<BTreeMap<u32, Profile>, ProfileError> {
     let mut out: BTreeMap<u32, ProfileBuilder> = BTreeMap::new();
     for s in profile.samples() {
         let Some(labels) = profile.labels(s.labels) else { continue };
         let Some(pid) = labels.pid else { continue };
+        if only.is_some_and(|o| !o.contains(&pid)) {
+            continue;
+        }
         let b = out.entry(pid).or_insert_with(|| {
             let mut b = ProfileBuilder::new(profile.sample_types().to_vec());
             if let Some(p) = profile.period() {
@@ -44,16 +48,35 @@ pub fn split_by_process(profile: &Profile) -> Result<BTreeMap<u32, Profile>, Pro
     Ok(out.into_iter().map(|(pid, b)| (pid, b.build())).collect())
 }
 
-/// Writes `PREFIX.PID.pb.gz` for every process in the profile (pprof only: a host has many).
-pub fn write_per_process(profile: &Profile, prefix: &std::path::Path) -> Vec<crate::output::Written> {
-    match split_by_process(profile) {
-        Ok(per) => per
-            .iter()
-            .flat_map(|(pid, p)| {
-                let prefix = std::path::PathBuf::from(format!("{}.{pid}", prefix.display()));
-                crate::output::write_all(p, &prefix, &[crate::formats::Format::Pprof])
+/// Writes `PREFIX.PID.*.pb.gz` for each of `pids` (the processes recorded: the .NET ones of a
+/// host-wide recording; every other process is in the host profile under its `pid` label),
+/// pprof only, on a few threads (encoding, compressing and syncing dozens of files one by one
+/// was most of the time `--all` took to stop).
+pub fn write_per_process(profile: &Profile, prefix: &std::path::Path, pids: &[u32]) -> Vec<crate::output::Written> {
+    let only: std::collections::HashSet<u32> = pids.iter().copied().collect();
+    let per: Vec<(u32, Profile)> = match split_by_process(profile, Some(&only)) {
+        Ok(per) => per.into_iter().collect(),
+        Err(e) => return vec![crate::output::Written { path: prefix.to_path_buf(), result: Err(e) }],
+    };
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4).min(per.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<crate::output::Written> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut written = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((pid, p)) = per.get(i) else { break };
+                        let prefix = std::path::PathBuf::from(format!("{}.{pid}", prefix.display()));
+                        written.extend(crate::output::write_all(p, &prefix, &[crate::formats::Format::Pprof]));
+                    }
+                    written
+                })
             })
-            .collect(),
-        Err(e) => vec![crate::output::Written { path: prefix.to_path_buf(), result: Err(e) }],
-    }
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect()
+    });
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
 }

@@ -122,6 +122,9 @@ impl Targets {
                 resolver.add_process(pid);
             }
             self.attached.insert(pid);
+            if let Some(b) = bpf.as_deref_mut() {
+                b.unwind_pid(pid);
+            }
             self.attach(pid, args, summary, bpf.as_deref_mut());
         }
     }

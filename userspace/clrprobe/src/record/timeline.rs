@@ -69,6 +69,9 @@ pub(super) struct TimedInput<'a> {
     pub in_gc: bool,
 }
 
+/// (pid, kernel stack, user stack, GC work) of a timed sample.
+type StackKey<'a> = (u32, &'a [u64], &'a [u64], bool);
+
 /// Adds timed samples (times relative to `start_mono_ns`).
 pub(super) fn add_timed<'a>(
     b: &mut ProfileBuilder,
@@ -78,15 +81,34 @@ pub(super) fn add_timed<'a>(
     processes: &mut ProcessLabels,
     start_mono_ns: i64,
 ) -> Result<(), ProfileError> {
+    // A thread's timed samples repeat the same stacks: each distinct one is named and
+    // interned once (most of the time the profile took to build after Ctrl-C).
+    let mut stacks: HashMap<StackKey<'a>, clrprobe_profile::StackId> = HashMap::new();
+    let mut threads: HashMap<(u32, u32, &'a str), clrprobe_profile::LabelSetId> = HashMap::new();
     for s in samples {
         let (pid, tid, comm, kernel, user) = s.key;
-        let frames = gc::under_gc_root(s.in_gc || gc::is_gc_thread(comm), resolver.stack(*pid, kernel, user));
-        let mut ids = Vec::with_capacity(frames.len());
-        for f in frames {
-            ids.push(b.intern_frame(f)?);
-        }
-        let stack = b.intern_stack(&ids)?;
-        let labels = b.intern_labels(processes.labels(*pid, *tid, comm))?;
+        let in_gc = s.in_gc || gc::is_gc_thread(comm);
+        let stack = match stacks.get(&(*pid, &kernel[..], &user[..], in_gc)) {
+            Some(&id) => id,
+            None => {
+                let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+                let mut ids = Vec::with_capacity(frames.len());
+                for f in frames {
+                    ids.push(b.intern_frame(f)?);
+                }
+                let id = b.intern_stack(&ids)?;
+                stacks.insert((*pid, &kernel[..], &user[..], in_gc), id);
+                id
+            }
+        };
+        let labels = match threads.get(&(*pid, *tid, comm.as_str())) {
+            Some(&id) => id,
+            None => {
+                let id = b.intern_labels(processes.labels(*pid, *tid, comm))?;
+                threads.insert((*pid, *tid, comm.as_str()), id);
+                id
+            }
+        };
         let mut values = vec![0i64; width];
         values[s.column] = s.value;
         let t = (s.time_mono_ns as i64).saturating_sub(start_mono_ns).max(0) as u64;
@@ -100,15 +122,28 @@ pub(super) fn add_timed<'a>(
 #[derive(Default)]
 pub(super) struct ProcessLabels {
     by_pid: HashMap<u32, (String, Option<String>)>,
+    /// Exited processes that were not targets, folded by thread name only (no pid, tid or
+    /// process name): a long host-wide recording keeps one label set per name, not per
+    /// process, for the host's thousands of short-lived processes.
+    name_only: std::collections::HashSet<u32>,
 }
 
 impl ProcessLabels {
     /// Forgets exited processes.
     pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
         self.by_pid.retain(|p, _| !pids.contains(p));
+        self.name_only.retain(|p| !pids.contains(p));
+    }
+
+    /// Labels samples of these processes by thread name only (see `name_only`).
+    pub fn by_name_only(&mut self, pids: impl IntoIterator<Item = u32>) {
+        self.name_only.extend(pids);
     }
 
     pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
+        if self.name_only.contains(&pid) {
+            return LabelSet { thread_name: Some(comm.into()), ..LabelSet::default() };
+        }
         let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
             let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
             (super::process_name(pid), container)

@@ -8,6 +8,9 @@ use clrprobe_common::{names, ustack};
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 use crate::bpf::{BpfError, Loaded};
 
+/// Stack ids kept resolved at most (of the kernel map's 32,768).
+const STACK_CACHE: usize = 8_192;
+
 pub struct BpfSampler {
     bpf: Loaded,
     /// Stack ids are stable while the map is not cleared: resolve each once.
@@ -20,6 +23,10 @@ pub struct BpfSampler {
     _stats_fd: Option<std::os::fd::OwnedFd>,
     /// User stack copies (None: frame pointers only, `CLRPROBE_UNWIND=fp`).
     copies: Option<StackCopies>,
+    /// Processes whose copies are unwound (None: all). Host-wide, only the targets: reading
+    /// the unwind tables of every binary on the host (compilers' 100+ MB libraries) cost
+    /// hundreds of MB; the others keep their frame-pointer stacks.
+    unwind_pids: Option<std::collections::HashSet<u32>>,
 }
 
 /// What unwinding the BPF programs' user stack copies needs.
@@ -95,7 +102,7 @@ impl BpfSampler {
         if let Some(freq) = freq {
             bpf.attach_sampler(freq)?;
         }
-        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, _stats_fd, copies })
+        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, _stats_fd, copies, unwind_pids: None })
     }
 
     /// What the userspace unwinder did so far (None without stack copies).
@@ -127,9 +134,16 @@ impl BpfSampler {
             let h = r.hdr;
             let fp = self.stack(h.user_stack_id)?;
             let kernel = if h.kind == ustack::KIND_CPU { self.stack(h.kernel_stack_id)? } else { self.empty.clone() };
+            let unwound = self.unwind_pids.as_ref().is_none_or(|p| p.contains(&h.pid));
             let Some(c) = self.copies.as_mut() else { break };
-            let (frames, _) = c.unwinder.unwind(h.pid, h.ip, h.sp, h.bp, &r.data, &fp);
-            let user: Arc<[u64]> = Arc::from(frames);
+            let user: Arc<[u64]> = if unwound {
+                Arc::from(c.unwinder.unwind(h.pid, h.ip, h.sp, h.bp, &r.data, &fp).0)
+            } else if h.kind == ustack::KIND_CPU {
+                fp
+            } else {
+                // Off-CPU: the interval keeps its frame-pointer stack.
+                continue;
+            };
             if h.kind == ustack::KIND_CPU {
                 self.drained += 1;
                 c.pending_cpu.push(RawSample {
@@ -148,6 +162,19 @@ impl BpfSampler {
         Ok(())
     }
 
+    /// Unwinds stack copies of these processes only (and of those added later with
+    /// [`BpfSampler::unwind_pid`]); the others keep their frame-pointer stacks.
+    pub fn unwind_only(&mut self, pids: &[u32]) {
+        self.unwind_pids = Some(pids.iter().copied().collect());
+    }
+
+    /// Unwinds the stack copies of `pid` too (see [`BpfSampler::unwind_only`]).
+    pub fn unwind_pid(&mut self, pid: u32) {
+        if let Some(p) = self.unwind_pids.as_mut() {
+            p.insert(pid);
+        }
+    }
+
     /// Forgets exited processes: their unwinding state (maps, modules, perf map, /proc/PID/mem),
     /// the unwind tables nobody maps any more, and the off-CPU stack copies of their threads.
     pub fn forget_processes(&mut self, pids: &std::collections::HashSet<u32>, tids: &std::collections::HashSet<u32>) {
@@ -157,6 +184,9 @@ impl BpfSampler {
             }
             c.unwinder.drop_unused_files();
             c.offcpu.retain(|(tid, _), _| !tids.contains(tid));
+        }
+        if let Some(p) = self.unwind_pids.as_mut() {
+            p.retain(|pid| !pids.contains(pid));
         }
     }
 
@@ -171,6 +201,10 @@ impl BpfSampler {
         }
         if let Some(s) = self.stacks.get(&id) {
             return Ok(s.clone());
+        }
+        // Bounded: a host-wide recording sees up to MAX_STACKS ids; a dropped one is read again.
+        if self.stacks.len() >= STACK_CACHE {
+            self.stacks.clear();
         }
         let name = names::STACKS;
         let map = self.bpf.ebpf.map(name).ok_or(BpfError::NoMap { name })?;

@@ -72,6 +72,17 @@ pub struct Watch {
     started: Instant,
     last: Instant,
     warnings: Vec<String>,
+    /// Set-ups running on their threads (a target that never answers holds no one up).
+    in_flight: HashSet<u32>,
+    tx: std::sync::mpsc::Sender<SetUp>,
+    rx: std::sync::mpsc::Receiver<SetUp>,
+}
+
+/// What a set-up thread switched on in one target.
+struct SetUp {
+    pid: u32,
+    guard: PerfMapGuard,
+    session: Result<RuntimeSession, crate::record::clr_session::SessionError>,
 }
 
 impl Watch {
@@ -84,7 +95,11 @@ impl Watch {
             None => discover::dotnet_pids(),
         };
         let (sampler, why) = sampler::start(SamplerChoice::Auto, &pids, freq)?;
+        let (tx, rx) = std::sync::mpsc::channel();
         let mut w = Watch {
+            in_flight: HashSet::new(),
+            tx,
+            rx,
             sampler,
             resolver: FrameResolver::new(),
             sessions: Vec::new(),
@@ -116,13 +131,35 @@ impl Watch {
         if let Err(e) = self.sampler.add_pids(&[pid]) {
             self.warnings.push(format!("sampling {pid}: {e}"));
         }
-        self.guards.push(PerfMapGuard::ensure(pid));
-        // No rundown: the view needs no names after it quits.
-        match RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL) {
-            Ok(s) => self.sessions.push(s),
-            Err(e) => self.warnings.push(format!("no EventPipe session for {pid}: {e}")),
+        // Perf map and EventPipe over IPC on a thread, as `record` does: the view (and `q`)
+        // never waits for a runtime that does not answer.
+        let tx = self.tx.clone();
+        let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
+            let guard = PerfMapGuard::ensure(pid);
+            // No rundown: the view needs no names after it quits.
+            let session = RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL);
+            // If the view has quit meanwhile, dropping these switches them off again.
+            let _ = tx.send(SetUp { pid, guard, session });
+        });
+        match spawned {
+            Ok(_) => {
+                self.in_flight.insert(pid);
+            }
+            Err(e) => self.warnings.push(format!("no set-up for {pid}: {e}")),
         }
-        self.resolver.refresh(pid);
+    }
+
+    /// Picks up finished set-ups.
+    fn collect(&mut self) {
+        while let Ok(s) = self.rx.try_recv() {
+            self.in_flight.remove(&s.pid);
+            self.guards.push(s.guard);
+            match s.session {
+                Ok(session) => self.sessions.push(session),
+                Err(e) => self.warnings.push(format!("no EventPipe session for {}: {e}", s.pid)),
+            }
+            self.resolver.refresh(s.pid);
+        }
     }
 
     pub fn pids(&self) -> &[u32] {
@@ -136,6 +173,7 @@ impl Watch {
 
     /// Reads what happened since the last tick.
     pub fn tick(&mut self, rows: usize) -> Snapshot {
+        self.collect();
         if self.all {
             for p in discover::dotnet_pids() {
                 self.attach(p);
@@ -211,6 +249,12 @@ impl Watch {
 
     /// Stops the sessions and switches the perf maps off again.
     pub fn finish(mut self) -> Vec<String> {
+        // Set-ups in flight get a moment, so what they switch on is switched off here.
+        let until = Instant::now() + Duration::from_millis(300);
+        while !self.in_flight.is_empty() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            self.collect();
+        }
         // Bounded, all targets at once (a stopped target is given up on).
         let restores = crate::record::restore_all(std::mem::take(&mut self.guards));
         let deadline = Instant::now() + crate::record::clr_session::STOP_DEADLINE;

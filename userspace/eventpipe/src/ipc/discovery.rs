@@ -30,6 +30,21 @@ pub fn find_socket(pid: u32) -> Result<Endpoint, IpcError> {
     }
 }
 
+/// The pid in a socket's name `dotnet-diagnostic-{pid}-{key}-socket`, when the process of
+/// that pid started at `key` (the same process, not a namespaced pid's namesake).
+#[cfg(unix)]
+pub(crate) fn socket_owner_pid(name: &std::ffi::OsStr) -> Option<u32> {
+    let (pid, key) = linux::parse_socket_name(name)?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    (linux::start_time(&stat) == Some(key)).then_some(pid)
+}
+
+/// The real and effective uid in /proc/PID/status.
+#[cfg(unix)]
+pub(crate) fn status_uids(status: &str) -> Option<(u32, u32)> {
+    linux::uids(status)
+}
+
 /// Finds the diagnostics endpoint of `pid`.
 #[cfg(unix)]
 pub fn find_socket(pid: u32) -> Result<Endpoint, IpcError> {

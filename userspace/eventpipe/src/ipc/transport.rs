@@ -38,12 +38,104 @@ impl Endpoint {
         };
         match self {
             #[cfg(unix)]
-            Endpoint::UnixSocket(p) => {
-                std::os::unix::net::UnixStream::connect(p).map(|s| Connection { inner: s }).map_err(map)
-            }
+            Endpoint::UnixSocket(p) => unix_connect::connect(p, CONNECT_DEADLINE).map(|s| Connection { inner: s }).map_err(map),
             #[cfg(windows)]
             Endpoint::NamedPipe(p) => windows_pipe::open(p).map(|f| Connection { inner: f }).map_err(map),
         }
+    }
+}
+
+/// How long connecting may wait for a diagnostics server that does not accept (its listen
+/// backlog full: a stopped or hostile process).
+#[cfg(unix)]
+pub const CONNECT_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Connecting without following links and without blocking: the socket file is opened with
+/// O_PATH|O_NOFOLLOW and checked through that fd (a socket, owned by its process's user or
+/// root), then connected through `/proc/self/fd/N` — the very inode checked, whatever is
+/// renamed or linked over the path meanwhile. The connect is non-blocking: a full backlog
+/// (EAGAIN) is retried until the deadline, then refused.
+#[cfg(unix)]
+mod unix_connect {
+    use std::{
+        ffi::CString,
+        io,
+        os::fd::{AsRawFd, FromRawFd, OwnedFd},
+        os::unix::{ffi::OsStrExt, fs::MetadataExt, net::UnixStream},
+        path::Path,
+        time::{Duration, Instant},
+    };
+
+    fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) }
+    }
+
+    /// The uids (real, effective) of the process whose socket `path` is: the pid of
+    /// `/proc/PID/root/…`, else the pid in the socket's name when that process's start time is
+    /// the name's key (None when unknown: the discovery checked the owner already).
+    fn owner_of(path: &Path) -> Option<(u32, u32)> {
+        let mut comps = path.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let pid = match (comps.next().as_deref(), comps.next().as_deref(), comps.next()) {
+            (Some("/"), Some("proc"), Some(pid)) if pid.parse::<u32>().is_ok() => pid.parse().ok(),
+            _ => super::super::discovery::socket_owner_pid(path.file_name()?),
+        }?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        super::super::discovery::status_uids(&status)
+    }
+
+    pub fn connect(path: &Path, deadline: Duration) -> io::Result<UnixStream> {
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the socket path"))?;
+        // SAFETY: open(2) with a NUL-terminated path; the fd returned is owned below.
+        let fd = cvt(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) })?;
+        // SAFETY: a fresh fd nobody else owns.
+        let target = unsafe { OwnedFd::from_raw_fd(fd) };
+        let meta = std::fs::File::from(target.try_clone()?).metadata()?;
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_symlink() || !meta.file_type().is_socket() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a socket (refused)"));
+        }
+        let uid = meta.uid();
+        if uid != 0 && owner_of(path).is_some_and(|(r, e)| uid != r && uid != e) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("the socket belongs to uid {uid}, not to its process's user or root (refused)")));
+        }
+        let via = format!("/proc/self/fd/{}", target.as_raw_fd());
+        // SAFETY: socket(2) with constant arguments; the fd is owned below.
+        let sock = cvt(unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: a fresh fd nobody else owns.
+        let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+        // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
+        let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, s) in addr.sun_path.iter_mut().zip(via.as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        let len = (std::mem::size_of::<libc::sa_family_t>() + via.len() + 1) as libc::socklen_t;
+        let end = Instant::now() + deadline;
+        loop {
+            // SAFETY: connect(2) with a valid sockaddr_un of `len` bytes.
+            let r = unsafe { libc::connect(sock.as_raw_fd(), (&raw const addr).cast(), len) };
+            if r == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EAGAIN) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+                Some(libc::EAGAIN) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("the diagnostics server did not accept a connection within {:.1} s (its backlog is full: is the process stopped?)", deadline.as_secs_f64()),
+                    ));
+                }
+                Some(libc::EINTR) => {}
+                _ => return Err(e),
+            }
+        }
+        // Blocking again: reads and writes carry their own timeouts.
+        // SAFETY: fcntl(2) on an fd we own.
+        let flags = cvt(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_GETFL) })?;
+        // SAFETY: as above.
+        cvt(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
+        Ok(UnixStream::from(sock))
     }
 }
 

@@ -202,12 +202,52 @@ impl Dir {
         Ok(())
     }
 
+    /// Removes the hidden temporary files `.BASE.PID.N.tmp` a killed clrprobe left here: BASE
+    /// starts with `base`, PID is no running clrprobe, and the file is a regular file (not a
+    /// link) of a trusted owner. Returns the names removed.
+    pub(super) fn remove_stale_temps(&self, dir: &Path, base: &[u8]) -> Vec<OsString> {
+        let mut removed = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = stale_temp_pid(name.as_bytes(), base) else { continue };
+            if std::fs::read(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with(b"clrprobe")) {
+                continue;
+            }
+            let Ok(c) = cstr(&name) else { continue };
+            // Checked through the directory fd, links not followed; unlinkat removes the name.
+            match stat_at(self.fd.as_raw_fd(), &c, libc::AT_SYMLINK_NOFOLLOW) {
+                Ok(st) if is_type(&st, libc::S_IFREG) && trusted(st.st_uid) => {
+                    self.unlink(&name);
+                    removed.push(name);
+                }
+                _ => {}
+            }
+        }
+        removed
+    }
+
     pub(super) fn unlink(&self, name: &OsStr) {
         if let Ok(c) = cstr(name) {
             // SAFETY: c is NUL-terminated; unlinkat removes the name, never a link's target.
             unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
         }
     }
+}
+
+/// The PID of a temporary name `.BASE….PID.N.tmp` whose BASE starts with `base`.
+fn stale_temp_pid(name: &[u8], base: &[u8]) -> Option<u32> {
+    let rest = name.strip_prefix(b".")?.strip_suffix(b".tmp")?;
+    if !rest.starts_with(base) || base.is_empty() {
+        return None;
+    }
+    let s = std::str::from_utf8(rest).ok()?;
+    let mut parts = s.rsplitn(3, '.');
+    let n = parts.next()?;
+    let pid = parts.next()?;
+    parts.next()?;
+    (n.bytes().all(|b| b.is_ascii_digit()) && !n.is_empty()).then_some(())?;
+    pid.parse().ok()
 }
 
 /// The components of `path` to walk (root and `.` dropped, `..` kept).

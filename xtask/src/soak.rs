@@ -1,0 +1,170 @@
+//! `cargo xtask soak --minutes N`: `clrprobe record --all` (every kind, release build) for N
+//! minutes while short-lived .NET 8 processes start and exit every few seconds (EarlyExit, busy
+//! for 2–6 s, every 3 s; a Sleeper every 15 s). clrprobe is scoped with `--parent` to this
+//! soak's own processes, so other .NET processes on the host keep their perf maps as they are.
+//! Prints clrprobe's RSS, peak RSS, open fds and threads every `--sample-seconds`, then stops it
+//! with SIGINT and prints the time to exit and what was left behind (perf maps, jitdumps,
+//! /run/clrprobe entries of the soak's processes, temporary files in the output directory).
+use std::{
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, Result, bail};
+use clrprobe_tests::{Runtime, Workload};
+
+use crate::{dotnet, ebpf, util};
+
+fn status_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn count(dir: &str) -> usize {
+    std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// A workload started under `nice -n 10`, its output discarded.
+fn spawn(w: &Workload) -> Result<Child> {
+    let inner = w.command()?;
+    let mut cmd = Command::new("nice");
+    cmd.args(["-n", "10"]).arg(inner.get_program()).args(inner.get_args());
+    cmd.current_dir(inner.get_current_dir().context("workload directory")?);
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    Ok(cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?)
+}
+
+/// Files a .NET process of the soak may have left behind.
+fn leftovers(pid: u32) -> Vec<String> {
+    let mut v: Vec<String> = [format!("/tmp/perf-{pid}.map"), format!("/tmp/perfinfo-{pid}.map"), format!("/tmp/jit-{pid}.dump")]
+        .into_iter()
+        .filter(|p| Path::new(p).exists())
+        .collect();
+    let prefix = format!("t-{pid}-");
+    if let Ok(d) = std::fs::read_dir("/run/clrprobe") {
+        v.extend(d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path().display().to_string()));
+    }
+    v
+}
+
+pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
+    dotnet::setup()?;
+    let bin = ebpf::build_userspace()?;
+    if !util::is_root() {
+        bail!("the soak loads BPF programs: run it as root");
+    }
+    // SAFETY: single-threaded at this point.
+    unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    let early = Workload::new("EarlyExit", Runtime::Net8);
+    let sleeper = Workload::new("Sleeper", Runtime::Net8).arg(30).arg(500);
+    // Compiled before clrprobe starts (mcs is slow).
+    early.command()?;
+    sleeper.command()?;
+    let out = std::env::temp_dir().join(format!("clrprobe-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&out)?;
+    let me = std::process::id().to_string();
+    let mut clrprobe = Command::new("nice")
+        .args(["-n", "5"])
+        .arg(&bin)
+        .args(["record", "--all", "--parent", &me, "--format", "pprof", "--quiet", "--json", "-o"])
+        .arg(out.join("all"))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(out.join("summary.json"))?)
+        .stderr(std::fs::File::create(out.join("stderr.txt"))?)
+        .spawn()
+        .context("starting clrprobe")?;
+    // `nice` execs clrprobe: same pid.
+    let cp = clrprobe.id();
+    println!("soak: clrprobe {} (pid {cp}) for {minutes} min, a process every {every_ms} ms; output in {}", bin.display(), out.display());
+    let started = Instant::now();
+    let total = Duration::from_secs(minutes * 60);
+    let mut next_sample = Duration::from_secs(sample_seconds);
+    let mut children: Vec<Child> = Vec::new();
+    let mut pids: Vec<u32> = Vec::new();
+    let mut seed = started.elapsed().as_nanos() as u64 ^ u64::from(std::process::id());
+    let sample = |t: &str, n: usize| {
+        println!(
+            "t={t} rss_kb={} hwm_kb={} fds={} threads={} started={n} load={}",
+            status_kb(cp, "VmRSS:"),
+            status_kb(cp, "VmHWM:"),
+            count(&format!("/proc/{cp}/fd")),
+            count(&format!("/proc/{cp}/task")),
+            load()
+        );
+    };
+    let mut n = 0usize;
+    while started.elapsed() < total {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let ms = 2000 + (seed >> 33) % 4000;
+        children.push(spawn(&early.clone().arg(ms))?);
+        n += 1;
+        if n.is_multiple_of(5) {
+            children.push(spawn(&sleeper)?);
+        }
+        pids.extend(children.iter().map(|c| c.id()).filter(|p| !pids.contains(p)).collect::<Vec<_>>());
+        // Reap the exited ones (no zombies for clrprobe to see).
+        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        std::thread::sleep(Duration::from_millis(every_ms));
+        if started.elapsed() >= next_sample {
+            sample(&format!("{}s", started.elapsed().as_secs()), n);
+            next_sample += Duration::from_secs(sample_seconds);
+        }
+        if let Ok(Some(status)) = clrprobe.try_wait() {
+            bail!("clrprobe exited during the soak: {status}; see {}", out.join("stderr.txt").display());
+        }
+    }
+    for c in &mut children {
+        let _ = c.wait();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    sample("end", n);
+    let t0 = Instant::now();
+    Command::new("kill").args(["-INT", &cp.to_string()]).status()?;
+    let status = loop {
+        if let Some(s) = clrprobe.try_wait()? {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = clrprobe.kill();
+            bail!("clrprobe did not exit within 60 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    println!("clrprobe exited {status} {:.2} s after SIGINT; {n} EarlyExit started", t0.elapsed().as_secs_f64());
+    std::thread::sleep(Duration::from_secs(2));
+    let left: Vec<String> = pids.iter().flat_map(|&p| leftovers(p)).collect();
+    let tmp: Vec<String> = std::fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with('.') && f.ends_with(".tmp"))
+        .collect();
+    println!("left behind by {} soak processes: {left:?}; temporary files in the output directory: {tmp:?}", pids.len());
+    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json"))?).context("clrprobe's JSON summary")?;
+    println!(
+        "clrprobe: stop_time {} s, folded_processes {}, recorded {}, memory {}",
+        summary["stop_time"],
+        summary["folded_processes"],
+        summary["recorded"].as_array().map_or(0, |a| a.len()),
+        summary["memory"]
+    );
+    let files = std::fs::read_dir(&out)?.count();
+    println!("{files} files in {}", out.display());
+    if !left.is_empty() || !tmp.is_empty() {
+        bail!("files left behind");
+    }
+    Ok(())
+}
