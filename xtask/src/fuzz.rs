@@ -19,11 +19,11 @@ use clrprobe_tests::Runtime;
 use crate::util;
 
 /// (crate directory, target, libFuzzer -max_len). Inputs are kept small so one execution is
-/// cheap: 4 KiB for the line formats and one event payload, 64 KiB for binary images (most
-/// of the runtime's small assemblies fit whole).
+/// cheap: 4 KiB for the line formats and one event payload, 16 KiB for a jitdump (dozens of
+/// records), 64 KiB for binary images (most of the runtime's small assemblies fit whole).
 pub const TARGETS: &[(&str, &str, usize)] = &[
     ("fuzz", "perf_map", 4 << 10),
-    ("fuzz", "jitdump", 64 << 10),
+    ("fuzz", "jitdump", 16 << 10),
     ("fuzz", "r2r_image", 64 << 10),
     ("fuzz", "metadata", 64 << 10),
     ("fuzz", "proc_maps", 4 << 10),
@@ -83,11 +83,19 @@ pub fn run(opts: &Options, only: &[String]) -> Result<Vec<Outcome>> {
     if !matches!(opts.sanitizer.as_str(), "address" | "none") {
         bail!("--sanitizer {}: use address or none", opts.sanitizer);
     }
+    // The targets named, in the order given (slow ones first, say), or all.
+    let mut chosen = Vec::new();
+    for name in only {
+        let Some(t) = TARGETS.iter().find(|t| t.1 == name) else {
+            bail!("no fuzz target {name}: use one of {:?}", TARGETS.iter().map(|t| t.1).collect::<Vec<_>>());
+        };
+        chosen.push(*t);
+    }
+    if only.is_empty() {
+        chosen = TARGETS.to_vec();
+    }
     let mut outcomes = Vec::new();
-    for &(dir, target, max_len) in TARGETS {
-        if !only.is_empty() && !only.iter().any(|t| t == target) {
-            continue;
-        }
+    for (dir, target, max_len) in chosen {
         let crate_dir = util::root().join(dir);
         let corpus = crate_dir.join("corpus").join(target);
         fs::create_dir_all(&corpus)?;
