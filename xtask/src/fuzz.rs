@@ -140,7 +140,11 @@ pub fn run(opts: &Options, only: &[String]) -> Result<Vec<Outcome>> {
             .with_context(|| format!("running cargo fuzz run {target}"))?;
         let log = fs::read_to_string(&log_path).unwrap_or_default();
         let stat = |name: &str| -> u64 {
-            log.lines().rev().filter_map(|l| l.strip_prefix(name)).find_map(|v| v.trim().trim_start_matches(':').trim().parse().ok()).unwrap_or(0)
+            log.lines()
+                .rev()
+                .filter_map(|l| l.strip_prefix(name))
+                .find_map(|v| v.trim().trim_start_matches(':').trim().parse().ok())
+                .unwrap_or(0)
         };
         let crashes: Vec<PathBuf> = list(&artifacts).into_iter().filter(|p| !before.contains(p)).collect();
         if !status.success() && crashes.is_empty() {
@@ -320,9 +324,11 @@ fn clr_event_inputs(nettrace: &[u8]) -> Vec<Vec<u8>> {
     let mut inputs = Vec::new();
     while let Ok(Some(ev)) = r.next_event() {
         let raw = ev.raw_event();
-        let Some(kind) = [RUNTIME, RUNDOWN, SAMPLE_PROFILER].iter().position(|p| raw.provider.eq_ignore_ascii_case(p)).or_else(|| {
-            ev.metadata().schema.as_ref().is_some_and(|s| !s.fields.is_empty()).then_some(3)
-        }) else {
+        let Some(kind) = [RUNTIME, RUNDOWN, SAMPLE_PROFILER]
+            .iter()
+            .position(|p| raw.provider.eq_ignore_ascii_case(p))
+            .or_else(|| ev.metadata().schema.as_ref().is_some_and(|s| !s.fields.is_empty()).then_some(3))
+        else {
             continue;
         };
         let count = seen.entry((raw.provider.to_string(), raw.event_id, raw.version)).or_insert(0);
