@@ -10,6 +10,10 @@ use crate::schema::{EventSchema, FieldType, TypeCode};
 
 /// Deepest struct/array nesting accepted (protects the stack against hostile schemas).
 pub const MAX_DEPTH: usize = 32;
+/// Most bytes of decoded values one payload may give (each value and field name counted). A
+/// real payload of 64 KiB, EventPipe's largest, gives a few MiB; without the cap, arrays of
+/// empty structs nested in arrays turned a 4 KiB payload into gigabytes.
+pub const MAX_DECODED: usize = 16 << 20;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -83,8 +87,9 @@ pub fn decode_fields(
     // Pointer size is irrelevant to EventSource type codes; 8 only satisfies the cursor.
     let mut c = Cursor::new(payload, 8, "EventSource payload")?;
     let mut out = Vec::with_capacity(schema.fields.len());
+    let mut budget = MAX_DECODED;
     for f in &schema.fields {
-        let v = read_value(&mut c, &f.ty, &f.name, 0)?;
+        let v = read_value(&mut c, &f.ty, &f.name, 0, &mut budget)?;
         out.push((f.name.clone(), v));
     }
     Ok(out)
@@ -118,6 +123,7 @@ fn read_value(
     ty: &FieldType,
     name: &str,
     depth: usize,
+    budget: &mut usize,
 ) -> Result<Value, DecodeError> {
     if depth > MAX_DEPTH {
         return Err(DecodeError::SchemaTooDeep {
@@ -125,12 +131,19 @@ fn read_value(
             max: MAX_DEPTH,
         });
     }
+    let cost = std::mem::size_of::<(String, Value)>() + name.len();
+    *budget = budget
+        .checked_sub(cost)
+        .ok_or_else(|| DecodeError::DecodedTooLarge {
+            field: name.to_string(),
+            max: MAX_DECODED,
+        })?;
     match ty {
         FieldType::Primitive(tc) => read_primitive(c, *tc, name),
         FieldType::Struct(fields) => {
             let mut out = Vec::with_capacity(fields.len());
             for f in fields {
-                let v = read_value(c, &f.ty, &f.name, depth + 1)?;
+                let v = read_value(c, &f.ty, &f.name, depth + 1, budget)?;
                 out.push((f.name.clone(), v));
             }
             Ok(Value::Struct(out))
@@ -140,7 +153,7 @@ fn read_value(
             c.check_count(u64::from(count), min_size(elem), name)?;
             let mut out = Vec::with_capacity(usize::from(count));
             for _ in 0..count {
-                out.push(read_value(c, elem, name, depth + 1)?);
+                out.push(read_value(c, elem, name, depth + 1, budget)?);
             }
             Ok(Value::Array(out))
         }
