@@ -96,35 +96,41 @@ impl JitDump {
             self.header_seen = true;
             pos = header;
         }
-        while pos + 8 <= len {
-            let id = b.u32(pos)?;
-            let total = b.u32(pos + 4)? as u64;
-            if !(16..=MAX_RECORD).contains(&total) {
-                return Err(FormatError::invalid("jitdump", format!("record claims {total} bytes (accepted: 16..={MAX_RECORD})")));
-            }
-            if pos + total > len {
-                break;
-            }
-            if id == JIT_CODE_LOAD {
-                if self.records.len() >= MAX_CODE_LOADS {
-                    return Err(FormatError::invalid("jitdump", format!("more than {MAX_CODE_LOADS} code-load records")));
+        // Records of this feed are indexed even when a later one is bad (lookups need the order).
+        let records = &mut self.records;
+        let parsed = (|| -> Result<(), FormatError> {
+            while pos + 8 <= len {
+                let id = b.u32(pos)?;
+                let total = b.u32(pos + 4)? as u64;
+                if !(16..=MAX_RECORD).contains(&total) {
+                    return Err(FormatError::invalid("jitdump", format!("record claims {total} bytes (accepted: 16..={MAX_RECORD})")));
                 }
-                let rec = b.sub(pos, total, "jitdump code-load record")?;
-                let name = rec.cstr(56)?;
-                self.records.push(CodeLoad {
-                    tid: rec.u32(20)?,
-                    addr: rec.u64(32)?,
-                    size: rec.u64(40)?,
-                    name: String::from_utf8_lossy(name).into_owned(),
-                });
+                if pos + total > len {
+                    break;
+                }
+                if id == JIT_CODE_LOAD {
+                    if records.len() >= MAX_CODE_LOADS {
+                        return Err(FormatError::invalid("jitdump", format!("more than {MAX_CODE_LOADS} code-load records")));
+                    }
+                    let rec = b.sub(pos, total, "jitdump code-load record")?;
+                    let name = rec.cstr(56)?;
+                    records.push(CodeLoad {
+                        tid: rec.u32(20)?,
+                        addr: rec.u64(32)?,
+                        size: rec.u64(40)?,
+                        name: String::from_utf8_lossy(name).into_owned(),
+                    });
+                }
+                pos += total;
             }
-            pos += total;
-        }
-        self.pending = data[pos as usize..].to_vec();
+            Ok(())
+        })();
         if self.records.len() != before {
             // Index by address; the sort is stable, so later records of an address stay last.
             self.records.sort_by_key(|r| r.addr);
         }
+        parsed?;
+        self.pending = data[pos as usize..].to_vec();
         Ok(self.records.len() - before)
     }
 
@@ -184,6 +190,29 @@ mod tests {
         assert_eq!(j.lookup(0x1003).map(|r| r.name.as_str()), Some("void [A] A::a()[PreJIT]"));
         assert_eq!(j.lookup(0x1004), None);
         assert_eq!(j.lookup(0x2001).map(|r| r.name.as_str()), Some("B::b()"));
+    }
+
+    /// A feed whose last record is bad still leaves the records it added sorted (found by the
+    /// jitdump fuzz target: lookups then underflowed on unsorted records).
+    #[test]
+    fn a_bad_record_leaves_the_index_sorted() {
+        let mut d = Vec::new();
+        for v in [MAGIC, 1, 40, 62, 0, 7] {
+            d.extend_from_slice(&v.to_le_bytes());
+        }
+        d.extend_from_slice(&[0; 16]);
+        d.extend(record(0x3000, 4, "C::c()"));
+        let mut j = JitDump::new();
+        assert_eq!(j.feed(&d).expect("first feed"), 1);
+        let mut more = record(0x1000, 4, "A::a()");
+        more.extend_from_slice(&0u32.to_le_bytes());
+        more.extend_from_slice(&3u32.to_le_bytes()); // a record of 3 bytes: bad
+        more.extend_from_slice(&[0; 8]);
+        assert!(j.feed(&more).is_err());
+        let addrs: Vec<u64> = j.records().iter().map(|r| r.addr).collect();
+        assert_eq!(addrs, [0x1000, 0x3000]);
+        assert_eq!(j.lookup(0x3001).map(|r| r.name.as_str()), Some("C::c()"));
+        assert_eq!(j.lookup(0x1002).map(|r| r.name.as_str()), Some("A::a()"));
     }
 
     fn recs_full(d: &[u8]) -> Vec<CodeLoad> {

@@ -104,6 +104,15 @@ enum Cmd {
     Fuzz {
         #[arg(long, default_value_t = 60)]
         seconds: u64,
+        /// Stop a target after this many executions if it gets there first.
+        #[arg(long)]
+        runs: Option<u64>,
+        /// address (default, as in CI) or none (several times faster, for long runs).
+        #[arg(long, default_value = "address")]
+        sanitizer: String,
+        /// Minimize each corpus (cargo fuzz cmin) before running.
+        #[arg(long)]
+        cmin: bool,
         /// Only these targets (default: all).
         targets: Vec<String>,
     },
@@ -139,8 +148,8 @@ fn main() -> Result<()> {
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
-        Cmd::Fuzz { seconds, targets } => {
-            fuzz::run(seconds, &targets)?;
+        Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
+            fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;
         }
         Cmd::Test { args } => test(&args)?,
     }
@@ -179,7 +188,8 @@ fn test(extra: &[String]) -> Result<()> {
     let t3 = Instant::now();
     // Each parser fuzz target for a few seconds over its seeds: they keep building and the
     // seeds (and regressions) keep passing. Installs cargo-fuzz if needed.
-    fuzz::run(5, &fuzz::TARGETS.iter().filter(|t| t.0 == "fuzz").map(|t| t.1.to_string()).collect::<Vec<_>>())?;
+    let smoke = fuzz::Options { seconds: 5, runs: None, sanitizer: "address".into(), cmin: false };
+    fuzz::run(&smoke, &fuzz::TARGETS.iter().filter(|t| t.0 == "fuzz").map(|t| t.1.to_string()).collect::<Vec<_>>())?;
     let t4 = Instant::now();
     eprintln!(
         "xtask test: setup-dotnet {:.1}s, build-ebpf {:.1}s, windows check + cargo test {:.1}s, fuzz smoke {:.1}s, total {:.1}s",

@@ -43,4 +43,6 @@ pub enum DecodeError {
     InvalidSchema { field: String, reason: &'static str },
     #[error("schema nesting deeper than {max} levels at field {field}")]
     SchemaTooDeep { field: String, max: usize },
+    #[error("EventSource payload decodes to more than {max} bytes of values (at field {field})")]
+    DecodedTooLarge { field: String, max: usize },
 }

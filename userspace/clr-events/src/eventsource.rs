@@ -10,6 +10,12 @@ use crate::schema::{EventSchema, FieldType, TypeCode};
 
 /// Deepest struct/array nesting accepted (protects the stack against hostile schemas).
 pub const MAX_DEPTH: usize = 32;
+/// Most bytes of decoded values one payload byte may give, each value and field name counted
+/// (plus [`MAX_DECODED_BASE`]): 16 MiB for EventPipe's largest payload, 64 KiB. Without a cap,
+/// arrays of empty structs nested in arrays turned a 4 KiB payload into gigabytes.
+pub const MAX_DECODED_PER_BYTE: usize = 256;
+/// Bytes of decoded values any payload may give (fields that take no payload bytes).
+pub const MAX_DECODED_BASE: usize = 64 << 10;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
@@ -83,11 +89,22 @@ pub fn decode_fields(
     // Pointer size is irrelevant to EventSource type codes; 8 only satisfies the cursor.
     let mut c = Cursor::new(payload, 8, "EventSource payload")?;
     let mut out = Vec::with_capacity(schema.fields.len());
+    let max = payload
+        .len()
+        .saturating_mul(MAX_DECODED_PER_BYTE)
+        .saturating_add(MAX_DECODED_BASE);
+    let mut budget = Budget { left: max, max };
     for f in &schema.fields {
-        let v = read_value(&mut c, &f.ty, &f.name, 0)?;
+        let v = read_value(&mut c, &f.ty, &f.name, 0, &mut budget)?;
         out.push((f.name.clone(), v));
     }
     Ok(out)
+}
+
+/// Bytes of decoded values still allowed for one payload, of `max`.
+struct Budget {
+    left: usize,
+    max: usize,
 }
 
 /// Minimum encoded size of one value of `ty` (used to bound array counts).
@@ -118,6 +135,7 @@ fn read_value(
     ty: &FieldType,
     name: &str,
     depth: usize,
+    budget: &mut Budget,
 ) -> Result<Value, DecodeError> {
     if depth > MAX_DEPTH {
         return Err(DecodeError::SchemaTooDeep {
@@ -125,12 +143,20 @@ fn read_value(
             max: MAX_DEPTH,
         });
     }
+    let cost = std::mem::size_of::<(String, Value)>() + name.len();
+    budget.left = budget
+        .left
+        .checked_sub(cost)
+        .ok_or_else(|| DecodeError::DecodedTooLarge {
+            field: name.to_string(),
+            max: budget.max,
+        })?;
     match ty {
         FieldType::Primitive(tc) => read_primitive(c, *tc, name),
         FieldType::Struct(fields) => {
             let mut out = Vec::with_capacity(fields.len());
             for f in fields {
-                let v = read_value(c, &f.ty, &f.name, depth + 1)?;
+                let v = read_value(c, &f.ty, &f.name, depth + 1, budget)?;
                 out.push((f.name.clone(), v));
             }
             Ok(Value::Struct(out))
@@ -140,7 +166,7 @@ fn read_value(
             c.check_count(u64::from(count), min_size(elem), name)?;
             let mut out = Vec::with_capacity(usize::from(count));
             for _ in 0..count {
-                out.push(read_value(c, elem, name, depth + 1)?);
+                out.push(read_value(c, elem, name, depth + 1, budget)?);
             }
             Ok(Value::Array(out))
         }
