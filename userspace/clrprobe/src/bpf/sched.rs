@@ -98,10 +98,12 @@ impl Loaded {
         Ok(())
     }
 
-    /// Attaches `syscall_exit` to the raw tracepoint `sys_exit`; false when it cannot be, or
-    /// `CLRPROBE_DEFER_USER=0` asks for user stacks at every switch-out.
+    /// Attaches `syscall_exit` to the raw tracepoint `sys_exit` when `CLRPROBE_DEFER_USER=1`
+    /// asks for it (not yet the default: in some runs the off-CPU samples of a second
+    /// recording lost their kernel frame names; see notes/stacks.md); false otherwise or when
+    /// it cannot be attached.
     fn attach_syscall_exit(&mut self) -> bool {
-        if std::env::var("CLRPROBE_DEFER_USER").is_ok_and(|v| v == "0") {
+        if !std::env::var("CLRPROBE_DEFER_USER").is_ok_and(|v| v == "1") {
             return false;
         }
         let Ok(prog) = self.program::<RawTracePoint>(names::PROG_SYSCALL_EXIT) else { return false };
