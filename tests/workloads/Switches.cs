@@ -1,5 +1,6 @@
 // Context switches as fast as two threads can hand a token back and forth (AutoResetEvent
-// ping-pong) for arg0 seconds (default 5). Prints "rounds=<hand-overs>" and
+// ping-pong) for arg0 seconds (default 5), the main thread spinning arg1 microseconds (default
+// 0) between hand-overs to switch less often. Prints "rounds=<hand-overs>" and
 // "switches=<voluntary + involuntary context switches of the process's threads>".
 using System;
 using System.IO;
@@ -28,6 +29,8 @@ public static class Switches
     public static int Main(string[] args)
     {
         double seconds = Workload.Seconds(args);
+        double spinUs = args.Length > 1 ? double.Parse(args[1], System.Globalization.CultureInfo.InvariantCulture) : 0;
+        long spinTicks = (long)(spinUs * System.Diagnostics.Stopwatch.Frequency / 1e6);
         Workload.Ready();
         var echo = new Thread(() => { while (!stop) { Ping.WaitOne(); Pong.Set(); } }) { Name = "Echo" };
         echo.Start();
@@ -36,6 +39,11 @@ public static class Switches
         long rounds = 0;
         while (clock.Elapsed.TotalSeconds < seconds)
         {
+            if (spinTicks > 0)
+            {
+                long until = System.Diagnostics.Stopwatch.GetTimestamp() + spinTicks;
+                while (System.Diagnostics.Stopwatch.GetTimestamp() < until) { }
+            }
             Ping.Set();
             Pong.WaitOne();
             rounds++;

@@ -21,6 +21,8 @@ enum Config {
     Offcpu,
     /// Same, frame-pointer stacks only.
     OffcpuFp,
+    /// `--offcpu` with user stacks taken at the syscall's return (`CLRPROBE_DEFER_USER=1`).
+    OffcpuDefer,
     /// `perf record -g -e sched:sched_switch`: perf's off-CPU stacks (frame pointers).
     PerfSwitch,
     /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
@@ -36,6 +38,7 @@ impl Config {
             Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
             Config::Offcpu => "clrprobe record --offcpu".into(),
             Config::OffcpuFp => "  same, frame pointers only".into(),
+            Config::OffcpuDefer => "  same, user stacks at syscall exit".into(),
             Config::PerfSwitch => "perf record -g -e sched_switch".into(),
             Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
@@ -54,7 +57,7 @@ const CPU_CONFIGS: [Config; 7] = [
     Config::Perf(999),
 ];
 /// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
-const SWITCH_CONFIGS: [Config; 4] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::PerfSwitch];
+const SWITCH_CONFIGS: [Config; 5] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::OffcpuDefer, Config::PerfSwitch];
 /// Allocation- and exception-heavy workload: every kind on against nothing.
 const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
 
@@ -74,8 +77,10 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),
         ("AllocThrow", &EVENT_CONFIGS[..], "allocation- and exception-heavy .NET 8 workload (tests/workloads/AllocThrow.cs)"),
         ("Switches", &SWITCH_CONFIGS[..], "context-switch-heavy .NET 8 workload (tests/workloads/Switches.cs)"),
+        // The same, spinning 30 µs between hand-overs: about a fifth of the switches.
+        ("Switches:30", &SWITCH_CONFIGS[..], "context-switch-heavy .NET 8 workload, 30 µs of work per hand-over (Switches.cs 30)"),
     ] {
-        if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload)) {
+        if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload || workload.starts_with(&format!("{w}:")))) {
             continue;
         }
         let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
@@ -115,7 +120,13 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
 
 /// Runs the workload once under `c`; returns its rounds per second and clrprobe's attach time.
 fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std::path::Path) -> Result<(f64, Option<f64>)> {
-    let mut w = Workload::new(workload, Runtime::Net8).arg(seconds).start().context("starting the workload")?;
+    // "Name:arg": the workload's argument after the seconds.
+    let (name, extra) = workload.split_once(':').map_or((workload, None), |(n, a)| (n, Some(a)));
+    let mut w = Workload::new(name, Runtime::Net8).arg(seconds);
+    if let Some(a) = extra {
+        w = w.arg(a);
+    }
+    let mut w = w.start().context("starting the workload")?;
     let pid = w.pid.to_string();
     let mut attach = None;
     let profiler = match c {
@@ -130,11 +141,12 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
-        Config::Offcpu | Config::OffcpuFp => Some(
+        Config::Offcpu | Config::OffcpuFp | Config::OffcpuDefer => Some(
             Command::new(bin)
                 .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
                 .arg(tmp.join("clrprobe"))
                 .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp) { "fp" } else { "dwarf" })
+                .env("CLRPROBE_DEFER_USER", if matches!(c, Config::OffcpuDefer) { "1" } else { "0" })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()?,

@@ -14,6 +14,7 @@ pub mod names {
     pub const PROG_CPU_SAMPLE: &str = "cpu_sample";
     pub const PROG_UPROBE_COUNT: &str = "uprobe_count";
     pub const PROG_SCHED_SWITCH: &str = "sched_switch";
+    pub const PROG_SYSCALL_EXIT: &str = "syscall_exit";
     pub const PROG_CXA_THROW: &str = "cxa_throw";
     pub const OFFCPU_START: &str = "OFFCPU_START";
     pub const OFFCPU_NS: &str = "OFFCPU_NS";
@@ -45,7 +46,8 @@ pub mod ustack {
     pub const KIND_OFFCPU: u32 = 2;
     /// `USTACK_STATS` slots: stacks copied (CPU samples and off-CPU switch-outs).
     pub const STAT_COPIES: u32 = 0;
-    /// Off-CPU switch-outs that kept the thread's previous copy (same ip, sp and FP stack).
+    /// Off-CPU switch-outs that kept the thread's previous copy (same ip, sp and FP stack);
+    /// with `switch_config::FLAG_DEFER_USER`, that kept its previous kernel stack instead.
     pub const STAT_REUSED: u32 = 1;
     /// Off-CPU copies sent at switch-in.
     pub const STAT_SENT_OFFCPU: u32 = 2;
@@ -107,6 +109,12 @@ pub mod switch_config {
     pub const FLAG_ONCPU: u64 = 2;
     /// Off-CPU intervals carry their start (`SampleKey::time`), one map entry per interval.
     pub const FLAG_OFFCPU_TIME: u64 = 4;
+    /// The `syscall_exit` program (raw tracepoint `sys_exit`, running as the thread leaving
+    /// its syscall, user registers and stack as they were when it blocked) is attached: a
+    /// thread switching out inside a syscall gets its kernel stack walked only; its user stack
+    /// is walked and copied when the syscall returns, and only after an interval of at least
+    /// the minimum.
+    pub const FLAG_DEFER_USER: u64 = 8;
 }
 
 /// A thread switched out, waiting to be switched back in.
@@ -120,6 +128,11 @@ pub struct OffCpuStart {
     /// Generation of the thread's `USTACKS` copy taken at this switch-out, 0 without one.
     pub ustack_generation: u32,
     pub comm: [u8; 16],
+    /// Deferred user stack (`FLAG_DEFER_USER`): the user ip and sp at switch-out, and the
+    /// switch-in time once the thread ran again (0 while it is off CPU).
+    pub user_ip: u64,
+    pub user_sp: u64,
+    pub end_ns: u64,
 }
 
 /// On-CPU time accounted to a thread.

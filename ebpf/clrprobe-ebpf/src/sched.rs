@@ -6,8 +6,9 @@ use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_USER_STACK,
     helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
-    macros::tracepoint,
-    programs::{TracePointContext, tracing::StackIdContext},
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::LruHashMap,
+    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use clrprobe_common::{OffCpuStart, SampleKey, SampleValue, ThreadCpu, UserStackHeader, switch_config, ustack};
 
@@ -16,6 +17,45 @@ use crate::maps::{
 };
 
 const BPF_NOEXIST: u64 = 1;
+
+/// A thread's last kernel stack taken when it blocked in a syscall, and where: user ip and
+/// sp, syscall number.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct KernelStackAt {
+    user_ip: u64,
+    user_sp: u64,
+    nr: i64,
+    kernel_stack_id: i64,
+}
+
+/// tid → `KernelStackAt`: a thread blocking again in the same syscall from the same user ip
+/// and sp takes the same kernel path; its stack id is reused instead of walked again (the
+/// walk is most of sched_switch's cost). Least recently used threads make room.
+#[map(name = "KSTACK_AT")]
+pub static KSTACK_AT: LruHashMap<u32, KernelStackAt> = LruHashMap::with_max_entries(crate::maps::MAX_THREADS, 0);
+
+/// The kernel stack of the current thread, blocking in syscall `nr` at user `ip`/`sp`.
+#[inline(always)]
+fn kernel_stack_at(ctx: &TracePointContext, tid: u32, ip: u64, sp: u64, nr: i64, blocked: bool) -> i32 {
+    if blocked
+        && let Some(k) = KSTACK_AT.get_ptr(&tid)
+    {
+        // SAFETY: value in the map, read only.
+        let k = unsafe { *k };
+        if k.user_ip == ip && k.user_sp == sp && k.nr == nr {
+            crate::ustack::count(ustack::STAT_REUSED);
+            return k.kernel_stack_id as i32;
+        }
+
+    }
+    let id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
+    // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
+    if blocked && id >= 0 {
+        let _ = KSTACK_AT.insert(&tid, &KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: id as i64 }, 0);
+    }
+    id
+}
 
 #[inline(always)]
 fn config(slot: u32) -> u64 {
@@ -35,7 +75,28 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         if flags & switch_config::FLAG_ONCPU != 0 {
             account_on_cpu(prev_tgid, prev_tid, now, comm);
         }
-        if flags & switch_config::FLAG_OFFCPU != 0 {
+        let deferred = if flags & (switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER)
+            == switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER
+        {
+            // An interval whose syscall has not returned yet (the thread ran again inside it):
+            // finished now, the user stack still the one it blocked with.
+            finish_pending(&ctx, prev_tid, flags);
+            match crate::ustack::user_ip_sp_orig_ax() {
+                Some((ip, sp, nr)) if nr >= 0 => Some((ip, sp, nr)),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        if let Some((user_ip, user_sp, nr)) = deferred {
+            // In a syscall: the kernel stack now, the user stack when the syscall returns and
+            // only if the interval is long enough (`syscall_exit`).
+            let kernel_stack_id = kernel_stack_at(&ctx, prev_tid, user_ip, user_sp, nr, voluntary(&ctx));
+            let start = OffCpuStart { start_ns: now, pid: prev_tgid, kernel_stack_id, comm, user_ip, user_sp, ..Default::default() };
+            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
+                with_stats(|s| s.offcpu_dropped += 1);
+            }
+        } else if flags & switch_config::FLAG_OFFCPU != 0 {
             let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
             let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
             let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 && voluntary(&ctx) {
@@ -44,7 +105,8 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             } else {
                 0
             };
-            let start = OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, ustack_generation, comm };
+            let start =
+                OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, ustack_generation, comm, ..Default::default() };
             if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
                 with_stats(|s| s.offcpu_dropped += 1);
             }
@@ -66,7 +128,22 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
         return 0;
     }
     // Only threads of targets were switched out with a start record.
-    let Some(start) = OFFCPU_START.get_ptr(&next_tid) else { return 0 };
+    let Some(start) = OFFCPU_START.get_ptr_mut(&next_tid) else { return 0 };
+    // SAFETY: value in the map; its thread is being switched in, `syscall_exit` runs after.
+    if unsafe { (*start).user_ip } != 0 {
+        if flags & switch_config::FLAG_ONCPU != 0 {
+            let _ = ONCPU_START.insert(&next_tid, &now, 0);
+        }
+        // SAFETY: as above.
+        let begin = unsafe { (*start).start_ns };
+        if now.saturating_sub(begin) < config(switch_config::MIN_OFFCPU_NS) {
+            let _ = OFFCPU_START.remove(&next_tid);
+        } else {
+            // SAFETY: as above.
+            unsafe { (*start).end_ns = now };
+        }
+        return 0;
+    }
     // SAFETY: value in the map, copied before removal.
     let start = unsafe { *start };
     let _ = OFFCPU_START.remove(&next_tid);
@@ -86,11 +163,69 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     } else {
         0
     };
+    add_interval(next_tid, &start, start.user_stack_id, start.kernel_stack_id, generation, delta, flags);
+    0
+}
+
+/// Syscall exit, as the thread leaving it: a deferred off-CPU interval (ended and long
+/// enough, see `sched_switch`) gets its user stack now — the registers and stack the thread
+/// blocked with, as it has not been back in user mode since.
+#[raw_tracepoint(tracepoint = "sys_exit")]
+pub fn syscall_exit(ctx: RawTracePointContext) -> u32 {
+    let tid = bpf_get_current_pid_tgid() as u32;
+    if tid != 0 {
+        finish_pending(&ctx, tid, config(switch_config::FLAGS));
+    }
+    0
+}
+
+/// Records `tid`'s deferred interval if it ended (the thread ran again), walking and copying
+/// the current user stack when it is still the one the thread blocked with.
+#[inline(always)]
+fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
+    let Some(start) = OFFCPU_START.get_ptr(&tid) else { return };
+    // SAFETY: value in the map, copied before removal.
+    let start = unsafe { *start };
+    if start.end_ns == 0 || start.user_ip == 0 {
+        return;
+    }
+    let _ = OFFCPU_START.remove(&tid);
+    let same = matches!(crate::ustack::user_ip_sp_orig_ax(), Some((ip, sp, _)) if ip == start.user_ip && sp == start.user_sp);
+    // Not the same (a fault, not a syscall, blocked it and the thread went on): no user stack.
+    let user_stack_id = if same {
+        ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e)
+    } else {
+        -14
+    };
+    // Names the copy: microseconds, increasing per thread (its intervals do not overlap).
+    let generation = ((start.end_ns >> 10) as u32).max(1);
+    let generation = if same
+        && crate::ustack::flags() & ustack::COPY_OFFCPU != 0
+        && crate::ustack::send_offcpu_now(UserStackHeader {
+            pid: start.pid,
+            tid,
+            kernel_stack_id: start.kernel_stack_id,
+            user_stack_id,
+            comm: start.comm,
+            generation,
+            ..Default::default()
+        }) {
+        generation
+    } else {
+        0
+    };
+    let delta = start.end_ns.saturating_sub(start.start_ns);
+    add_interval(tid, &start, user_stack_id, start.kernel_stack_id, generation, delta, flags);
+}
+
+/// Adds one off-CPU interval of `tid` to `OFFCPU_NS`.
+#[inline(always)]
+fn add_interval(tid: u32, start: &OffCpuStart, user_stack_id: i32, kernel_stack_id: i32, generation: u32, delta: u64, flags: u64) {
     let key = SampleKey {
         pid: start.pid,
-        tid: next_tid,
-        user_stack_id: start.user_stack_id,
-        kernel_stack_id: start.kernel_stack_id,
+        tid,
+        user_stack_id,
+        kernel_stack_id,
         comm: start.comm,
         // Each interval its own entry, at its start, when times are asked for (timelines, HTTP).
         time: if flags & switch_config::FLAG_OFFCPU_TIME != 0 || config(switch_config::SAMPLE_TIME) != 0 {
@@ -111,7 +246,6 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             None => with_stats(|s| s.offcpu_dropped += 1),
         }
     }
-    0
 }
 
 /// Did the thread switching out block (sleep, wait, I/O) rather than get preempted? A

@@ -34,7 +34,7 @@ pub static USTACK_ZERO: PerCpuArray<UserStack> = PerCpuArray::with_max_entries(1
 pub static USTACK_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(ustack::STATS, 0);
 
 #[inline(always)]
-fn count(slot: u32) {
+pub fn count(slot: u32) {
     if let Some(p) = USTACK_STATS.get_ptr_mut(slot) {
         // SAFETY: this CPU's slot.
         unsafe { *p += 1 };
@@ -51,6 +51,22 @@ const BPF_NOEXIST: u64 = 1;
 #[inline(always)]
 pub fn flags() -> u64 {
     USTACK_CONFIG.get(0).copied().unwrap_or(0)
+}
+
+/// The current thread's user-mode ip, sp and `orig_ax` (the syscall number inside a syscall,
+/// negative for an interrupt); None for kernel threads.
+#[inline(always)]
+pub fn user_ip_sp_orig_ax() -> Option<(u64, u64, i64)> {
+    // SAFETY: as in `user_regs`.
+    let regs = unsafe {
+        let task = bpf_get_current_task_btf();
+        let p = bpf_task_pt_regs(task) as *const pt_regs;
+        bpf_probe_read_kernel(p).ok()?
+    };
+    if regs.rip == 0 || regs.rsp == 0 {
+        return None;
+    }
+    Some((regs.rip, regs.rsp, regs.orig_rax as i64))
 }
 
 /// The current thread's user-mode ip, sp and bp; None for kernel threads.
@@ -104,6 +120,28 @@ pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
     unsafe {
         let len = copy_stack((*p).data.as_mut_ptr(), sp);
         (*p).hdr = UserStackHeader { len, ip, sp, bp, ..hdr };
+    }
+    entry.submit(0);
+    true
+}
+
+/// Off-CPU, deferred (`syscall_exit`, running as the thread whose user registers and stack are
+/// those it blocked with): sends its copy now, named by `hdr.generation`.
+/// False when nothing was sent (ring full, kernel thread).
+#[inline(always)]
+pub fn send_offcpu_now(hdr: UserStackHeader) -> bool {
+    let Some((ip, sp, bp)) = user_regs() else { return false };
+    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
+        count(ustack::STAT_RING_FULL);
+        return false;
+    };
+    count(ustack::STAT_COPIES);
+    count(ustack::STAT_SENT_OFFCPU);
+    let p = entry.as_mut_ptr();
+    // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
+    unsafe {
+        let len = copy_stack((*p).data.as_mut_ptr(), sp);
+        (*p).hdr = UserStackHeader { len, ip, sp, bp, kind: ustack::KIND_OFFCPU, ..hdr };
     }
     entry.submit(0);
     true

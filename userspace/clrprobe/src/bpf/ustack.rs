@@ -51,6 +51,8 @@ pub struct CopyStats {
     /// Average run time of the sched_switch and perf_event programs (ns per run), when the
     /// kernel's BPF run-time statistics are on (`CLRPROBE_BPF_STATS=1`).
     pub sched_switch_ns: Option<f64>,
+    /// Same for `syscall_exit` (deferred off-CPU user stacks).
+    pub syscall_exit_ns: Option<f64>,
     pub cpu_sample_ns: Option<f64>,
 }
 
@@ -72,6 +74,7 @@ impl Loaded {
             ring_full: slot(ustack::STAT_RING_FULL),
             no_entry: slot(ustack::STAT_NO_ENTRY),
             sched_switch_ns: avg(names::PROG_SCHED_SWITCH),
+            syscall_exit_ns: avg(names::PROG_SYSCALL_EXIT),
             cpu_sample_ns: avg(names::PROG_CPU_SAMPLE),
         })
     }

@@ -49,6 +49,8 @@ pub fn bpf_maps() -> Vec<MapLimit> {
         map("OFFCPU_START", MAX_THREADS, 4 + size_of::<OffCpuStart>()),
         map("ONCPU_NS", MAX_THREADS, 4 + size_of::<ThreadCpu>()),
         map("ONCPU_START", MAX_THREADS, 12),
+        // tid → the user ip, sp, syscall and kernel stack id of its last blocking switch-out.
+        map("KSTACK_AT", MAX_THREADS, 4 + 32),
         map("CXA_THROWS", MAX_TARGETS, 12),
         map("UPROBE_COUNTS", MAX_TARGETS, 12),
     ]

@@ -112,12 +112,17 @@ impl UnwindSummary {
         }
         let b = &self.bpf;
         o.push_str(&format!(
-            "stack copies: {} made, {} off-CPU switch-outs reused the thread's last copy, {} off-CPU copies sent, {} lost (ring full), {} switch-outs without a copy (thread table full)\n",
+            "stack copies: {} made, {} off-CPU switch-outs reused the thread's last copy (its last kernel stack when user stacks wait for the syscall's return), {} off-CPU copies sent, {} lost (ring full), {} switch-outs without a copy (thread table full)\n",
             b.copies, b.reused, b.sent_offcpu, b.ring_full, b.no_entry
         ));
         if b.sched_switch_ns.is_some() || b.cpu_sample_ns.is_some() {
             let ns = |v: Option<f64>| v.map(|v| format!("{v:.0} ns")).unwrap_or_else(|| "-".into());
-            o.push_str(&format!("BPF run time per call: sched_switch {}, cpu_sample {}\n", ns(b.sched_switch_ns), ns(b.cpu_sample_ns)));
+            o.push_str(&format!(
+                "BPF run time per call: sched_switch {}, syscall_exit {}, cpu_sample {}\n",
+                ns(b.sched_switch_ns),
+                ns(b.syscall_exit_ns),
+                ns(b.cpu_sample_ns)
+            ));
         }
         o
     }

@@ -9,11 +9,13 @@ const KINDS: &[(&str, &[&str])] = &[
     ("socket", &["tcp_recvmsg", "tcp_sendmsg", "sock_recvmsg", "sock_sendmsg", "unix_stream_read", "inet_csk_accept", "__sys_accept", "__sys_connect", "sk_wait_data", "unix_stream_recvmsg"]),
     ("poll", &["ep_poll", "do_epoll_wait", "do_sys_poll", "do_select", "do_poll", "__x64_sys_poll", "__x64_sys_ppoll"]),
     ("io", &["io_schedule", "folio_wait", "blk_", "ext4_", "xfs_", "btrfs_", "filemap_", "__x64_sys_read", "__x64_sys_write", "__x64_sys_fsync", "pipe_read", "pipe_write"]),
+    // A spin-wait giving up its CPU (Monitor.Enter, SpinWait: Thread.Yield), runnable all along.
+    ("yield", &["do_sched_yield", "__x64_sys_sched_yield"]),
     ("preempted", &["irqentry_exit", "preempt_schedule", "__cond_resched", "exit_to_user_mode"]),
 ];
 
 /// The wait kind of a stack given its kernel frame names (outermost first, as in profiles):
-/// `lock`, `sleep`, `socket`, `poll`, `page-fault`, `io`, `preempted` or `other`.
+/// `lock`, `sleep`, `socket`, `poll`, `page-fault`, `io`, `yield`, `preempted` or `other`.
 pub fn kind<'a>(kernel_frames: impl DoubleEndedIterator<Item = &'a str>) -> &'static str {
     for name in kernel_frames.rev() {
         for (kind, patterns) in KINDS {
@@ -38,6 +40,7 @@ mod tests {
         assert_eq!(k("do_syscall_64;__x64_sys_epoll_wait;do_epoll_wait;ep_poll;schedule_hrtimeout_range"), "poll");
         assert_eq!(k("asm_exc_page_fault;exc_page_fault;do_user_addr_fault;handle_mm_fault;__handle_mm_fault;do_fault;filemap_fault;folio_wait_bit"), "io");
         assert_eq!(k("asm_sysvec_apic_timer_interrupt;irqentry_exit;preempt_schedule_irq;__schedule"), "preempted");
+        assert_eq!(k("entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_sched_yield;schedule;__schedule"), "yield");
         assert_eq!(k("do_syscall_64;__x64_sys_exit;do_exit"), "other");
     }
 }
