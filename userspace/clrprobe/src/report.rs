@@ -25,6 +25,10 @@ pub struct KindReport {
     pub top_self: Vec<(String, String, i64, i64)>,
     /// (name, kind, inclusive value), by inclusive value.
     pub top_inclusive: Vec<(String, String, i64)>,
+    /// Off-CPU only: where threads blocked, as the innermost managed frame of each stack (the
+    /// innermost non-kernel frame when none is managed); the leaf is always the scheduler.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_in: Vec<(String, String, i64)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -138,6 +142,7 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
                 .map(|f| (f.name.to_string(), f.kind.as_str().to_string(), f.self_value, f.total_value))
                 .collect(),
             top_inclusive: by_total.iter().take(top).map(|f| (f.name.to_string(), f.kind.as_str().to_string(), f.total_value)).collect(),
+            blocked_in: if t.kind == clrprobe_profile::kinds::OFF_CPU { blocked_in(p, i, top) } else { Vec::new() },
         });
     }
     let col = |k: &str| p.sample_type_index(k);
@@ -188,6 +193,27 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
     Ok(Report { kinds, exceptions, contended_sites, events, http: Vec::new() })
 }
 
+/// Off-CPU value per innermost managed frame (else innermost non-kernel frame) of the stacks.
+fn blocked_in(p: &Profile, col: usize, top: usize) -> Vec<(String, String, i64)> {
+    use clrprobe_profile::FrameKind;
+    let mut by: HashMap<(String, String), i64> = HashMap::new();
+    for s in p.samples() {
+        let v = s.values.get(col).copied().unwrap_or(0);
+        if v <= 0 {
+            continue;
+        }
+        let Some(stack) = p.stack(s.stack) else { continue };
+        let frames: Vec<_> = stack.iter().rev().filter_map(|&f| p.frame(f)).collect();
+        let managed = frames.iter().find(|f| matches!(f.kind, FrameKind::Jit | FrameKind::ReadyToRun | FrameKind::Interpreted));
+        let Some(f) = managed.or_else(|| frames.iter().find(|f| !matches!(f.kind, FrameKind::Kernel | FrameKind::Synthetic))) else { continue };
+        *by.entry((f.name.to_string(), f.kind.as_str().to_string())).or_insert(0) += v;
+    }
+    let mut v: Vec<_> = by.into_iter().map(|((n, k), v)| (n, k, v)).collect();
+    v.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    v.truncate(top);
+    v
+}
+
 fn unit_value(v: i64, unit: &str) -> String {
     match unit {
         "nanoseconds" => format!("{:.1} ms", v as f64 / 1e6),
@@ -207,6 +233,12 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(o, "  inclusive:");
         for (name, kind, t) in &k.top_inclusive {
             let _ = writeln!(o, "    {:5.1}%  {:>12}  {name} [{kind}]", *t as f64 * 100.0 / k.total as f64, unit_value(*t, &k.unit));
+        }
+        if !k.blocked_in.is_empty() {
+            let _ = writeln!(o, "  blocked in (innermost managed frame):");
+            for (name, kind, t) in &k.blocked_in {
+                let _ = writeln!(o, "    {:5.1}%  {:>12}  {name} [{kind}]", *t as f64 * 100.0 / k.total as f64, unit_value(*t, &k.unit));
+            }
         }
     }
     if !r.exceptions.is_empty() {
