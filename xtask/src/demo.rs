@@ -87,7 +87,7 @@ fn file_list(dir: &Path) -> Result<String> {
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let meta = e.metadata().ok()?;
-            (name.starts_with("demo.") && meta.is_file()).then(|| (name, meta.len()))
+            (name.starts_with("demo.") && meta.is_file()).then_some((name, meta.len()))
         })
         .collect();
     files.sort();

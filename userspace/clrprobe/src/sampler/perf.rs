@@ -55,7 +55,7 @@ pub struct PerfSampler {
     unwinder: Option<crate::unwind::Unwinder>,
     /// Samples read from the rings between drains: (pid, tid, kernel, user, time) → count
     /// (samples with their time stay one by one).
-    pending: HashMap<(u32, u32, Vec<u64>, Vec<u64>, u64), u64>,
+    pending: HashMap<PendingKey, u64>,
 }
 
 impl PerfSampler {
@@ -180,6 +180,9 @@ impl PerfSampler {
 fn comm(pid: u32, tid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
 }
+
+/// (pid, tid, kernel frames, user frames, time).
+type PendingKey = (u32, u32, Vec<u64>, Vec<u64>, u64);
 
 impl Sampler for PerfSampler {
     fn kind(&self) -> SamplerKind {
