@@ -233,7 +233,7 @@ mod tests {
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
-        assert_eq!(core::mem::size_of::<OffCpuStart>(), 40);
+        assert_eq!(core::mem::size_of::<OffCpuStart>(), 64);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
         assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
         assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);
