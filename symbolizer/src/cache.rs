@@ -49,11 +49,17 @@ pub struct ImageCache {
     elf: ElfSymbolizer,
     kernel: Mutex<Option<Arc<crate::KernelSymbolizer>>>,
     parses: AtomicUsize,
+    repairs: crate::name_repair::Repairs,
 }
 
 impl ImageCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Method names the perf map cut short, completed from assemblies' metadata.
+    pub fn repairs(&self) -> &crate::name_repair::Repairs {
+        &self.repairs
     }
 
     /// How many files were read and classified/parsed (cache misses).

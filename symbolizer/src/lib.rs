@@ -37,6 +37,8 @@
 pub mod cache;
 #[cfg(target_os = "linux")]
 pub mod elf;
+#[cfg(target_os = "linux")]
+pub mod name_repair;
 pub mod build_id;
 pub mod error;
 pub mod frame;

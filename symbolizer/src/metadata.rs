@@ -136,6 +136,10 @@ pub struct Metadata<'a> {
     pub member_refs: Vec<Cow<'a, str>>,
     /// Nested TypeDef RID -> enclosing TypeDef RID.
     enclosing: HashMap<u32, u32>,
+    /// MethodDef signature blob offsets, index = RID - 1.
+    method_sigs: Vec<u32>,
+    /// The `#Blob` heap (signatures), when present.
+    blobs: Option<Bytes<'a>>,
 }
 
 impl<'a> Metadata<'a> {
@@ -153,7 +157,7 @@ impl<'a> Metadata<'a> {
         let mut pos = 16 + vlen;
         let nstreams = root.u16(pos + 2)?;
         pos += 4;
-        let (mut tables, mut strings) = (None, None);
+        let (mut tables, mut strings, mut blobs) = (None, None, None);
         for _ in 0..nstreams {
             let off = root.u32(pos)? as u64;
             let size = root.u32(pos + 4)? as u64;
@@ -162,6 +166,7 @@ impl<'a> Metadata<'a> {
             match name {
                 b"#~" | b"#-" => tables = Some(root.sub(off, size, "#~ stream")?),
                 b"#Strings" => strings = Some(root.sub(off, size, "#Strings heap")?),
+                b"#Blob" => blobs = Some(root.sub(off, size, "#Blob heap")?),
                 _ => {}
             }
         }
@@ -169,6 +174,7 @@ impl<'a> Metadata<'a> {
         let strings = strings.ok_or_else(|| FormatError::invalid("metadata root", "no #Strings heap"))?;
         let mut md = Self::read_tables(tables, strings)?;
         md.version = version;
+        md.blobs = blobs;
         Ok(md)
     }
 
@@ -245,8 +251,10 @@ impl<'a> Metadata<'a> {
             });
         }
         let mut methods = Vec::with_capacity(layout[METHOD_DEF].rows as usize);
+        let mut method_sigs = Vec::with_capacity(layout[METHOD_DEF].rows as usize);
         for r in 0..layout[METHOD_DEF].rows {
             methods.push(string(cell(METHOD_DEF, r, 3)?)?);
+            method_sigs.push(cell(METHOD_DEF, r, 4)?);
         }
         let mut member_refs = Vec::with_capacity(layout[MEMBER_REF].rows as usize);
         for r in 0..layout[MEMBER_REF].rows {
@@ -257,7 +265,7 @@ impl<'a> Metadata<'a> {
             enclosing.insert(cell(NESTED_CLASS, r, 0)?, cell(NESTED_CLASS, r, 1)?);
         }
         let _ = layout[TYPE_REF].rows;
-        Ok(Metadata { version: String::new(), types, methods, member_refs, enclosing })
+        Ok(Metadata { version: String::new(), types, methods, member_refs, enclosing, method_sigs, blobs: None })
     }
 
     /// TypeDef RID owning MethodDef `rid` (MethodList ranges, II.22.37).
@@ -267,6 +275,29 @@ impl<'a> Metadata<'a> {
         }
         let i = self.types.partition_point(|t| t.method_list <= rid);
         (i > 0).then_some(i as u32)
+    }
+
+    /// MethodDef RIDs owned by TypeDef `rid` (its MethodList run, II.22.37).
+    pub fn methods_of_type(&self, rid: u32) -> std::ops::Range<u32> {
+        let Some(t) = (rid as usize).checked_sub(1).and_then(|i| self.types.get(i)) else { return 0..0 };
+        let last = self.methods.len() as u32 + 1;
+        let end = self.types.get(rid as usize).map_or(last, |next| next.method_list.min(last));
+        t.method_list.min(end)..end
+    }
+
+    /// Parameter count of MethodDef `rid` from its signature blob (II.23.2.1), without `this`.
+    pub fn param_count(&self, rid: u32) -> Option<u32> {
+        let blobs = self.blobs?;
+        let off = *self.method_sigs.get((rid as usize).checked_sub(1)?)? as u64;
+        let (len, at) = compressed_u32(&blobs, off)?;
+        let sig = blobs.sub(at, len as u64, "method signature").ok()?;
+        let conv = sig.u8(0).ok()?;
+        let mut pos = 1;
+        if conv & 0x10 != 0 {
+            // GENERIC: the generic parameter count comes first.
+            pos = compressed_u32(&sig, pos)?.1;
+        }
+        compressed_u32(&sig, pos).map(|(n, _)| n)
     }
 
     /// Full type name: `Namespace.Outer+Inner`.
@@ -319,5 +350,20 @@ impl<'a> Metadata<'a> {
         }
         s.push_str(name);
         true
+    }
+}
+
+/// An ECMA-335 compressed unsigned integer at `off` (II.23.2): its value and the offset after it.
+fn compressed_u32(b: &Bytes<'_>, off: u64) -> Option<(u32, u64)> {
+    let b0 = b.u8(off).ok()? as u32;
+    if b0 & 0x80 == 0 {
+        Some((b0, off + 1))
+    } else if b0 & 0xC0 == 0x80 {
+        Some(((b0 & 0x3F) << 8 | b.u8(off + 1).ok()? as u32, off + 2))
+    } else if b0 & 0xE0 == 0xC0 {
+        let v = b.slice(off + 1, 3).ok()?;
+        Some(((b0 & 0x1F) << 24 | (v[0] as u32) << 16 | (v[1] as u32) << 8 | v[2] as u32, off + 4))
+    } else {
+        None
     }
 }

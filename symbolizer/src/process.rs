@@ -39,6 +39,9 @@ pub struct ProcessSymbolizer {
     /// Replaying saved inputs: the maps and perf map are fed, never read from /proc; only
     /// these mapped files (checked to be the ones recorded) are opened.
     offline: Option<std::collections::HashSet<String>>,
+    /// Mapped managed assemblies by simple name (`System.Private.CoreLib` → its path): where
+    /// a perf-map name's `[Assembly]` is checked.
+    assemblies: HashMap<String, String>,
 }
 
 /// Bytes read from a perf map or jitdump per read call.
@@ -95,6 +98,7 @@ impl ProcessSymbolizer {
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
+            assemblies: HashMap::new(),
             owner,
             warnings: Vec::new(),
             offline: None,
@@ -123,6 +127,7 @@ impl ProcessSymbolizer {
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
+            assemblies: HashMap::new(),
             owner: Owner { real: 0, effective: 0 },
             warnings: Vec::new(),
             offline: Some(usable_files),
@@ -132,6 +137,7 @@ impl ProcessSymbolizer {
     /// Replay: a `/proc/PID/maps` snapshot, merged into the mappings known.
     pub fn feed_maps(&mut self, text: &str) -> Result<(), Error> {
         self.maps.update(Maps::parse(text)?);
+        self.note_assemblies();
         self.modules.clear();
         Ok(())
     }
@@ -172,6 +178,7 @@ impl ProcessSymbolizer {
         match std::fs::read_to_string(&path) {
             Ok(text) => {
                 self.maps.update(Maps::parse(&text)?);
+                self.note_assemblies();
                 // Libraries may have been (un)loaded: classify paths afresh (the shared cache
                 // still holds the parsed images).
                 self.modules.clear();
@@ -366,6 +373,9 @@ impl ProcessSymbolizer {
             };
         }
         self.maps = maps;
+        if refreshed {
+            self.note_assemblies();
+        }
         for (path, items) in elf {
             let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
             let module = module_name(&path);
@@ -429,6 +439,31 @@ impl ProcessSymbolizer {
         }
     }
 
+    /// Notes the managed assemblies mapped (`*.dll`, `*.exe`) by simple name.
+    fn note_assemblies(&mut self) {
+        for m in &self.maps.mappings {
+            if let Backing::File { path, .. } = &m.backing {
+                let file = path.rsplit('/').next().unwrap_or(path);
+                let lower = file.to_ascii_lowercase();
+                if let Some(stem) = lower.strip_suffix(".dll").or_else(|| lower.strip_suffix(".exe")).map(|s| &file[..s.len()])
+                    && !self.assemblies.contains_key(stem)
+                {
+                    self.assemblies.insert(stem.to_string(), path.clone());
+                }
+            }
+        }
+    }
+
+    /// `Type::Method` completed from the assembly's metadata when the perf map cut it short
+    /// (see [`crate::name_repair`]); None to keep the name as written.
+    fn repaired_name(&self, assembly: &str, name: &str, full: &str) -> Option<String> {
+        let path = self.assemblies.get(assembly)?;
+        if self.offline.as_ref().is_some_and(|usable| !usable.contains(path)) {
+            return None;
+        }
+        self.cache.repairs().repair(&self.fs_path(path), name, crate::name_repair::listed_params(full))
+    }
+
     /// Names runtime-generated code: the perf map first, then the jitdump.
     fn jit_frame(&self, addr: u64) -> Option<Frame> {
         let (start, name, tier) = match self.perf_map.lookup_sorted(addr) {
@@ -439,7 +474,11 @@ impl ProcessSymbolizer {
                 (r.addr, name, tier)
             }
         };
-        let (module, name) = crate::frame::split_managed_name(name);
+        let full = name;
+        let (module, mut name) = crate::frame::split_managed_name(full);
+        if let Some(fixed) = module.as_deref().and_then(|m| self.repaired_name(m, &name, full)) {
+            name = fixed;
+        }
         let kind = if matches!(tier, Some("PreJIT" | "ReadyToRun")) { FrameKind::ReadyToRun } else { FrameKind::Jit };
         Some(Frame { name, module, kind, tier: tier.map(str::to_string), offset: addr - start })
     }

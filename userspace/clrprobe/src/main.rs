@@ -236,8 +236,15 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         save_raw: cmd.save_raw.clone(),
         parent: cmd.parent,
     };
-    let named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
-    let early: Vec<String> = named.iter().filter_map(|t| t.early_note()).collect();
+    let mut named: Vec<_> = pids.iter().map(|&p| clrprobe::target_notes::NamedTarget::probe(p)).collect();
+    if launched.is_some() {
+        // Still the stopped shell that execs the command: named by the command, judged at the end.
+        let program = cmd.command.first().map(|c| c.rsplit('/').next().unwrap_or(c).to_string()).unwrap_or_default();
+        for t in &mut named {
+            t.comm = program.clone();
+        }
+    }
+    let early: Vec<String> = if launched.is_some() { Vec::new() } else { named.iter().filter_map(|t| t.early_note()).collect() };
     for note in &early {
         eprintln!("clrprobe: {note}");
     }
