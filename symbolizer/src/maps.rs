@@ -40,8 +40,9 @@ impl Mapping {
     }
 
     /// File offset of `addr`, for an address inside this mapping.
+    /// Saturates instead of overflowing on nonsense offsets (found by fuzzing).
     pub fn file_offset(&self, addr: u64) -> u64 {
-        addr - self.start + self.offset
+        addr.saturating_sub(self.start).saturating_add(self.offset)
     }
 
     /// Short module name: file name of the path, or the special/memfd name.
@@ -204,5 +205,13 @@ mod tests {
         // An empty reading (a zombie) keeps everything.
         maps.update(Maps::parse("").unwrap());
         assert!(maps.find(0x7f0000000010).is_some());
+    }
+
+    #[test]
+    fn nonsense_offsets_do_not_overflow() {
+        // Found by the proc_maps fuzz target (fuzz/regressions/proc_maps/file-offset-overflow).
+        let maps = Maps::parse("48dac0074-850582000 r--p 00fffffffff0000000 08:01 101 /rf\n").unwrap();
+        let m = &maps.mappings[0];
+        assert_eq!(m.file_offset(m.end - 1), u64::MAX);
     }
 }
