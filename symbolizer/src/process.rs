@@ -27,6 +27,10 @@ pub struct ProcessSymbolizer {
     jitdump: JitDump,
     jitdump_paths: Vec<PathBuf>,
     jitdump_broken: bool,
+    /// The perf map and jitdump once found, kept open: what the runtime appends before it
+    /// exits is read even after the file is deleted (by clrprobe's perf-map guard, say).
+    perf_map_file: Option<(PathBuf, std::fs::File)>,
+    jitdump_file: Option<(PathBuf, std::fs::File)>,
     cache: Arc<ImageCache>,
     /// Per mapped path: what it is (None: could not be opened; not retried per address).
     modules: HashMap<String, Option<Arc<Module>>>,
@@ -42,6 +46,13 @@ pub struct ProcessSymbolizer {
     /// Mapped managed assemblies by simple name (`System.Private.CoreLib` → its path): where
     /// a perf-map name's `[Assembly]` is checked.
     assemblies: HashMap<String, String>,
+}
+
+/// A perf map or jitdump of the target: open, absent, or refused (said once).
+enum HeldFile {
+    File { path: PathBuf, file: std::fs::File, fresh: bool },
+    Absent,
+    Refused,
 }
 
 /// Bytes read from a perf map or jitdump per read call.
@@ -95,6 +106,8 @@ impl ProcessSymbolizer {
             jitdump: JitDump::new(),
             jitdump_paths,
             jitdump_broken: false,
+            perf_map_file: None,
+            jitdump_file: None,
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
@@ -124,6 +137,8 @@ impl ProcessSymbolizer {
             jitdump: JitDump::new(),
             jitdump_paths: Vec::new(),
             jitdump_broken: true,
+            perf_map_file: None,
+            jitdump_file: None,
             cache,
             modules: HashMap::new(),
             perf_map_fresh: false,
@@ -215,6 +230,28 @@ impl ProcessSymbolizer {
         }
     }
 
+    /// The file held open (still the one at its path, or deleted since), else the first of
+    /// `paths` that opens (`fresh`: a file not read before).
+    fn held_or_open(&mut self, held: Option<(PathBuf, std::fs::File)>, paths: &[PathBuf]) -> HeldFile {
+        if let Some((path, f)) = held {
+            match std::fs::symlink_metadata(&path) {
+                Err(_) => return HeldFile::File { path, file: f, fresh: false },
+                Ok(now) if f.metadata().is_ok_and(|h| h.ino() == now.ino() && h.dev() == now.dev()) => {
+                    return HeldFile::File { path, file: f, fresh: false };
+                }
+                Ok(_) => {} // replaced by a new file: read that one from its start
+            }
+        }
+        for path in paths {
+            match self.open_target_file(path) {
+                Ok(Some(file)) => return HeldFile::File { path: path.clone(), file, fresh: true },
+                Ok(None) => continue,
+                Err(()) => return HeldFile::Refused,
+            }
+        }
+        HeldFile::Absent
+    }
+
     /// The jitdump records read so far.
     pub fn jitdump(&self) -> &JitDump {
         &self.jitdump
@@ -235,11 +272,19 @@ impl ProcessSymbolizer {
         if self.jitdump_broken {
             return 0;
         }
-        for path in self.jitdump_paths.clone() {
-            let mut f = match self.open_target_file(&path) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
-                Err(()) => return 0, // refused: not looked for elsewhere
+        let paths = std::mem::take(&mut self.jitdump_paths);
+        let held = self.jitdump_file.take();
+        let opened = self.held_or_open(held, &paths);
+        self.jitdump_paths = paths;
+        {
+            let (path, mut f) = match opened {
+                HeldFile::File { path, file, fresh } => {
+                    if fresh && self.jitdump.consumed() > 0 {
+                        self.jitdump = JitDump::new();
+                    }
+                    (path, file)
+                }
+                HeldFile::Absent | HeldFile::Refused => return 0, // refused: not looked for elsewhere
             };
             let jd = &mut self.jitdump;
             let (mut added, mut err) = (0, None);
@@ -256,6 +301,7 @@ impl ProcessSymbolizer {
             if read.is_err() {
                 return added;
             }
+            self.jitdump_file = Some((path.clone(), f));
             if let Some(e) = err {
                 self.warn(format!("{}: {e}; jitdump ignored from here on", path.display()));
                 self.jitdump_broken = true;
@@ -263,18 +309,22 @@ impl ProcessSymbolizer {
                 self.warn(format!("{}: larger than {} MiB; not read further", path.display(), MAX_JITDUMP_READ >> 20));
                 self.jitdump_broken = true;
             }
-            return added;
+            added
         }
-        0
     }
 
     fn refresh_perf_map_file(&mut self) -> Result<usize, Error> {
-        for path in self.perf_map_paths.clone() {
-            let mut f = match self.open_target_file(&path) {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
-                Err(()) => return Ok(0), // refused: not looked for elsewhere
-            };
+        let paths = std::mem::take(&mut self.perf_map_paths);
+        let held = self.perf_map_file.take();
+        let opened = self.held_or_open(held, &paths);
+        self.perf_map_paths = paths;
+        if let HeldFile::Refused = opened {
+            return Ok(0); // refused: not looked for elsewhere
+        }
+        if let HeldFile::File { path, file: mut f, fresh } = opened {
+            if fresh && self.perf_map.consumed() > 0 {
+                self.perf_map = PerfMap::new();
+            }
             let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
             if len < self.perf_map.consumed() {
                 // Truncated or replaced (pid reuse): start over.
@@ -302,6 +352,7 @@ impl ProcessSymbolizer {
                 added += self.perf_map.finish();
             }
             self.perf_map.index();
+            self.perf_map_file = Some((path, f));
             return Ok(added);
         }
         if !self.is_alive() {

@@ -99,3 +99,22 @@ fn fifos_links_and_foreign_files_are_refused_with_a_reason() {
         }
     }
 }
+
+#[test]
+fn a_perf_map_deleted_after_it_was_found_is_read_to_its_end() {
+    // clrprobe's perf-map guard deletes the map when the target exits; methods the runtime
+    // appended before that, read only afterwards, must still be named.
+    let t = Target::start();
+    let [map, _] = t.files();
+    std::fs::write(&map, "0x1000 0x10 First::Method()\n").unwrap();
+    let mut s = ProcessSymbolizer::new(t.pid()).expect("symbolizer");
+    assert_eq!(s.symbolize(&[0x1004])[0].name, "First::Method");
+    std::fs::OpenOptions::new().append(true).open(&map).unwrap().write_all(b"0x2000 0x10 Late::Method()\n").unwrap();
+    std::fs::remove_file(&map).unwrap();
+    s.refresh_perf_map().unwrap();
+    assert_eq!(s.symbolize(&[0x2004])[0].name, "Late::Method");
+    // A new map at the path (switched off and on again) is read from its start.
+    std::fs::write(&map, "0x3000 0x10 Again::Method()\n").unwrap();
+    s.refresh_perf_map().unwrap();
+    assert_eq!(s.symbolize(&[0x3004])[0].name, "Again::Method");
+}

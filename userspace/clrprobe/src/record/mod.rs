@@ -325,11 +325,18 @@ pub fn run(
             // Name the exited processes' code with their method events now, then free what
             // naming them needed (see FrameResolver::retire_exited).
             for (pid, o) in &mut finished[before..] {
+                // Stacks that arrived after the last look at the live session: named now,
+                // while the process's symbolizer is still held.
+                for st in std::mem::take(&mut o.collector.new_stacks) {
+                    resolver.note_addresses(*pid, &st, 0);
+                }
                 resolver.add_jit_methods(*pid, &o.collector.jit_methods);
                 jit_counts.insert(*pid, o.collector.jit_methods.len());
                 o.collector.jit_methods = Vec::new();
             }
-            let ready = resolver.retire_exited();
+            // Without `--all`, processes are few: their symbolizers are kept to the end, so
+            // event stacks their sessions deliver after they exit are still named.
+            let ready = if args.all { resolver.retire_exited() } else { Vec::new() };
             if fold {
                 let mut live = retire::Live {
                     builder: &mut builder,
