@@ -118,7 +118,8 @@ fn record_all_names_managed_frames_of_four_processes_one_contained_one_started_m
     let prefix = dir.join("host");
     let prefix_s = prefix.to_str().unwrap().to_string();
     let rec = std::thread::spawn(move || {
-        run_clrprobe(&["record", "--all", "--cpu", "-d", "6", "--json", "--quiet", "--format", "pprof", "-o", &prefix_s])
+        // 499 Hz: the process started midway lives 2 s (18 Spin samples at 99 Hz, load 18).
+        run_clrprobe(&["record", "--all", "--cpu", "-F", "499", "-d", "6", "--json", "--quiet", "--format", "pprof", "-o", &prefix_s])
     });
     std::thread::sleep(Duration::from_millis(2500));
     // Started while recording, lives 2 s.
