@@ -9,6 +9,8 @@
 //!   empty `JIT_PatchedCodeStart` — then a barrier's `mov [rdi], rsi`).
 //! - Precode stubs: .NET 7+ lays them out in 24-byte slots on interleaved code pages (their
 //!   data one code-page size further); .NET Core 3.1 in 8-byte `FixupPrecode` chunks.
+//! - ReadyToRun images' import thunks (delay-load helper thunks, import cell jumps): code in the
+//!   image that no method's RUNTIME_FUNCTION claims.
 //! - Stubs made by the runtime's code generators: unboxing stubs, generic dictionary lookup
 //!   helpers and the other dynamic helpers (arguments loaded, then a jump).
 use std::{fs::File, os::unix::fs::FileExt};
@@ -35,7 +37,8 @@ const AROUND: usize = 96;
 pub fn name(pid: u32, m: &Mapping, addr: u64) -> Option<&'static str> {
     let is_doublemapper = matches!(&m.backing, Backing::Memfd { name } if name.starts_with("doublemapper"));
     let is_anon = matches!(&m.backing, Backing::Anon);
-    if !(is_doublemapper || is_anon) || !m.executable || addr < m.start || addr >= m.end {
+    let is_r2r = matches!(&m.backing, Backing::File { path, .. } if path.ends_with(".dll"));
+    if !(is_doublemapper || is_anon || is_r2r) || !m.executable || addr < m.start || addr >= m.end {
         return None;
     }
     let mem = File::open(format!("/proc/{pid}/mem")).ok();
@@ -49,6 +52,13 @@ pub fn name(pid: u32, m: &Mapping, addr: u64) -> Option<&'static str> {
             _ => 0,
         }
     };
+    if is_r2r {
+        // Code of a ReadyToRun image that no method claims: its import thunks.
+        let from = addr.saturating_sub(BEFORE).max(m.start);
+        let mut b = [0u8; AROUND];
+        let n = read(from, &mut b);
+        return r2r_thunk(&b[..n], (addr - from) as usize);
+    }
     if is_doublemapper && m.offset == 0 && addr - m.start < BLOCK as u64 {
         let off = (addr - m.start) as usize;
         let mut b = [0u8; BLOCK];
@@ -113,6 +123,28 @@ pub fn precode(b: &[u8; 16]) -> Option<&'static str> {
     } else {
         None
     }
+}
+
+/// A ReadyToRun import thunk holding offset `at` of `b` (bytes read around the address):
+/// a delay-load helper thunk (`xor eax, eax` or `mov rax, r11`, `push index`, `push [module]`,
+/// `jmp [helper]`: its first call binds the import) or an import cell's `jmp [cell]`.
+pub fn r2r_thunk(b: &[u8], at: usize) -> Option<&'static str> {
+    let is = |i: usize, p: &[u8]| b.get(i..i + p.len()) == Some(p);
+    for start in at.saturating_sub(12)..=at {
+        let body = if is(start, &[0x33, 0xC0, 0x6A]) {
+            start + 2
+        } else if is(start, &[0x49, 0x8B, 0xC3, 0x6A]) {
+            start + 3
+        } else {
+            continue;
+        };
+        if is(body + 2, &[0xFF, 0x35]) && is(body + 8, &[0xFF, 0x25]) && at < body + 14 {
+            return Some("[stub] DelayLoadHelper thunk");
+        }
+    }
+    // A jump through an import cell, among others like it (a table of 6-byte jumps).
+    let jump = |i: usize| is(i, &[0xFF, 0x25]);
+    (at.saturating_sub(5)..=at).find(|&i| jump(i) && (jump(i + 6) || (i >= 6 && jump(i - 6)))).map(|_| "[stub] ImportThunk")
 }
 
 /// A .NET Core 3.1 `FixupPrecode` in the 8-byte slot at `at` of `b` (its neighbours around it):
@@ -214,6 +246,26 @@ mod tests {
         assert_eq!(precode(&stub), Some("[stub] StubPrecode"));
         assert_eq!(precode(&[0x55; 16]), None);
     }
+    #[test]
+    fn names_r2r_thunks() {
+        // .NET 8 CoreLib: xor eax, eax; push 3; push [rip+d]; jmp [rip+d] — one after another.
+        let t = [0x33, 0xC0, 0x6A, 0x03, 0xFF, 0x35, 0xCE, 0x6D, 0x43, 0x00, 0xFF, 0x25, 0xE8, 0x6D, 0x43, 0x00];
+        let b: Vec<u8> = t.iter().chain(t.iter()).copied().collect();
+        for at in [0, 2, 4, 10, 16, 26] {
+            assert_eq!(r2r_thunk(&b, at), Some("[stub] DelayLoadHelper thunk"), "at {at}");
+        }
+        // The method-call form: mov rax, r11; push 1; push [rip+d]; jmp [rip+d].
+        let b = [0xCC, 0x49, 0x8B, 0xC3, 0x6A, 0x01, 0xFF, 0x35, 0x7D, 0x6D, 0x43, 0x00, 0xFF, 0x25, 0x8F, 0x6D, 0x43, 0x00, 0xCC];
+        assert_eq!(r2r_thunk(&b, 1), Some("[stub] DelayLoadHelper thunk"));
+        assert_eq!(r2r_thunk(&b, 12), Some("[stub] DelayLoadHelper thunk"));
+        assert_eq!(r2r_thunk(&b, 18), None);
+        // .NET Core 3.1 CoreLib: a table of jmp [rip+d].
+        let b = [0xFF, 0x25, 0x47, 0xC8, 0xFC, 0xFF, 0xFF, 0x25, 0x49, 0xC8, 0xFC, 0xFF, 0x55];
+        assert_eq!(r2r_thunk(&b, 6), Some("[stub] ImportThunk"));
+        assert_eq!(r2r_thunk(&b, 0), Some("[stub] ImportThunk"));
+        assert_eq!(r2r_thunk(&[0x55; 16], 6), None);
+    }
+
     #[test]
     fn names_core31_fixup_precodes() {
         // Three slots as .NET Core 3.1 lays them out (one patched to a jmp), indexes 3f, 3e, 3d.
