@@ -201,7 +201,8 @@ fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
     let generation = ((start.end_ns >> 10) as u32).max(1);
     let generation = if same
         && crate::ustack::flags() & ustack::COPY_OFFCPU != 0
-        && crate::ustack::send_offcpu_now(UserStackHeader {
+        && crate::ustack::send_now(UserStackHeader {
+            kind: ustack::KIND_OFFCPU,
             pid: start.pid,
             tid,
             kernel_stack_id: start.kernel_stack_id,

@@ -105,43 +105,27 @@ fn copy_stack(data: *mut u8, sp: u64) -> u32 {
     len
 }
 
-/// CPU sample: sends the current thread's registers and stack. False when nothing was sent
-/// (kernel thread, ring full): the caller then aggregates the frame-pointer stack instead.
+/// Sends the current thread's registers and stack now, under `hdr` (its `kind` says what
+/// for): a CPU sample, or an off-CPU interval deferred to its syscall's return (`syscall_exit`,
+/// running as the thread whose user registers and stack are those it blocked with, the copy
+/// named by `hdr.generation`). False when nothing was sent (kernel thread, ring full): the
+/// caller then uses the frame-pointer stack.
 #[inline(always)]
-pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
+pub fn send_now(hdr: UserStackHeader) -> bool {
     let Some((ip, sp, bp)) = user_regs() else { return false };
     let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
         count(ustack::STAT_RING_FULL);
         return false;
     };
     count(ustack::STAT_COPIES);
+    if hdr.kind == ustack::KIND_OFFCPU {
+        count(ustack::STAT_SENT_OFFCPU);
+    }
     let p = entry.as_mut_ptr();
     // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
     unsafe {
         let len = copy_stack((*p).data.as_mut_ptr(), sp);
         (*p).hdr = UserStackHeader { len, ip, sp, bp, ..hdr };
-    }
-    entry.submit(0);
-    true
-}
-
-/// Off-CPU, deferred (`syscall_exit`, running as the thread whose user registers and stack are
-/// those it blocked with): sends its copy now, named by `hdr.generation`.
-/// False when nothing was sent (ring full, kernel thread).
-#[inline(always)]
-pub fn send_offcpu_now(hdr: UserStackHeader) -> bool {
-    let Some((ip, sp, bp)) = user_regs() else { return false };
-    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
-        count(ustack::STAT_RING_FULL);
-        return false;
-    };
-    count(ustack::STAT_COPIES);
-    count(ustack::STAT_SENT_OFFCPU);
-    let p = entry.as_mut_ptr();
-    // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
-    unsafe {
-        let len = copy_stack((*p).data.as_mut_ptr(), sp);
-        (*p).hdr = UserStackHeader { len, ip, sp, bp, kind: ustack::KIND_OFFCPU, ..hdr };
     }
     entry.submit(0);
     true
