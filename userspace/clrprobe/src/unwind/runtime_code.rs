@@ -53,10 +53,16 @@ pub fn name(pid: u32, m: &Mapping, addr: u64) -> Option<&'static str> {
         }
     };
     if is_r2r {
-        // Code of a ReadyToRun image that no method claims: its import thunks.
+        // Code of a ReadyToRun image that no method claims: its import thunks (read from the
+        // image file once the process is gone).
         let from = addr.saturating_sub(BEFORE).max(m.start);
         let mut b = [0u8; AROUND];
-        let n = read(from, &mut b);
+        let mut n = read(from, &mut b);
+        if n == 0
+            && let Backing::File { path, .. } = &m.backing
+        {
+            n = read_image(path, m.inode, m.offset + (from - m.start), &mut b);
+        }
         return r2r_thunk(&b[..n], (addr - from) as usize);
     }
     if is_doublemapper && m.offset == 0 && addr - m.start < BLOCK as u64 {
@@ -90,6 +96,19 @@ pub fn name(pid: u32, m: &Mapping, addr: u64) -> Option<&'static str> {
     let mut b = [0u8; AROUND];
     let n = read(from, &mut b);
     generated_stub(&b[..n], (addr - from) as usize)
+}
+
+/// Reads `b.len()` bytes at `offset` of the image file at `path` if it is still the mapped
+/// file: a regular file (no link followed, no FIFO waited on) with the mapping's inode.
+fn read_image(path: &str, inode: u64, offset: u64, b: &mut [u8]) -> usize {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(f) = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path) else {
+        return 0;
+    };
+    match f.metadata() {
+        Ok(md) if md.is_file() && md.ino() == inode => f.read_at(b, offset).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Names offset `off` of the block `b` (None when `b` is not the write-barrier block).
