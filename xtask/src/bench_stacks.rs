@@ -17,12 +17,15 @@ enum Config {
     Clrprobe(u64),
     /// Same, frame-pointer stacks only (`CLRPROBE_UNWIND=fp`: no user stack copies).
     ClrprobeFp(u64),
-    /// `clrprobe record --offcpu` (every switch-out of the target): copies + unwinding.
+    /// `clrprobe record --offcpu` as by default: user stacks of threads blocked in a syscall
+    /// taken at its return, copied and unwound.
     Offcpu,
     /// Same, frame-pointer stacks only.
     OffcpuFp,
-    /// `--offcpu` with user stacks taken at the syscall's return (`CLRPROBE_DEFER_USER=1`).
-    OffcpuDefer,
+    /// `--offcpu` with both stacks taken at every switch-out (`CLRPROBE_DEFER_USER=0`).
+    OffcpuSwitchOut,
+    /// Same, frame-pointer stacks only.
+    OffcpuSwitchOutFp,
     /// `perf record -g -e sched:sched_switch`: perf's off-CPU stacks (frame pointers).
     PerfSwitch,
     /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
@@ -38,7 +41,8 @@ impl Config {
             Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
             Config::Offcpu => "clrprobe record --offcpu".into(),
             Config::OffcpuFp => "  same, frame pointers only".into(),
-            Config::OffcpuDefer => "  same, user stacks at syscall exit".into(),
+            Config::OffcpuSwitchOut => "  stacks at switch-out".into(),
+            Config::OffcpuSwitchOutFp => "  stacks at switch-out, FP only".into(),
             Config::PerfSwitch => "perf record -g -e sched_switch".into(),
             Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
@@ -57,7 +61,8 @@ const CPU_CONFIGS: [Config; 7] = [
     Config::Perf(999),
 ];
 /// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
-const SWITCH_CONFIGS: [Config; 5] = [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::OffcpuDefer, Config::PerfSwitch];
+const SWITCH_CONFIGS: [Config; 6] =
+    [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::OffcpuSwitchOut, Config::OffcpuSwitchOutFp, Config::PerfSwitch];
 /// Allocation- and exception-heavy workload: every kind on against nothing.
 const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
 
@@ -141,12 +146,12 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
-        Config::Offcpu | Config::OffcpuFp | Config::OffcpuDefer => Some(
+        Config::Offcpu | Config::OffcpuFp | Config::OffcpuSwitchOut | Config::OffcpuSwitchOutFp => Some(
             Command::new(bin)
                 .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
                 .arg(tmp.join("clrprobe"))
-                .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp) { "fp" } else { "dwarf" })
-                .env("CLRPROBE_DEFER_USER", if matches!(c, Config::OffcpuDefer) { "1" } else { "0" })
+                .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp | Config::OffcpuSwitchOutFp) { "fp" } else { "dwarf" })
+                .env("CLRPROBE_DEFER_USER", if matches!(c, Config::OffcpuSwitchOut | Config::OffcpuSwitchOutFp) { "0" } else { "1" })
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()?,

@@ -71,7 +71,7 @@ pub fn cpu_sample(ctx: PerfEventContext) -> u32 {
             comm: key.comm,
             ..Default::default()
         };
-        if crate::ustack::send_cpu_sample(hdr) {
+        if crate::ustack::send_now(hdr) {
             return 0;
         }
     }

@@ -197,20 +197,21 @@ fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
     } else {
         -14
     };
-    // Names the copy: microseconds, increasing per thread (its intervals do not overlap).
+    // Names a new copy: microseconds, increasing per thread (its intervals do not overlap).
     let generation = ((start.end_ns >> 10) as u32).max(1);
-    let generation = if same
-        && crate::ustack::flags() & ustack::COPY_OFFCPU != 0
-        && crate::ustack::send_offcpu_now(UserStackHeader {
-            pid: start.pid,
+    let generation = if same && crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
+        crate::ustack::send_offcpu_deferred(
             tid,
-            kernel_stack_id: start.kernel_stack_id,
-            user_stack_id,
-            comm: start.comm,
-            generation,
-            ..Default::default()
-        }) {
-        generation
+            UserStackHeader {
+                pid: start.pid,
+                tid,
+                kernel_stack_id: start.kernel_stack_id,
+                user_stack_id,
+                comm: start.comm,
+                generation,
+                ..Default::default()
+            },
+        )
     } else {
         0
     };

@@ -12,7 +12,7 @@ use aya_ebpf::{
         generated::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
     },
     macros::map,
-    maps::{Array, HashMap, PerCpuArray, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use clrprobe_common::{UserStack, UserStackHeader, ustack};
 
@@ -105,16 +105,27 @@ fn copy_stack(data: *mut u8, sp: u64) -> u32 {
     len
 }
 
-/// CPU sample: sends the current thread's registers and stack. False when nothing was sent
-/// (kernel thread, ring full): the caller then aggregates the frame-pointer stack instead.
+/// Sends the current thread's registers and stack now, under `hdr` (its `kind` says what
+/// for): a CPU sample, or an off-CPU interval deferred to its syscall's return (`syscall_exit`,
+/// running as the thread whose user registers and stack are those it blocked with, the copy
+/// named by `hdr.generation`). False when nothing was sent (kernel thread, ring full): the
+/// caller then uses the frame-pointer stack.
 #[inline(always)]
-pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
-    let Some((ip, sp, bp)) = user_regs() else { return false };
+pub fn send_now(hdr: UserStackHeader) -> bool {
+    let Some(regs) = user_regs() else { return false };
+    send_with(regs, hdr)
+}
+
+#[inline(always)]
+fn send_with((ip, sp, bp): (u64, u64, u64), hdr: UserStackHeader) -> bool {
     let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
         count(ustack::STAT_RING_FULL);
         return false;
     };
     count(ustack::STAT_COPIES);
+    if hdr.kind == ustack::KIND_OFFCPU {
+        count(ustack::STAT_SENT_OFFCPU);
+    }
     let p = entry.as_mut_ptr();
     // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
     unsafe {
@@ -125,26 +136,42 @@ pub fn send_cpu_sample(hdr: UserStackHeader) -> bool {
     true
 }
 
-/// Off-CPU, deferred (`syscall_exit`, running as the thread whose user registers and stack are
-/// those it blocked with): sends its copy now, named by `hdr.generation`.
-/// False when nothing was sent (ring full, kernel thread).
+/// The copy a thread's last deferred off-CPU interval sent: where it blocked (user ip, sp, bp)
+/// and the copy's generation.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct SentCopy {
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    generation: u64,
+}
+
+/// tid → `SentCopy`: a thread blocking again at the same ip, sp and bp (a thread pool's worker
+/// waiting for work, a sleeper) names its previous copy instead of sending a new one (the
+/// frames above are taken to be the same, as for switch-out copies). Least recently used
+/// threads make room.
+#[map(name = "USTACK_SENT")]
+pub static USTACK_SENT: LruHashMap<u32, SentCopy> = LruHashMap::with_max_entries(crate::maps::MAX_THREADS, 0);
+
+/// Deferred off-CPU interval (`syscall_exit`, as the thread): the generation naming its user
+/// stack copy — the one it sent last if it blocked at the same place, else a new one sent now
+/// under `hdr.generation`. 0 when there is no copy (kernel thread, ring full).
 #[inline(always)]
-pub fn send_offcpu_now(hdr: UserStackHeader) -> bool {
-    let Some((ip, sp, bp)) = user_regs() else { return false };
-    let Some(mut entry) = USTACK_RING.reserve::<UserStack>(0) else {
-        count(ustack::STAT_RING_FULL);
-        return false;
-    };
-    count(ustack::STAT_COPIES);
-    count(ustack::STAT_SENT_OFFCPU);
-    let p = entry.as_mut_ptr();
-    // SAFETY: the reserved entry is ours until submitted; fields are written before submit.
-    unsafe {
-        let len = copy_stack((*p).data.as_mut_ptr(), sp);
-        (*p).hdr = UserStackHeader { len, ip, sp, bp, kind: ustack::KIND_OFFCPU, ..hdr };
+pub fn send_offcpu_deferred(tid: u32, hdr: UserStackHeader) -> u32 {
+    let Some((ip, sp, bp)) = user_regs() else { return 0 };
+    if let Some(last) = USTACK_SENT.get_ptr(&tid) {
+        // SAFETY: value in the map, read only.
+        let last = unsafe { *last };
+        if last.generation != 0 && last.ip == ip && last.sp == sp && last.bp == bp {
+            return last.generation as u32;
+        }
     }
-    entry.submit(0);
-    true
+    if !send_with((ip, sp, bp), UserStackHeader { kind: ustack::KIND_OFFCPU, ..hdr }) {
+        return 0;
+    }
+    let _ = USTACK_SENT.insert(&tid, &SentCopy { ip, sp, bp, generation: hdr.generation as u64 }, 0);
+    hdr.generation
 }
 
 /// Off-CPU switch-out: makes sure the thread's `USTACKS` entry holds its current stack and

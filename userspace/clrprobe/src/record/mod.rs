@@ -309,8 +309,12 @@ pub fn run(
             if let Some(s) = sampler.as_mut() {
                 // Samples stamped after the recording's end are not recorded (on a loaded
                 // machine a drain can start late, and sampling goes on until the last one).
+                // Only the last drain cuts at "now": an earlier one keeps what was stamped while
+                // it ran (its CPU part can take a second under load, and what it cut off was
+                // deleted from the maps: off-CPU intervals and timed samples were lost).
                 let planned = args.duration.map_or(i64::MAX, |d| started_mono.saturating_add((d + summary.time_to_attach).as_nanos() as i64));
-                let end = Some(gc::monotonic_ns().min(planned).max(0) as u64);
+                let end = if done { gc::monotonic_ns().min(planned) } else { planned };
+                let end = (end < i64::MAX).then_some(end.max(0) as u64);
                 drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids, end);
             }
             save_raw::tick(&targets.pids);

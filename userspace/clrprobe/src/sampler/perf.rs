@@ -8,9 +8,17 @@
 //! unwinder as the BPF sampler's copies (DWARF CFI in ELF files, prologues in JIT code), so
 //! stacks go through code without frame pointers too. `CLRPROBE_UNWIND=fp` keeps the
 //! kernel's frame-pointer callchain only.
+//!
+//! A reader thread empties the rings every [`READ_EVERY`] (and unwinds the copies then, while
+//! the processes are as they were), so nothing is lost while the caller's drains symbolize.
 use std::{
     collections::{HashMap, HashSet},
-    sync::Arc,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
 };
 
 use perf_event_open::{
@@ -28,10 +36,13 @@ use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 /// Ring buffer of 2^8 = 256 pages (1 MiB) per thread: a second of 999 Hz samples with deep
 /// callchains (~400 B each) fits between two drains.
 const RING_PAGES_EXP: u8 = 8;
-/// With stack copies: 2^10 pages (4 MiB) per thread, read every 100 ms ([`Sampler::poll`])
-/// but not while a drain symbolizes: about a second of 999 Hz samples with 4 KiB copies (2 MiB
-/// and 8 KiB copies lost 9 % of the samples of a busy thread on an idle machine).
+/// With stack copies: 2^10 pages (4 MiB) per thread: about a second of 999 Hz samples with
+/// 4 KiB copies, 200 ms at 4999 Hz, against a reader that comes every 10 ms.
 const RING_PAGES_EXP_COPIES: u8 = 10;
+/// How often the reader thread empties the rings.
+const READ_EVERY: Duration = Duration::from_millis(10);
+/// How often the unwinder reads new methods' prologues ([`crate::unwind::Unwinder::tick`]).
+const TICK_EVERY: Duration = Duration::from_millis(100);
 const MAX_FRAMES: u16 = 127;
 /// Bytes of user stack copied per sample (above them, the frame-pointer callchain goes on).
 const STACK_BYTES: u32 = 4096;
@@ -45,13 +56,21 @@ struct ThreadEvent {
 }
 
 pub struct PerfSampler {
+    /// What the reader thread and the drains share.
+    state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+    interned: HashMap<Vec<u64>, Arc<[u64]>>,
+}
+
+/// The events, and the samples read from them between drains.
+struct State {
     freq: u64,
     pids: Vec<u32>,
     threads: HashMap<u32, ThreadEvent>,
     /// Threads that could not be opened (exited in between): not retried.
     gone: HashSet<u32>,
     stats: SamplerStats,
-    interned: HashMap<Vec<u64>, Arc<[u64]>>,
     /// Userspace unwinding of the copied stacks (None: frame pointers only).
     unwinder: Option<crate::unwind::Unwinder>,
     /// Samples read from the rings between drains: (pid, tid, kernel, user, time) → count
@@ -61,26 +80,71 @@ pub struct PerfSampler {
 
 impl PerfSampler {
     pub fn start(pids: &[u32], freq: u64) -> Result<Self, SamplerError> {
-        let mut s = Self {
+        let mut state = State {
             freq,
             pids: Vec::new(),
             threads: HashMap::new(),
             gone: HashSet::new(),
             stats: SamplerStats::default(),
-            interned: HashMap::new(),
             unwinder: (std::env::var("CLRPROBE_UNWIND").as_deref() != Ok("fp")).then(crate::unwind::Unwinder::new),
             pending: HashMap::new(),
         };
-        s.add_pids(pids)?;
-        if s.threads.is_empty() {
+        state.add_pids(pids)?;
+        if state.threads.is_empty() {
             return Err(SamplerError::Perf {
                 what: format!("pids {pids:?}"),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no thread could be opened"),
             });
         }
-        Ok(s)
+        let state = Arc::new(Mutex::new(state));
+        let stop = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (state, stop) = (Arc::clone(&state), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("perf-reader".into())
+                .spawn(move || read_until_stopped(&state, &stop))
+                .map_err(|source| SamplerError::Perf { what: "the ring reader thread".into(), source })?
+        };
+        Ok(Self { state, stop, reader: Some(reader), interned: HashMap::new() })
     }
 
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic in the reader leaves the samples as they were: keep using them.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the userspace unwinder did (None with frame pointers only).
+    pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
+        self.state().unwinder.as_ref().map(|u| u.summary())
+    }
+
+    fn intern(&mut self, frames: Vec<u64>) -> Arc<[u64]> {
+        if let Some(a) = self.interned.get(&frames) {
+            return a.clone();
+        }
+        let a: Arc<[u64]> = Arc::from(frames.clone());
+        self.interned.insert(frames, a.clone());
+        a
+    }
+}
+
+/// The reader thread: empties the rings every [`READ_EVERY`] until `stop`.
+fn read_until_stopped(state: &Mutex<State>, stop: &AtomicBool) {
+    let mut last_tick = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(READ_EVERY);
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        s.read_rings();
+        if last_tick.elapsed() >= TICK_EVERY {
+            last_tick = Instant::now();
+            if let Some(u) = s.unwinder.as_mut() {
+                u.tick();
+            }
+        }
+    }
+}
+
+impl State {
     fn opts(&self) -> Opts {
         let mut opts = Opts { sample_on: SampleOn::Freq(self.freq), ..Default::default() };
         opts.sample_format.call_chain =
@@ -95,11 +159,6 @@ impl PerfSampler {
         opts.timer = Some(Clock::Monotonic);
         opts.enable = true;
         opts
-    }
-
-    /// What the userspace unwinder did (None with frame pointers only).
-    pub fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
-        self.unwinder.as_ref().map(|u| u.summary())
     }
 
     /// Reads every thread's ring now, unwinding the copied stacks while the stacks' processes
@@ -167,13 +226,13 @@ impl PerfSampler {
         Ok(())
     }
 
-    fn intern(&mut self, frames: Vec<u64>) -> Arc<[u64]> {
-        if let Some(a) = self.interned.get(&frames) {
-            return a.clone();
+    fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError> {
+        for &p in pids {
+            if !self.pids.contains(&p) {
+                self.pids.push(p);
+            }
         }
-        let a: Arc<[u64]> = Arc::from(frames.clone());
-        self.interned.insert(frames, a.clone());
-        a
+        self.scan_threads()
     }
 }
 
@@ -191,8 +250,15 @@ impl Sampler for PerfSampler {
     }
 
     fn drain(&mut self) -> Result<Vec<RawSample>, SamplerError> {
-        self.read_rings();
-        let agg = std::mem::take(&mut self.pending);
+        let agg = {
+            let mut s = self.state();
+            s.read_rings();
+            let agg = std::mem::take(&mut s.pending);
+            // Drop events of threads that exited (their rings were read above), follow new ones.
+            s.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());
+            s.scan_threads()?;
+            agg
+        };
         let mut out = Vec::with_capacity(agg.len());
         let mut comms: HashMap<u32, String> = HashMap::new();
         for ((pid, tid, kernel, user, time_ns), count) in agg {
@@ -201,23 +267,11 @@ impl Sampler for PerfSampler {
             let comm = comms.entry(tid).or_insert_with(|| comm(pid, tid)).clone();
             out.push(RawSample { pid, tid, comm, kernel, user, count, time_ns });
         }
-        // Drop events of threads that exited (their rings are drained above), follow new ones.
-        self.threads.retain(|tid, ev| std::path::Path::new(&format!("/proc/{}/task/{tid}", ev.pid)).exists());
-        self.scan_threads()?;
         Ok(out)
     }
 
     fn stats(&self) -> SamplerStats {
-        self.stats
-    }
-
-    fn poll(&mut self) {
-        if self.unwinder.is_some() {
-            self.read_rings();
-        }
-        if let Some(u) = self.unwinder.as_mut() {
-            u.tick();
-        }
+        self.state().stats
     }
 
     fn unwind_summary(&self) -> Option<crate::unwind::UnwindSummary> {
@@ -225,18 +279,17 @@ impl Sampler for PerfSampler {
     }
 
     fn add_pids(&mut self, pids: &[u32]) -> Result<(), SamplerError> {
-        for &p in pids {
-            if !self.pids.contains(&p) {
-                self.pids.push(p);
-            }
-        }
-        self.scan_threads()
+        self.state().add_pids(pids)
     }
 }
 
 impl Drop for PerfSampler {
     fn drop(&mut self) {
-        for ev in self.threads.values() {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        for ev in self.state().threads.values() {
             let _ = ev.counter.disable();
         }
     }
