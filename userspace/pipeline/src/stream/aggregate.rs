@@ -40,6 +40,9 @@ pub struct AggregatorConfig {
     /// Keep every finished GC in the processes' timelines (replay: the whole recording's GC
     /// report); a long-running agent forgets them once counted.
     pub keep_gc_history: bool,
+    /// Runtime events stamped after this time (host monotonic ns) make no samples (replay of
+    /// a recording that ended before its processes did).
+    pub events_end_ns: Option<u64>,
 }
 
 impl Default for AggregatorConfig {
@@ -54,6 +57,7 @@ impl Default for AggregatorConfig {
             kinds: Kinds::ALL,
             unix_offset_ns: 0,
             keep_gc_history: false,
+            events_end_ns: None,
         }
     }
 }
@@ -230,12 +234,15 @@ impl Aggregator {
             return;
         }
         self.health.processes_followed += 1;
+        // Profiles here are aggregates: no per-event times.
+        let mut events = EventProfiles::new(self.cfg.kinds).without_times();
+        events.end_mono_ns = self.cfg.events_end_ns.map(|t| t.min(i64::MAX as u64) as i64);
         self.procs.insert(
             pid,
             Proc {
                 info,
                 counters: Counters::default(),
-                events: EventProfiles::new(self.cfg.kinds),
+                events,
                 exited_at: None,
                 offcpu: HashMap::new(),
                 pauses_read: 0,
