@@ -47,8 +47,9 @@ impl Namer for Names<'_> {
     }
 }
 
-/// Processes not seen for this long (and gone) are forgotten by the symbolizer.
-const FORGET_AFTER: Duration = Duration::from_secs(180);
+/// Processes not seen for this long (gone, and no longer followed: their exited grace is
+/// over, so no profile names their frames with this resolver) are forgotten by it.
+const FORGET_AFTER: Duration = Duration::from_secs(10);
 /// How often the addresses already handed to the symbolizer are forgotten (so an address
 /// unnamed at first — JIT code before its perf-map line — is tried again, and the sets stay
 /// bounded).
@@ -175,7 +176,7 @@ impl State {
     }
 
     fn forget_gone(&mut self) {
-        if self.last_forget.elapsed() < Duration::from_secs(60) {
+        if self.last_forget.elapsed() < FORGET_AFTER {
             return;
         }
         self.last_forget = Instant::now();

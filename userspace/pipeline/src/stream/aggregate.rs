@@ -4,7 +4,7 @@
 //! followed .NET process (cumulative, as Go's profiles are) and go when the process has
 //! exited and its grace period passed; counters likewise.
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::Arc,
 };
 
@@ -97,7 +97,6 @@ pub(crate) struct Proc {
     thread_events_ns: HashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
     threads: HashMap<u32, (Arc<str>, u64, u64)>,
-    seen_stacks: HashSet<Arc<[u64]>>,
 }
 
 /// The dedicated GC threads of CoreCLR by their (15-byte) names.
@@ -252,7 +251,6 @@ impl Aggregator {
                 windows: VecDeque::new(),
                 thread_events_ns: HashMap::new(),
                 threads: HashMap::new(),
-                seen_stacks: HashSet::new(),
             },
         );
     }
@@ -367,7 +365,8 @@ impl Aggregator {
         }
         let before = p.events.pending().len();
         p.events.on_event(EventInput { pid: c.pid, tid: c.tid, time_ns: c.time_ns, event: &ev, stack: &c.stack });
-        if p.events.pending().len() != before && !c.stack.is_empty() && p.seen_stacks.insert(c.stack.clone()) {
+        // A new sample's stack (the consumer keeps which addresses it has named).
+        if p.events.pending().len() != before && !c.stack.is_empty() {
             self.new_stacks.push((c.pid, c.stack.clone()));
         }
         // New GC pauses: counted, and kept as windows for the timed CPU samples.
