@@ -54,6 +54,9 @@ const FORGET_AFTER: Duration = Duration::from_secs(10);
 /// unnamed at first — JIT code before its perf-map line — is tried again, and the sets stay
 /// bounded).
 const RENOTE_AFTER: Duration = Duration::from_secs(30);
+/// How often the followed processes' maps and perf maps are read again (reading
+/// /proc/PID/maps was a tenth of the aggregator's work at every one-second tick).
+const REFRESH: Duration = Duration::from_secs(5);
 /// The aggregator sleeps this long when no record or query is waiting. Blocking on the
 /// channel instead made every record of a mostly idle aggregator a futex wake-up and two
 /// context switches (a fifth of the agent's CPU with three busy .NET processes); the channel
@@ -73,6 +76,7 @@ struct State {
     /// again at every sample).
     noted: HashMap<u32, HashSet<u64>>,
     last_renote: Instant,
+    last_refresh: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender is gone.
@@ -85,6 +89,7 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
             last_forget: Instant::now(),
             noted: HashMap::new(),
             last_renote: Instant::now(),
+            last_refresh: Instant::now(),
         };
         let mut sinks = true;
         loop {
@@ -132,7 +137,8 @@ impl State {
                 self.resolver.refresh(i.pid);
                 self.last_seen.insert(i.pid, Instant::now());
             }
-            Record::Tick { .. } => {
+            Record::Tick { .. } if self.last_refresh.elapsed() >= REFRESH => {
+                self.last_refresh = Instant::now();
                 let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
                 for pid in live {
                     self.resolver.refresh(pid);
