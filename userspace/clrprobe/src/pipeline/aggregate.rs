@@ -38,7 +38,16 @@ impl Namer for Names<'_> {
         if self.followed.contains(&pid) {
             return self.dotnet.stack(pid, kernel, user);
         }
-        let r = self.native.get_or_insert_with(FrameResolver::new);
+        let dotnet = &*self.dotnet;
+        let r = self.native.get_or_insert_with(|| {
+            let r = FrameResolver::new();
+            // The kernel's symbols are the long-lived resolver's (/proc/kallsyms was read and
+            // parsed again for every profile request).
+            if let Ok(k) = dotnet.image_cache().kernel() {
+                r.image_cache().share_kernel(k);
+            }
+            r
+        });
         r.ensure_process(pid);
         r.stack(pid, kernel, user)
     }
