@@ -129,6 +129,12 @@ impl ImageCache {
         *lock(&self.kernel) = Some(Arc::new(k));
     }
 
+    /// Uses kernel symbols another cache loaded (a short-lived cache beside a long-lived
+    /// one: `/proc/kallsyms` is read and parsed once).
+    pub fn share_kernel(&self, k: Arc<crate::KernelSymbolizer>) {
+        *lock(&self.kernel) = Some(k);
+    }
+
     /// Kernel symbols, loaded once.
     pub fn kernel(&self) -> Result<Arc<crate::KernelSymbolizer>, Error> {
         let mut k = lock(&self.kernel);

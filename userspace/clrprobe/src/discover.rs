@@ -125,6 +125,7 @@ pub struct Scanner {
     /// Pids checked and found not .NET, with when they were first seen.
     seen: std::collections::HashMap<u32, std::time::Instant>,
     last_full: Option<std::time::Instant>,
+    full_rescan: Duration,
 }
 
 /// How long a new process is re-checked on every scan.
@@ -140,13 +141,24 @@ impl Default for Scanner {
 
 impl Scanner {
     pub fn new() -> Self {
-        Self { seen: std::collections::HashMap::new(), last_full: None }
+        Self { seen: std::collections::HashMap::new(), last_full: None, full_rescan: FULL_RESCAN }
+    }
+
+    /// Rescans every process this often (each rescan reads every process's maps).
+    pub fn with_full_rescan(mut self, every: Duration) -> Self {
+        self.full_rescan = every;
+        self
     }
 
     /// .NET pids found now (known ones included), clrprobe excluded.
     pub fn scan(&mut self) -> Vec<u32> {
+        self.scan_where(|_| true)
+    }
+
+    /// [`Scanner::scan`] of the pids `keep` accepts (checked before their maps are read).
+    pub fn scan_where(&mut self, keep: impl Fn(u32) -> bool) -> Vec<u32> {
         let me = std::process::id();
-        let full = self.last_full.is_none_or(|t| t.elapsed() >= FULL_RESCAN);
+        let full = self.last_full.is_none_or(|t| t.elapsed() >= self.full_rescan);
         if full {
             self.last_full = Some(std::time::Instant::now());
         }
@@ -167,7 +179,7 @@ impl Scanner {
             if !full && now.duration_since(first) > YOUNG {
                 continue;
             }
-            if libcoreclr_path(pid).is_some() && crate::record::alive(pid) {
+            if keep(pid) && libcoreclr_path(pid).is_some() && crate::record::alive(pid) {
                 found.push(pid);
             }
         }

@@ -327,7 +327,8 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     let a = record_gc_cpu_s(&summary(all), w.pid);
     let g = agent_gc_cpu_s(&metrics, w.pid);
     let samples = format!("clrprobe_cpu_samples_total{{pid=\"{}\"", w.pid);
-    for l in metrics.lines().filter(|l| l.starts_with("clrprobe_lost_total") || l.starts_with(&samples)) {
+    let dropped = format!("clrprobe_dropped_events_total{{pid=\"{}\"", w.pid);
+    for l in metrics.lines().filter(|l| l.starts_with("clrprobe_lost_total") || l.starts_with(&samples) || l.starts_with(&dropped)) {
         eprintln!("agent: {l}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -67,14 +67,15 @@ fn files(prefix: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_frames() {
     require_root();
-    // The recording ends when the workload exits: a recording ended by `-d` drops the runtime
-    // events stamped after its end, which the saved stream still holds (replay does not cut
-    // them yet).
-    let w = Workload::new("Mixed", Runtime::Net8).arg(5.0).start().unwrap();
+    // The recording ends by `-d` while the workload goes on: the live recording drops the
+    // runtime events stamped after its end, which the saved stream still holds (up to the
+    // session's stop), and the replay cuts them at the saved end.
+    let mut w = Workload::new("Mixed", Runtime::Net8).arg(30.0).start().unwrap();
     let dir = out_dir("mixed");
     let raw = dir.join("raw");
     let live = dir.join("live");
-    let out = run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-d", "60s", "-F", "499", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    let out = run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-d", "4s", "-F", "499", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    assert!(w.is_alive(), "the workload outlives the recording");
     assert!(out.contains("saved the raw inputs"), "{out}");
     for f in ["records.clrraw", &format!("{}.nettrace", w.pid)] {
         assert!(raw.join(f).is_file(), "{f} saved: {:?}", std::fs::read_dir(&raw).unwrap().flatten().map(|e| e.file_name()).collect::<Vec<_>>());
@@ -119,6 +120,7 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
     assert!(l["exceptions_by_type"].as_array().is_some_and(|a| !a.is_empty()), "{l}");
     assert_eq!(l["exceptions_by_type"], r["exceptions_by_type"]);
     assert_eq!(l["contention"]["waits"], r["contention"]["waits"]);
+    assert_eq!(l["allocations"], r["allocations"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -126,11 +128,12 @@ fn replay_of_saved_inputs_is_byte_identical_without_root_and_names_the_live_top_
 fn replay_of_a_gc_heavy_recording_reports_every_gc_of_the_live_one() {
     require_root();
     // Non-concurrent workstation GC; collections start 4 s after "ready" (the recording is set
-    // up by then even on a loaded machine) and go on until 7 s; recorded until it exits.
-    let w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(7).arg(4000).arg(5).arg(400).start().unwrap();
+    // up by then even on a loaded machine) and go on until 12 s; recorded for 7 s (`-d`).
+    let mut w = Workload::new("GcWork", Runtime::Net8).env("DOTNET_gcConcurrent", "0").arg(12).arg(4000).arg(5).arg(400).start().unwrap();
     let dir = out_dir("gc");
     let (raw, live, rep) = (dir.join("raw"), dir.join("live"), dir.join("rep"));
-    run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-F", "999", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-d", "7s", "-F", "999", "--format", "pprof", "-o"]).arg(&live).arg("--save-raw").arg(&raw));
+    assert!(w.is_alive(), "the workload outlives the recording");
     run(clrprobe().args(["report", "--replay"]).arg(&raw).arg("-o").arg(&rep));
     let gc = |p: &Path| -> Value {
         let v: Value = serde_json::from_slice(&std::fs::read(PathBuf::from(format!("{}.events.json", p.display()))).unwrap()).unwrap();

@@ -1,5 +1,9 @@
 //! The event → sample state machine.
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    hash::{BuildHasher, BuildHasherDefault, Hash, Hasher},
+    sync::Arc,
+};
 
 use clr_events::ClrEvent;
 use clrprobe_profile::{Frame, FrameKind, LabelSet, ProfileBuilder, ProfileError, SampleType, kinds, units};
@@ -55,8 +59,23 @@ pub struct PendingSample {
     pub labels: Vec<(String, String)>,
 }
 
-/// What makes two event samples the same: (pid, tid, stack, leaf name, labels).
-type SampleIdentity = (u32, u64, Arc<[u64]>, Option<String>, Vec<(String, String)>);
+/// Hashes of what makes two event samples the same (pid, tid, stack, leaf name, labels),
+/// computed from borrowed parts so that an event adding to a known sample allocates nothing.
+type IdentityHasher = BuildHasherDefault<rustc_hash::FxHasher>;
+
+/// The hash of a sample's identity.
+fn identity_hash(pid: u32, tid: u64, stack: &[u64], leaf: Option<&str>, labels: &[(&str, &str)]) -> u64 {
+    let mut h = IdentityHasher::default().build_hasher();
+    (pid, tid, stack, leaf).hash(&mut h);
+    labels.len().hash(&mut h);
+    for (k, v) in labels {
+        (k, v).hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Most events a sample gets at most: an allocation's two values, a wait's two.
+const MAX_VALUES: usize = 2;
 
 /// Most event samples kept one by one with their time (48 bytes each); past it, the
 /// profile's event kinds stay aggregated without times.
@@ -77,10 +96,13 @@ struct TimedEvent {
 pub struct EventProfiles {
     kinds: Kinds,
     samples: Vec<PendingSample>,
-    /// Aggregation: identical (pid, tid, stack, leaf, labels) add up.
-    index: HashMap<SampleIdentity, usize>,
-    /// Every event sample with its time, while there is room ([`MAX_TIMED_EVENTS`]).
+    /// Aggregation: identical (pid, tid, stack, leaf, labels) add up. Identity hash → the
+    /// first sample of that hash; `chain[i]`: the next sample of sample i's hash.
+    index: HashMap<u64, u32, IdentityHasher>,
+    chain: Vec<u32>,
+    /// Every event sample with its time, while there is room (`max_timed`).
     timed: Vec<TimedEvent>,
+    max_timed: usize,
     timed_overflow: bool,
     pub threads: ThreadTable,
     exceptions: Exceptions,
@@ -95,7 +117,8 @@ pub struct EventProfiles {
     /// source clock in host monotonic ns, measured offset of that origin from the host clock
     /// read when the session was requested). Lets GC windows meet kernel timestamps.
     pub clock: Option<(i64, i64)>,
-    /// Events after this time (host monotonic ns, through `clock`) make no samples: the
+    /// Events after this time (host monotonic ns, through `clock`; without a clock the
+    /// events' times are host monotonic already, as the aggregator's) make no samples: the
     /// recording had ended.
     pub end_mono_ns: Option<i64>,
 }
@@ -105,8 +128,10 @@ impl EventProfiles {
         Self {
             kinds,
             samples: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
+            chain: Vec::new(),
             timed: Vec::new(),
+            max_timed: MAX_TIMED_EVENTS,
             timed_overflow: false,
             threads: ThreadTable::default(),
             exceptions: Exceptions::default(),
@@ -124,6 +149,14 @@ impl EventProfiles {
         self.kinds
     }
 
+    /// Keeps no event times (an always-on consumer that only aggregates: 48 bytes per event
+    /// otherwise, up to [`MAX_TIMED_EVENTS`] per process).
+    pub fn without_times(mut self) -> Self {
+        self.max_timed = 0;
+        self.timed = Vec::new();
+        self
+    }
+
     /// Feeds one event.
     pub fn on_event(&mut self, ev: EventInput<'_, '_>) {
         self.events += 1;
@@ -131,8 +164,8 @@ impl EventProfiles {
         *a = (*a).min(ev.time_ns);
         *b = (*b).max(ev.time_ns);
         self.gc.on_event(ev.event, ev.tid, ev.time_ns);
-        if let (Some(end), Some((origin, _))) = (self.end_mono_ns, self.clock)
-            && origin.saturating_add(ev.time_ns as i64) > end
+        if let Some(end) = self.end_mono_ns
+            && self.clock.map_or(0, |c| c.0).saturating_add(ev.time_ns as i64) > end
             && is_sample(ev.event)
         {
             return;
@@ -153,8 +186,7 @@ impl EventProfiles {
                 let ty = e.exception_type.to_string_lossy();
                 let msg = self.exceptions.message_label(&ty, e.message.to_string_lossy());
                 self.exceptions.count(&ty, &msg, ev.stack.first().copied());
-                let leaf = Frame::new(ty.clone(), "", FrameKind::Synthetic);
-                self.add(ev, Some(leaf), vec![(kinds::EXCEPTIONS, 1)], vec![("exception.type".into(), ty), ("exception.message".into(), msg)]);
+                self.add(ev, Some(&ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", &ty), ("exception.message", &msg)]);
             }
             ClrEvent::ContentionStart(s) if self.kinds.contention => {
                 let owner = s.lock_owner_thread_id.filter(|&o| o != 0).map(|o| self.threads.owner_os_tid(ev.pid, o));
@@ -162,13 +194,16 @@ impl EventProfiles {
             }
             ClrEvent::ContentionStop(s) if self.kinds.contention => {
                 if let Some(w) = self.waits.stop(ev.pid, ev.tid, ev.time_ns, s.duration_ns) {
-                    let mut labels = Vec::new();
-                    if let Some(o) = w.owner {
+                    let owner = w.owner.map(|o| {
                         let name = self.threads.name(ev.pid, o).map(|n| format!(" ({n})")).unwrap_or_default();
-                        labels.push(("lock.owner".into(), format!("{o}{name}")));
-                    }
+                        format!("{o}{name}")
+                    });
+                    let labels: &[(&str, &str)] = match &owner {
+                        Some(o) => &[("lock.owner", o.as_str())],
+                        None => &[],
+                    };
                     let input = EventInput { stack: &w.stack, time_ns: w.start_ns, ..ev };
-                    self.add(input, None, vec![(kinds::CONTENTION_NS, w.duration_ns as i64), (kinds::CONTENTION_COUNT, 1)], labels);
+                    self.add(input, None, &[(kinds::CONTENTION_NS, w.duration_ns as i64), (kinds::CONTENTION_COUNT, 1)], labels);
                 }
             }
             _ => {}
@@ -176,26 +211,44 @@ impl EventProfiles {
     }
 
     fn alloc(&mut self, ev: EventInput<'_, '_>, ty: String, heap: &'static str, e: crate::AllocEstimate) {
-        let t = self.alloc_by_type.entry(ty.clone()).or_insert((0.0, 0.0));
+        let t = match self.alloc_by_type.get_mut(&ty) {
+            Some(t) => t,
+            None => self.alloc_by_type.entry(ty.clone()).or_insert((0.0, 0.0)),
+        };
         t.0 += e.bytes;
         t.1 += e.objects;
-        let leaf = Frame::new(ty, "", FrameKind::Synthetic);
-        self.add(
-            ev,
-            Some(leaf),
-            vec![(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)],
-            vec![("heap".into(), heap.into())],
-        );
+        self.add(ev, Some(&ty), &[(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)], &[("heap", heap)]);
     }
 
-    fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<Frame>, values: Vec<(&'static str, i64)>, labels: Vec<(String, String)>) {
-        let stack: Arc<[u64]> = Arc::from(ev.stack);
-        let key = (ev.pid, ev.tid, stack.clone(), leaf.as_ref().map(|f| f.name.to_string()), labels.clone());
-        let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, values: [(u8::MAX, 0); 2] };
-        let i = match self.index.get(&key) {
-            Some(&i) => {
+    /// The sample of this identity, if there is one.
+    fn find(&self, hash: u64, ev: &EventInput<'_, '_>, leaf: Option<&str>, labels: &[(&str, &str)]) -> Option<usize> {
+        let mut at = self.index.get(&hash).copied();
+        while let Some(i) = at {
+            let s = &self.samples[i as usize];
+            if s.pid == ev.pid
+                && s.tid == ev.tid
+                && *s.stack == *ev.stack
+                && s.leaf.as_ref().map(|f| f.name.as_str()) == leaf
+                && s.labels.len() == labels.len()
+                && s.labels.iter().zip(labels).all(|(a, b)| a.0 == b.0 && a.1 == b.1)
+            {
+                return Some(i as usize);
+            }
+            at = Some(self.chain[i as usize]).filter(|&n| n != u32::MAX);
+        }
+        None
+    }
+
+    /// Adds one event to the sample of its identity (pid, tid, stack, `leaf` — a synthetic
+    /// frame of that name below the stack's leaf —, labels), made on first sight.
+    fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<&str>, values: &[(&'static str, i64)], labels: &[(&'static str, &str)]) {
+        debug_assert!(values.len() <= MAX_VALUES);
+        let hash = identity_hash(ev.pid, ev.tid, ev.stack, leaf, labels);
+        let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, values: [(u8::MAX, 0); MAX_VALUES] };
+        let i = match self.find(hash, &ev, leaf, labels) {
+            Some(i) => {
                 let s = &mut self.samples[i];
-                for (slot, (k, v)) in values.into_iter().enumerate() {
+                for (slot, &(k, v)) in values.iter().enumerate() {
                     let pos = match s.values.iter().position(|(kk, _)| *kk == k) {
                         Some(p) => {
                             s.values[p].1 += v;
@@ -213,15 +266,24 @@ impl EventProfiles {
                 i
             }
             None => {
-                for (slot, (_, v)) in values.iter().enumerate().take(2) {
+                for (slot, (_, v)) in values.iter().enumerate().take(MAX_VALUES) {
                     timed.values[slot] = (slot as u8, *v);
                 }
-                self.index.insert(key, self.samples.len());
-                self.samples.push(PendingSample { pid: ev.pid, tid: ev.tid, stack, leaf, values, labels });
-                self.samples.len() - 1
+                let i = self.samples.len();
+                let next = self.index.insert(hash, i as u32).unwrap_or(u32::MAX);
+                self.chain.push(next);
+                self.samples.push(PendingSample {
+                    pid: ev.pid,
+                    tid: ev.tid,
+                    stack: Arc::from(ev.stack),
+                    leaf: leaf.map(|name| Frame::new(name.to_string(), "", FrameKind::Synthetic)),
+                    values: values.to_vec(),
+                    labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                });
+                i
             }
         };
-        if self.timed.len() >= MAX_TIMED_EVENTS {
+        if self.timed.len() >= self.max_timed {
             self.timed_overflow = true;
         }
         if !self.timed_overflow {

@@ -73,7 +73,7 @@ fn save(dir: &std::path::Path, bytes: &[u8], first: u64, last: u64) {
         item(&mut w, RawItem::Record(Record::Tick { time_ns: t }));
     }
     item(&mut w, RawItem::Record(Record::Exited { pid: PID, time_ns: t }));
-    item(&mut w, RawItem::End);
+    item(&mut w, RawItem::End { end_ns: None });
     w.flush().unwrap();
 }
 

@@ -217,3 +217,40 @@ fn pauses_stay_until_the_samples_of_their_time_are_drained() {
     let text = a.metrics_text();
     assert!(text.contains("thread_kind=\"user_threads\"} 0.03\n"), "{text}");
 }
+
+#[test]
+fn events_after_the_recordings_end_make_no_samples_but_gcs_still_count() {
+    // The end falls between the third and fourth ArgumentException.
+    let cfg = AggregatorConfig { freq_hz: 100, events_end_ns: Some(T0 + 12 * MS), keep_gc_history: true, ..AggregatorConfig::default() };
+    let mut a = Aggregator::new(cfg);
+    for r in records() {
+        a.absorb(r);
+    }
+    let reports = a.event_reports();
+    let by_type = &reports[0].1.exceptions_by_type;
+    assert_eq!(by_type, &[("System.InvalidOperationException".to_string(), 7), ("System.ArgumentException".to_string(), 3)]);
+    assert_eq!(a.profile(ProfileKind::Exceptions, Some(PID), 0, &mut Names).unwrap().total(0), 10);
+    // The GC report is the whole stream's, as the live recording's is.
+    assert_eq!(reports[0].1.gc.collections, 5);
+}
+
+/// A loaded host: another thread's events (flushed from its own buffer) run far ahead of the
+/// GC thread's, whose pause arrives after ticks past it. The samples inside the pause wait
+/// for their own thread's events, not the process's newest.
+#[test]
+fn samples_wait_for_their_own_threads_events_not_another_threads() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, ..ProcessInfo::default() }));
+    for k in 0..3 {
+        a.absorb(cpu(11, T0 + 102 * MS + k * MS, &[0x5100]));
+    }
+    a.absorb(exception(12, T0 + 5_000 * MS, "System.FormatException"));
+    a.absorb(Record::Tick { time_ns: T0 + 5_100 * MS });
+    a.absorb(Record::Tick { time_ns: T0 + 6_100 * MS });
+    for r in gc(1, 0, 11, T0 + 100 * MS, 10) {
+        a.absorb(r);
+    }
+    a.absorb(Record::Tick { time_ns: T0 + 7_100 * MS });
+    let text = a.metrics_text();
+    assert!(text.contains("thread_kind=\"user_threads\"} 0.03\n"), "{text}");
+}

@@ -8,7 +8,7 @@ use std::{
 
 use clrprobe_pipeline::stream::{Aggregator, AggregatorConfig, Namer, ProfileKind, Record};
 use clrprobe_profile::Frame;
-use crossbeam_channel::{Receiver, select};
+use crossbeam_channel::{Receiver, TryRecvError};
 use tokio::sync::oneshot;
 
 use crate::record::{FrameResolver, JitMethod, alive};
@@ -38,7 +38,16 @@ impl Namer for Names<'_> {
         if self.followed.contains(&pid) {
             return self.dotnet.stack(pid, kernel, user);
         }
-        let r = self.native.get_or_insert_with(FrameResolver::new);
+        let dotnet = &*self.dotnet;
+        let r = self.native.get_or_insert_with(|| {
+            let r = FrameResolver::new();
+            // The kernel's symbols are the long-lived resolver's (/proc/kallsyms was read and
+            // parsed again for every profile request).
+            if let Ok(k) = dotnet.image_cache().kernel() {
+                r.image_cache().share_kernel(k);
+            }
+            r
+        });
         r.ensure_process(pid);
         r.stack(pid, kernel, user)
     }
@@ -47,32 +56,77 @@ impl Namer for Names<'_> {
     }
 }
 
-/// Processes not seen for this long (and gone) are forgotten by the symbolizer.
-const FORGET_AFTER: Duration = Duration::from_secs(180);
+/// Processes not seen for this long (gone, and no longer followed: their exited grace is
+/// over, so no profile names their frames with this resolver) are forgotten by it.
+const FORGET_AFTER: Duration = Duration::from_secs(10);
+/// How often the addresses already handed to the symbolizer are forgotten (so an address
+/// unnamed at first — JIT code before its perf-map line — is tried again, and the sets stay
+/// bounded).
+const RENOTE_AFTER: Duration = Duration::from_secs(30);
+/// How often the followed processes' maps and perf maps are read again (reading
+/// /proc/PID/maps was a tenth of the aggregator's work at every one-second tick).
+const REFRESH: Duration = Duration::from_secs(5);
+/// The aggregator sleeps this long when no record or query is waiting. Blocking on the
+/// channel instead made every record of a mostly idle aggregator a futex wake-up and two
+/// context switches (a fifth of the agent's CPU with three busy .NET processes); the channel
+/// holds far more than the sources send in this time.
+const IDLE_POLL: Duration = Duration::from_millis(20);
+/// Records absorbed before the queries are looked at again.
+const BATCH: usize = 4096;
 
 struct State {
     agg: Aggregator,
     resolver: FrameResolver,
     last_seen: HashMap<u32, Instant>,
     last_forget: Instant,
+    /// Addresses of the followed processes already handed to the symbolizer, by pid: each
+    /// CPU sample and event stack hands over only new ones (resolving an address that has no
+    /// name — libcoreclr's stripped internals, GC code — went to the ELF symbolizer thread
+    /// again at every sample).
+    noted: HashMap<u32, HashSet<u64>>,
+    last_renote: Instant,
+    last_refresh: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender is gone.
 pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver<Query>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("aggregator".into()).spawn(move || {
-        let mut s = State { agg: Aggregator::new(cfg), resolver: FrameResolver::new(), last_seen: HashMap::new(), last_forget: Instant::now() };
-        let mut queries = queries;
+        let mut s = State {
+            agg: Aggregator::new(cfg),
+            resolver: FrameResolver::new(),
+            last_seen: HashMap::new(),
+            last_forget: Instant::now(),
+            noted: HashMap::new(),
+            last_renote: Instant::now(),
+            last_refresh: Instant::now(),
+        };
+        let mut sinks = true;
         loop {
-            select! {
-                recv(records) -> r => match r {
-                    Ok(r) => s.absorb(r),
-                    Err(_) => break,
-                },
-                recv(queries) -> q => match q {
-                    Ok(q) => s.answer(q),
+            let mut busy = false;
+            for _ in 0..BATCH {
+                match records.try_recv() {
+                    Ok(r) => {
+                        s.absorb(r);
+                        busy = true;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    // Every source is gone (after its last records).
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            }
+            while sinks {
+                match queries.try_recv() {
+                    Ok(q) => {
+                        s.answer(q);
+                        busy = true;
+                    }
+                    Err(TryRecvError::Empty) => break,
                     // The sinks are gone: drain the sources to their end.
-                    Err(_) => queries = crossbeam_channel::never(),
-                },
+                    Err(TryRecvError::Disconnected) => sinks = false,
+                }
+            }
+            if !busy {
+                std::thread::sleep(IDLE_POLL);
             }
         }
     })
@@ -84,7 +138,7 @@ impl State {
             // The .NET processes' code is named as it arrives (JIT code moves, processes end);
             // other processes' when a profile asks for it, which keeps host-wide sampling cheap.
             Record::Cpu(c) | Record::OffCpu(c) if self.agg.follows(c.pid) => {
-                self.resolver.note_addresses(c.pid, &c.user, c.count);
+                self.note(c.pid, &c.user);
                 self.last_seen.insert(c.pid, Instant::now());
             }
             Record::Started(i) => {
@@ -92,11 +146,16 @@ impl State {
                 self.resolver.refresh(i.pid);
                 self.last_seen.insert(i.pid, Instant::now());
             }
-            Record::Tick { .. } => {
+            Record::Tick { .. } if self.last_refresh.elapsed() >= REFRESH => {
+                self.last_refresh = Instant::now();
                 let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
                 for pid in live {
                     self.resolver.refresh(pid);
                     self.last_seen.insert(pid, Instant::now());
+                }
+                if self.last_renote.elapsed() >= RENOTE_AFTER {
+                    self.last_renote = Instant::now();
+                    self.noted.clear();
                 }
                 self.forget_gone();
             }
@@ -114,12 +173,25 @@ impl State {
             }
         }
         for (pid, stack) in self.agg.take_new_stacks() {
-            self.resolver.note_addresses(pid, &stack, 0);
+            self.note(pid, &stack);
+        }
+    }
+
+    /// Hands `user` (leaf first) to the symbolizer when it holds an address not handed over
+    /// lately (whole: the leaf is looked up as it is, return addresses one byte back).
+    fn note(&mut self, pid: u32, user: &[u64]) {
+        let noted = self.noted.entry(pid).or_default();
+        let mut new = false;
+        for &a in user {
+            new |= noted.insert(a);
+        }
+        if new {
+            self.resolver.note_addresses(pid, user, 0);
         }
     }
 
     fn forget_gone(&mut self) {
-        if self.last_forget.elapsed() < Duration::from_secs(60) {
+        if self.last_forget.elapsed() < FORGET_AFTER {
             return;
         }
         self.last_forget = Instant::now();
@@ -130,6 +202,8 @@ impl State {
             .into_iter()
             .filter(|p| !followed.contains(p) && self.last_seen.get(p).is_none_or(|t| t.elapsed() > FORGET_AFTER) && !alive(*p))
             .collect();
+        // Exited processes go entirely.
+        self.noted.retain(|p, _| followed.contains(p));
         if !gone.is_empty() {
             self.resolver.forget(&gone);
             self.last_seen.retain(|p, _| !gone.contains(p));

@@ -383,6 +383,7 @@ pub fn run(
     // Runtime events after the recording's end (they go on until the sessions stop) make no samples.
     let end_mono = started_mono.saturating_add((summary.duration + summary.time_to_attach).as_nanos() as i64);
     targets.end_samples_at(end_mono);
+    save_raw::end_at(end_mono);
     summary.memory = OwnMemory::at_recording_end();
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {

@@ -52,6 +52,8 @@ struct Known {
     files: HashSet<String>,
     kernel: HashSet<u64>,
     streams: HashSet<String>,
+    /// The recording's end (host monotonic ns), for the end marker.
+    end_ns: Option<u64>,
 }
 
 struct Saver {
@@ -292,6 +294,14 @@ impl<R: Read> Read for Tee<R> {
     }
 }
 
+/// The recording ends at `end_mono_ns` (host monotonic): runtime events stamped after it
+/// make no samples, in the live recording and in its replay.
+pub fn end_at(end_mono_ns: i64) {
+    if let Some(s) = saver() {
+        lock(&s.known).end_ns = u64::try_from(end_mono_ns).ok().filter(|&t| t != 0);
+    }
+}
+
 /// Ends saving (after the sessions stopped): the kernel symbols of the kernel addresses seen
 /// (from `kernel`, the recording's own table, else read now), the end marker, every file
 /// renamed to its name. Returns a line for the summary.
@@ -310,7 +320,8 @@ pub fn finish(kernel: Option<Arc<KernelSymbolizer>>) -> Option<Result<String, Sa
         };
         saver.send(RawItem::KernelSymbols(text));
     }
-    saver.send(RawItem::End);
+    let end_ns = lock(&saver.known).end_ns;
+    saver.send(RawItem::End { end_ns });
     // Readers left behind (a runtime that did not answer) may still send: not saved.
     let _ = saver.tx.send(Msg::Close);
     let dir = saver.dir.clone();

@@ -4,7 +4,7 @@
 //! followed .NET process (cumulative, as Go's profiles are) and go when the process has
 //! exited and its grace period passed; counters likewise.
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::Arc,
 };
 
@@ -40,6 +40,9 @@ pub struct AggregatorConfig {
     /// Keep every finished GC in the processes' timelines (replay: the whole recording's GC
     /// report); a long-running agent forgets them once counted.
     pub keep_gc_history: bool,
+    /// Runtime events stamped after this time (host monotonic ns) make no samples (replay of
+    /// a recording that ended before its processes did).
+    pub events_end_ns: Option<u64>,
 }
 
 impl Default for AggregatorConfig {
@@ -54,6 +57,7 @@ impl Default for AggregatorConfig {
             kinds: Kinds::ALL,
             unix_offset_ns: 0,
             keep_gc_history: false,
+            events_end_ns: None,
         }
     }
 }
@@ -87,10 +91,12 @@ pub(crate) struct Proc {
     timed: VecDeque<(u32, u64, u64)>,
     /// GC pauses (start, end, suspending tid) that timed samples may still fall into.
     windows: VecDeque<(u64, u64, u64)>,
-    last_event_ns: u64,
+    /// The newest event of each thread: the runtime delivers a thread's events in order, so
+    /// every event (pause) of a thread up to this time has arrived. Other threads' events say
+    /// nothing of it (their buffers are flushed apart, seconds apart on a loaded host).
+    thread_events_ns: HashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
     threads: HashMap<u32, (Arc<str>, u64, u64)>,
-    seen_stacks: HashSet<Arc<[u64]>>,
 }
 
 /// The dedicated GC threads of CoreCLR by their (15-byte) names.
@@ -98,12 +104,10 @@ pub fn is_gc_thread(comm: &str) -> bool {
     comm.starts_with(".NET Server GC") || comm.starts_with(".NET BGC")
 }
 
-/// How far behind the newest event of a process a timed sample must be before it is checked
-/// against the GC pauses (the runtime flushes its event buffers in blocks).
-const EVENT_LAG_NS: u64 = 200_000_000;
 /// Timed samples this much older than the last tick are checked whatever events have arrived
-/// (a process with no events, or whose events lag far behind).
-const TIMED_HOLD_NS: u64 = 10_000_000_000;
+/// (a thread with no events since: it ran no GC of its own meanwhile, or its events lag far
+/// behind).
+const TIMED_HOLD_NS: u64 = 30_000_000_000;
 
 pub struct Aggregator {
     pub(crate) cfg: AggregatorConfig,
@@ -230,21 +234,23 @@ impl Aggregator {
             return;
         }
         self.health.processes_followed += 1;
+        // Profiles here are aggregates: no per-event times.
+        let mut events = EventProfiles::new(self.cfg.kinds).without_times();
+        events.end_mono_ns = self.cfg.events_end_ns.map(|t| t.min(i64::MAX as u64) as i64);
         self.procs.insert(
             pid,
             Proc {
                 info,
                 counters: Counters::default(),
-                events: EventProfiles::new(self.cfg.kinds),
+                events,
                 exited_at: None,
                 offcpu: HashMap::new(),
                 pauses_read: 0,
                 contention_start: HashMap::new(),
                 timed: VecDeque::new(),
                 windows: VecDeque::new(),
-                last_event_ns: 0,
+                thread_events_ns: HashMap::new(),
                 threads: HashMap::new(),
-                seen_stacks: HashSet::new(),
             },
         );
     }
@@ -331,7 +337,8 @@ impl Aggregator {
                 return;
             }
         };
-        p.last_event_ns = p.last_event_ns.max(c.time_ns);
+        let last = p.thread_events_ns.entry(c.tid).or_insert(0);
+        *last = (*last).max(c.time_ns);
         p.counters.on_event(&ev);
         match &ev {
             ClrEvent::MethodLoadVerbose(m) | ClrEvent::MethodDcStartVerbose(m) | ClrEvent::MethodDcEndVerbose(m)
@@ -358,7 +365,8 @@ impl Aggregator {
         }
         let before = p.events.pending().len();
         p.events.on_event(EventInput { pid: c.pid, tid: c.tid, time_ns: c.time_ns, event: &ev, stack: &c.stack });
-        if p.events.pending().len() != before && !c.stack.is_empty() && p.seen_stacks.insert(c.stack.clone()) {
+        // A new sample's stack (the consumer keeps which addresses it has named).
+        if p.events.pending().len() != before && !c.stack.is_empty() {
             self.new_stacks.push((c.pid, c.stack.clone()));
         }
         // New GC pauses: counted, and kept as windows for the timed CPU samples.
@@ -384,11 +392,10 @@ impl Aggregator {
         for p in self.procs.values_mut() {
             // An exited process's last events have arrived a second after its exit.
             let finished = p.exited_at.is_some_and(|x| now >= x.saturating_add(1_000_000_000));
-            let ready_before = if finished {
-                u64::MAX
-            } else {
-                p.last_event_ns.saturating_sub(EVENT_LAG_NS).max(sampled.saturating_sub(TIMED_HOLD_NS))
-            };
+            // A sample is checked once its thread's events up to its time have all arrived.
+            let held_before = if finished { u64::MAX } else { sampled.saturating_sub(TIMED_HOLD_NS) };
+            let events = &p.thread_events_ns;
+            let ready = |tid: u32, time: u64| time <= held_before || events.get(&u64::from(tid)).is_some_and(|&t| time <= t);
             // A suspension not yet ended may still cover its thread's samples after its start
             // (a long blocking GC: the GC's own events arrive long before the restart).
             let open = if finished { None } else { p.events.gc.open_suspension() };
@@ -397,7 +404,7 @@ impl Aggregator {
             let mut gc_ns = 0;
             p.timed.retain(|&(tid, time, count)| {
                 let in_open = open.is_some_and(|(start, otid)| otid == u64::from(tid) && time >= start);
-                if time > ready_before || (in_open && time.saturating_add(TIMED_HOLD_NS) > sampled) {
+                if !ready(tid, time) || (in_open && time.saturating_add(TIMED_HOLD_NS) > sampled) {
                     return true;
                 }
                 if windows.iter().any(|&(s, e, wtid)| wtid == u64::from(tid) && s <= time && time <= e) {
@@ -412,6 +419,8 @@ impl Aggregator {
             while p.windows.front().is_some_and(|w| w.1 < oldest) {
                 p.windows.pop_front();
             }
+            // Threads quiet for the hold: their entries would decide nothing more.
+            p.thread_events_ns.retain(|_, t| t.saturating_add(TIMED_HOLD_NS) > sampled);
         }
         let grace = self.cfg.exited_grace_ns;
         self.procs.retain(|_, p| p.exited_at.is_none_or(|x| now < x.saturating_add(grace)));

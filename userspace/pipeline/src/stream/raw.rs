@@ -3,7 +3,7 @@
 //!
 //! - `records.clrraw`: what the sources produced besides the runtimes' events, in arrival
 //!   order: the 8-byte magic `CLRPRAW\0`, a little-endian `u32` format version
-//!   ([`RAW_VERSION`]), then items, each a `u8` tag, a `u32` payload length and the payload.
+//!   ([`RAW_VERSION`]; versions from [`RAW_MIN_VERSION`] are read), then items, each a `u8` tag, a `u32` payload length and the payload.
 //!   Readers skip tags they do not know (an older reader of a newer file of the same version
 //!   loses only those items); a different version is refused.
 //! - `PID.nettrace`: each process's EventPipe stream, the bytes as read from its diagnostics
@@ -27,7 +27,7 @@
 //! | 12 | a mapped file's identity | path str, size u64, mtime_ns i64, build id str (hex, empty if none) |
 //! | 13 | kernel symbols of the kernel addresses seen (kallsyms lines) | text str |
 //! | 14 | an EventPipe stream saved | pid u32, file name str (in the directory) |
-//! | 15 | end (the recording finished cleanly) | — |
+//! | 15 | end (the recording finished cleanly) | end_ns u64: the recording's end (runtime events stamped after it make no samples), 0 if none; version 1: empty |
 //!
 //! Times are host CLOCK_MONOTONIC nanoseconds, as in every [`Record`].
 use std::{
@@ -40,7 +40,10 @@ use super::records::{ProcessInfo, Record, StackRecord};
 /// The file of the items in a saved directory.
 pub const RECORDS_FILE: &str = "records.clrraw";
 pub const RAW_MAGIC: [u8; 8] = *b"CLRPRAW\0";
-pub const RAW_VERSION: u32 = 1;
+/// Version 2: the end item carries the recording's end.
+pub const RAW_VERSION: u32 = 2;
+/// The oldest version read (version 1: no recording end; runtime events are not cut).
+pub const RAW_MIN_VERSION: u32 = 1;
 /// Largest item read back (a perf-map chunk, a maps snapshot).
 pub const MAX_ITEM: u32 = 256 << 20;
 
@@ -79,14 +82,16 @@ pub enum RawItem {
     File(FileIdentity),
     KernelSymbols(String),
     Session { pid: u32, file: String },
-    End,
+    /// The recording finished cleanly; runtime events stamped after `end_ns` (host
+    /// monotonic, when known) make no samples, as in the live recording.
+    End { end_ns: Option<u64> },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RawError {
     #[error("{path}: not a clrprobe --save-raw file (bad magic); point --replay at the directory `record --save-raw` wrote")]
     Magic { path: String },
-    #[error("{path}: saved-input format version {found}, this clrprobe reads version {RAW_VERSION}; replay it with the clrprobe that recorded it")]
+    #[error("{path}: saved-input format version {found}, this clrprobe reads versions {RAW_MIN_VERSION} to {RAW_VERSION}; replay it with the clrprobe that recorded it")]
     Version { path: String, found: u32 },
     #[error("{path}: item at byte {offset} is cut short or malformed ({what}); the recording may have been killed — the items before it are replayed")]
     Malformed { path: String, offset: u64, what: &'static str },
@@ -226,7 +231,10 @@ pub fn write_item(w: &mut impl Write, item: &RawItem) -> Result<(), RawError> {
             e.str(file);
             14
         }
-        RawItem::End => 15,
+        RawItem::End { end_ns } => {
+            e.u64(end_ns.unwrap_or(0));
+            15
+        }
     };
     let io = |source| RawError::Io { path: RECORDS_FILE.into(), source };
     w.write_all(&[tag]).map_err(io)?;
@@ -323,7 +331,8 @@ fn decode(tag: u8, payload: &[u8]) -> D<Option<RawItem>> {
         12 => RawItem::File(FileIdentity { path: d.str()?, size: d.u64()?, mtime_ns: d.u64()? as i64, build_id: d.str()? }),
         13 => RawItem::KernelSymbols(d.str()?),
         14 => RawItem::Session { pid: d.u32()?, file: d.str()? },
-        15 => RawItem::End,
+        // Version 1 wrote no end time.
+        15 => RawItem::End { end_ns: if d.b.is_empty() { None } else { Some(d.u64()?).filter(|&t| t != 0) } },
         _ => return Ok(None),
     };
     Ok(Some(item))
@@ -345,7 +354,7 @@ impl<R: Read> RawReader<R> {
             return Err(RawError::Magic { path: path.into() });
         }
         let found = u32::from_le_bytes(head[8..].try_into().expect("4 bytes"));
-        if found != RAW_VERSION {
+        if !(RAW_MIN_VERSION..=RAW_VERSION).contains(&found) {
             return Err(RawError::Version { path: path.into(), found });
         }
         Ok(Self { r, path: path.into(), offset: 12 })
@@ -420,7 +429,8 @@ mod tests {
             RawItem::File(FileIdentity { path: "/bin/x".into(), size: 1, mtime_ns: -5, build_id: "abcd".into() }),
             RawItem::KernelSymbols("ffffffff81000000 t foo\n".into()),
             RawItem::Session { pid: 7, file: "7.nettrace".into() },
-            RawItem::End,
+            RawItem::End { end_ns: Some(12) },
+            RawItem::End { end_ns: None },
         ]
     }
 
@@ -439,6 +449,18 @@ mod tests {
             back.push(i);
         }
         assert_eq!(back, items());
+    }
+
+    #[test]
+    fn version_1_files_are_read_without_an_end_time() {
+        let mut buf = RAW_MAGIC.to_vec();
+        buf.extend_from_slice(&1u32.to_le_bytes());
+        write_item(&mut buf, &items()[9]).unwrap();
+        buf.extend_from_slice(&[15, 0, 0, 0, 0]);
+        let mut r = RawReader::new(&buf[..], "x").unwrap();
+        assert_eq!(r.next_item().unwrap(), Some(RawItem::Record(Record::Tick { time_ns: 11 })));
+        assert_eq!(r.next_item().unwrap(), Some(RawItem::End { end_ns: None }));
+        assert_eq!(r.next_item().unwrap(), None);
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub struct Replay {
     dir: PathBuf,
     reader: RawReader<BufReader<File>>,
     meta: RawMeta,
+    /// The recording's end, from the end item (read ahead when the directory is opened).
+    end_ns: Option<u64>,
     sessions: Vec<Session>,
     stats: ReplayStats,
 }
@@ -91,7 +93,29 @@ impl Replay {
         let path = dir.join(RECORDS_FILE);
         let mut reader = RawReader::new(BufReader::with_capacity(1 << 20, f), &path.display().to_string())?;
         let Some(RawItem::Meta(meta)) = reader.next_item()? else { return Err(ReplayError::NoMeta { path }) };
-        Ok(Self { dir: dir.to_path_buf(), reader, meta, sessions: Vec::new(), stats: ReplayStats { items: 1, ..Default::default() } })
+        let end_ns = Self::end_of(dir)?;
+        Ok(Self { dir: dir.to_path_buf(), reader, meta, end_ns, sessions: Vec::new(), stats: ReplayStats { items: 1, ..Default::default() } })
+    }
+
+    /// The end item's time: the runtime events up to the last tick are merged in before the
+    /// end item is reached, so it is read ahead (the records file is small beside the streams).
+    fn end_of(dir: &Path) -> Result<Option<u64>, ReplayError> {
+        let f = open_in(dir, RECORDS_FILE)?;
+        let path = dir.join(RECORDS_FILE);
+        let mut reader = RawReader::new(BufReader::with_capacity(1 << 20, f), &path.display().to_string())?;
+        let mut end = None;
+        // A damaged file is reported by the replay itself, at its place.
+        while let Ok(Some(item)) = reader.next_item() {
+            if let RawItem::End { end_ns } = item {
+                end = end_ns;
+            }
+        }
+        Ok(end)
+    }
+
+    /// When the recording ended: runtime events stamped later make no samples.
+    pub fn end_ns(&self) -> Option<u64> {
+        self.end_ns
     }
 
     pub fn meta(&self) -> &RawMeta {
@@ -110,6 +134,7 @@ impl Replay {
             kinds: Kinds { alloc: m.alloc, exceptions: m.exceptions, contention: m.contention },
             unix_offset_ns: m.start_unix_ns as i64 - m.start_mono_ns as i64,
             keep_gc_history: true,
+            events_end_ns: self.end_ns,
             ..AggregatorConfig::default()
         }
     }
@@ -129,7 +154,7 @@ impl Replay {
                     agg.absorb(r);
                 }
                 RawItem::Session { pid, file } => self.open_session(pid, file)?,
-                RawItem::End => self.stats.complete = true,
+                RawItem::End { .. } => self.stats.complete = true,
                 other => side(&other),
             }
         }

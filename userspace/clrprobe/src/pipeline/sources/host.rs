@@ -77,6 +77,9 @@ pub struct HostSource {
 /// every young process on the host (`record --all` scans every 250 ms).
 const POLL: Duration = Duration::from_secs(1);
 const DRAIN: Duration = Duration::from_secs(1);
+/// Every process's maps are read again this often (runtimes loaded late by native hosts);
+/// new processes are checked at every poll while young.
+const FULL_RESCAN: Duration = Duration::from_secs(30);
 
 impl HostSource {
     /// Loads the sampler (and the off-CPU program) and returns the source, not yet running.
@@ -108,7 +111,7 @@ impl HostSource {
             followed: HashMap::new(),
             done: HashSet::new(),
             waiting: recipe::SocketWait::default(),
-            scanner: crate::discover::Scanner::new(),
+            scanner: crate::discover::Scanner::new().with_full_rescan(FULL_RESCAN),
             lost_sent: 0,
         })
     }
@@ -142,8 +145,12 @@ impl HostSource {
     }
 
     fn discover(&mut self) {
-        let candidates: Vec<u32> =
-            if self.cfg.all { self.scanner.scan() } else { self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect() };
+        let parent = self.cfg.parent;
+        let candidates: Vec<u32> = if self.cfg.all {
+            self.scanner.scan_where(|pid| parent.is_none_or(|p| super::ppid(pid) == Some(p)))
+        } else {
+            self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
+        };
         for pid in candidates {
             if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
                 continue;
@@ -218,7 +225,9 @@ impl HostSource {
         {
             match b.drain_offcpu() {
                 Ok(batch) => {
-                    for s in batch {
+                    // The block profile is the followed processes' (the aggregator drops the
+                    // rest): the host's other threads' intervals are not sent.
+                    for s in batch.into_iter().filter(|s| self.followed.contains_key(&s.pid)) {
                         self.tx.send(Record::OffCpu(s.into()))?;
                     }
                 }
