@@ -173,10 +173,11 @@ impl clrprobe_symbolizer::pe::ImageSource for Counting<'_> {
     }
 }
 
-/// Parsing CoreLib from the file reads the headers, metadata and R2R sections only (not the
-/// code), and gives the same methods, names and lookups as parsing the bytes in memory.
+/// Parsing CoreLib from the file reads the headers, the parts of the metadata that name methods
+/// (not `#Blob`, `#US` or the other tables) and the R2R sections only (not the code): 17 % of
+/// it. It gives the same methods, names and lookups as parsing the bytes in memory.
 #[test]
-fn file_parse_reads_a_third_and_matches() {
+fn file_parse_reads_a_fifth_and_matches() {
     let (whole, bytes) = corelib(Runtime::Net8);
     let counting = Counting { data: &bytes, read: std::cell::Cell::new(0) };
     let partial = R2rImage::parse_source(&counting).expect("parse by ranges");
@@ -192,7 +193,7 @@ fn file_parse_reads_a_third_and_matches() {
         whole.methods.len(),
         whole.name_bytes()
     );
-    assert!(read * 3 < bytes.len() as u64, "read {read} of {} bytes", bytes.len());
+    assert!(read * 5 < bytes.len() as u64, "read {read} of {} bytes", bytes.len());
     for img in [&partial, &from_file] {
         assert_eq!(img.methods, whole.methods);
         assert_eq!(img.runtime_function_count(), whole.runtime_function_count());
