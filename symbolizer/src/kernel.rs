@@ -1,111 +1,267 @@
 //! Kernel frames from `/proc/kallsyms` (`ADDR TYPE NAME [MODULE]` lines).
+//!
+//! Read from `/proc/kallsyms`, only the text symbols' start addresses are kept (sorted, 4 bytes
+//! each when they fit in one 4 GiB window, as on x86-64: ~0.5 MB for 122k symbols). Names are
+//! read when asked for: [`KernelSymbolizer::prefetch`] names every symbol holding a set of
+//! addresses in one more pass over the file, and keeps only those names. Holding every name
+//! took 3 MB more (plus 16 B per symbol) for the few hundred a profile shows.
+//! [`KernelSymbolizer::parse`] (saved inputs, tests) keeps the names of the text it is given.
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use crate::Error;
 
-#[derive(Debug, Clone, Copy)]
-struct Sym {
-    addr: u64,
-    name_off: u32,
-    name_len: u32,
-}
+const KALLSYMS: &str = "/proc/kallsyms";
+
+/// Kernel addresses this far from their nearest symbol are not named (kallsyms has no sizes).
+const MAX_OFFSET: u64 = 1 << 20;
 
 /// A kernel symbol hit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KernelSymbol<'a> {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSymbol {
     /// `name` or `name [module]`.
-    pub name: &'a str,
+    pub name: Arc<str>,
     pub offset: u64,
 }
 
+/// Sorted, distinct symbol start addresses.
+#[derive(Debug, Clone)]
+enum Addrs {
+    /// Offsets from `base` (every address in `base..base + 4 GiB`).
+    Narrow { base: u64, offs: Vec<u32> },
+    Wide(Vec<u64>),
+}
+
+impl Default for Addrs {
+    fn default() -> Self {
+        Addrs::Wide(Vec::new())
+    }
+}
+
+impl Addrs {
+    /// Sorts, removes duplicates and narrows `v`.
+    fn from_vec(mut v: Vec<u64>) -> Self {
+        v.sort_unstable();
+        v.dedup();
+        match (v.first(), v.last()) {
+            (Some(&lo), Some(&hi)) if hi - lo <= u64::from(u32::MAX) => {
+                Addrs::Narrow { base: lo, offs: v.iter().map(|&a| (a - lo) as u32).collect() }
+            }
+            _ => {
+                v.shrink_to_fit();
+                Addrs::Wide(v)
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Addrs::Narrow { offs, .. } => offs.len(),
+            Addrs::Wide(v) => v.len(),
+        }
+    }
+
+    /// The greatest start at or below `addr`.
+    fn floor(&self, addr: u64) -> Option<u64> {
+        match self {
+            Addrs::Narrow { base, offs } => {
+                let rel = addr.checked_sub(*base)?;
+                let rel = u32::try_from(rel).unwrap_or(u32::MAX);
+                let i = offs.partition_point(|&o| o <= rel).checked_sub(1)?;
+                Some(base + u64::from(offs[i]))
+            }
+            Addrs::Wide(v) => {
+                let i = v.partition_point(|&a| a <= addr).checked_sub(1)?;
+                Some(v[i])
+            }
+        }
+    }
+}
+
+/// Where names come from.
+#[derive(Debug)]
+enum Names {
+    /// Every name of the parsed text, by start address.
+    Held(HashMap<u64, Arc<str>>),
+    /// Names read from /proc/kallsyms as they are asked for.
+    Lazy(Mutex<LazyNames>),
+}
+
+#[derive(Debug, Default)]
+struct LazyNames {
+    /// By start address (`None`: the symbol was gone when its name was read).
+    known: HashMap<u64, Option<Arc<str>>>,
+    /// Starts of symbols seen in samples ([`KernelSymbolizer::note`]), named with the next
+    /// pass.
+    pending: HashSet<u64>,
+}
+
 /// Sorted kernel text symbols.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug)]
 pub struct KernelSymbolizer {
-    syms: Vec<Sym>,
-    names: String,
+    addrs: Addrs,
+    names: Names,
+}
+
+impl Default for KernelSymbolizer {
+    fn default() -> Self {
+        KernelSymbolizer { addrs: Addrs::default(), names: Names::Held(HashMap::new()) }
+    }
+}
+
+/// A text symbol of a kallsyms line: its address and `name` or `name [module]` parts.
+fn text_symbol(line: &str) -> Option<(u64, &str, Option<&str>)> {
+    let mut it = line.split_ascii_whitespace();
+    let (addr, ty, name) = (it.next()?, it.next()?, it.next()?);
+    if !matches!(ty, "t" | "T" | "w" | "W") {
+        return None;
+    }
+    let addr = u64::from_str_radix(addr, 16).ok()?;
+    if addr == 0 {
+        return None;
+    }
+    Some((addr, name, it.next()))
+}
+
+fn full_name(name: &str, module: Option<&str>) -> Arc<str> {
+    match module {
+        Some(m) => format!("{name} {m}").into(),
+        None => name.into(),
+    }
+}
+
+/// Calls `f` with every line of /proc/kallsyms, read 64 KiB at a time.
+fn each_line(mut f: impl FnMut(&str)) -> Result<(), Error> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(KALLSYMS).map_err(|e| Error::io(KALLSYMS, e))?;
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match r.read_line(&mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) => f(&line),
+            Err(e) => return Err(Error::io(KALLSYMS, e)),
+        }
+    }
 }
 
 impl KernelSymbolizer {
-    /// Parses kallsyms text. Only text symbols (`t`/`T`/`w`/`W`) are kept; zero addresses (as
-    /// printed under `kptr_restrict`) are dropped. Malformed lines are skipped.
+    /// Parses kallsyms text, names included. Only text symbols (`t`/`T`/`w`/`W`) are kept;
+    /// zero addresses (as printed under `kptr_restrict`) are dropped. Malformed lines are
+    /// skipped. Of symbols sharing an address, the last one's name is used.
     pub fn parse(text: &str) -> Self {
-        let mut k = KernelSymbolizer::default();
-        for line in text.lines() {
-            k.add_line(line);
+        let mut addrs = Vec::new();
+        let mut names = HashMap::new();
+        for (addr, name, module) in text.lines().filter_map(text_symbol) {
+            addrs.push(addr);
+            names.insert(addr, full_name(name, module));
         }
-        k.finish()
+        names.shrink_to_fit();
+        KernelSymbolizer { addrs: Addrs::from_vec(addrs), names: Names::Held(names) }
     }
 
-    /// Reads `/proc/kallsyms` line by line (its text is megabytes; the kept symbols are a
-    /// fraction of it).
+    /// Reads the text symbols' addresses from `/proc/kallsyms`; their names are read later,
+    /// only for the symbols asked for.
     pub fn load() -> Result<Self, Error> {
-        use std::io::BufRead;
-        let path = "/proc/kallsyms";
-        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        let mut r = std::io::BufReader::with_capacity(64 * 1024, f);
-        let mut k = KernelSymbolizer::default();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match r.read_line(&mut line) {
-                Ok(0) => break,
-                Ok(_) => k.add_line(&line),
-                Err(e) => return Err(Error::io(path, e)),
+        let mut addrs = Vec::new();
+        each_line(|line| {
+            if let Some((addr, ..)) = text_symbol(line) {
+                addrs.push(addr);
             }
-        }
-        Ok(k.finish())
-    }
-
-    fn finish(mut self) -> Self {
-        self.syms.sort_by_key(|s| s.addr);
-        self.syms.shrink_to_fit();
-        self.names.shrink_to_fit();
-        self
-    }
-
-    /// Adds one kallsyms line when it is a text symbol.
-    fn add_line(&mut self, line: &str) {
-        let mut it = line.split_ascii_whitespace();
-        let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else { return };
-        if !matches!(ty, "t" | "T" | "w" | "W") {
-            return;
-        }
-        let Ok(addr) = u64::from_str_radix(addr, 16) else { return };
-        if addr == 0 {
-            return;
-        }
-        let start = self.names.len();
-        self.names.push_str(name);
-        if let Some(module) = it.next() {
-            self.names.push(' ');
-            self.names.push_str(module);
-        }
-        let (Ok(name_off), Ok(name_len)) = (u32::try_from(start), u32::try_from(self.names.len() - start)) else {
-            self.names.truncate(start);
-            return;
-        };
-        self.syms.push(Sym { addr, name_off, name_len });
+        })?;
+        Ok(KernelSymbolizer { addrs: Addrs::from_vec(addrs), names: Names::Lazy(Mutex::default()) })
     }
 
     /// Number of usable symbols (0 when addresses are hidden).
     pub fn len(&self) -> usize {
-        self.syms.len()
+        self.addrs.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.addrs.len() == 0
     }
 
-    /// The nearest symbol at or below `addr` (kallsyms carries no sizes; hits farther than
-    /// 1 MiB from a symbol are refused).
-    pub fn lookup(&self, addr: u64) -> Option<KernelSymbol<'_>> {
-        let i = self.syms.partition_point(|s| s.addr <= addr).checked_sub(1)?;
-        let s = self.syms[i];
-        let offset = addr - s.addr;
-        if offset >= 1 << 20 {
-            return None;
+    /// Names held (every one for parsed text; those read so far otherwise).
+    pub fn names_held(&self) -> usize {
+        match &self.names {
+            Names::Held(m) => m.len(),
+            Names::Lazy(m) => lock(m).known.len(),
         }
-        let name = self.names.get(s.name_off as usize..(s.name_off + s.name_len) as usize)?;
-        Some(KernelSymbol { name, offset })
     }
+
+    /// The start of the symbol holding `addr`, if within reach.
+    fn start_of(&self, addr: u64) -> Option<u64> {
+        let start = self.addrs.floor(addr)?;
+        (addr - start < MAX_OFFSET).then_some(start)
+    }
+
+    /// Notes addresses whose names will be asked for (kernel frames of samples): they are
+    /// read with the next name that is not known, in the same pass.
+    pub fn note(&self, addrs: impl IntoIterator<Item = u64>) {
+        let Names::Lazy(names) = &self.names else { return };
+        let mut n = lock(names);
+        for start in addrs.into_iter().filter_map(|a| self.start_of(a)) {
+            if !n.known.contains_key(&start) {
+                n.pending.insert(start);
+            }
+        }
+    }
+
+    /// Reads the names of every symbol holding one of `addrs`, and of those noted, that is not
+    /// named yet, in one pass over /proc/kallsyms (no pass when all are known).
+    pub fn prefetch(&self, addrs: impl IntoIterator<Item = u64>) -> Result<(), Error> {
+        let Names::Lazy(names) = &self.names else { return Ok(()) };
+        let mut found: HashMap<u64, Option<Arc<str>>> = {
+            let mut n = lock(names);
+            let mut wanted = std::mem::take(&mut n.pending);
+            wanted.extend(addrs.into_iter().filter_map(|a| self.start_of(a)).filter(|s| !n.known.contains_key(s)));
+            wanted.into_iter().map(|s| (s, None)).collect()
+        };
+        if found.is_empty() {
+            return Ok(());
+        }
+        let read = each_line(|line| {
+            if let Some((addr, name, module)) = text_symbol(line)
+                && let Some(slot) = found.get_mut(&addr)
+            {
+                *slot = Some(full_name(name, module));
+            }
+        });
+        let mut n = lock(names);
+        match read {
+            Ok(()) => n.known.extend(found),
+            // Asked for again next time.
+            Err(_) => n.pending.extend(found.into_keys()),
+        }
+        read
+    }
+
+    /// The nearest symbol at or below `addr` (kallsyms carries no sizes; hits 1 MiB or more
+    /// from a symbol are refused). A name not read yet is read now, with those noted.
+    pub fn lookup(&self, addr: u64) -> Option<KernelSymbol> {
+        let start = self.start_of(addr)?;
+        let name = match &self.names {
+            Names::Held(m) => m.get(&start).cloned()?,
+            Names::Lazy(m) => {
+                let cached = lock(m).known.get(&start).cloned();
+                match cached {
+                    Some(n) => n?,
+                    None => {
+                        if let Err(e) = self.prefetch([addr]) {
+                            log::debug!("kernel symbol names: {e}");
+                        }
+                        lock(m).known.get(&start).cloned().flatten()?
+                    }
+                }
+            }
+        };
+        Some(KernelSymbol { name, offset: addr - start })
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// True for addresses in the kernel half of the x86-64 / arm64 address space.
@@ -117,6 +273,10 @@ pub fn is_kernel_address(addr: u64) -> bool {
 mod tests {
     use super::*;
 
+    fn hit(name: &str, offset: u64) -> Option<KernelSymbol> {
+        Some(KernelSymbol { name: name.into(), offset })
+    }
+
     #[test]
     fn parses_text_symbols_and_modules() {
         let k = KernelSymbolizer::parse(
@@ -124,26 +284,61 @@ mod tests {
              ffffffffc0000000 t nf_hook\t[nf_tables]\nbad line\n0000000000000000 T hidden\n",
         );
         assert_eq!(k.len(), 3);
-        assert_eq!(k.lookup(0xffffffff81000010), Some(KernelSymbol { name: "_stext", offset: 0x10 }));
-        assert_eq!(k.lookup(0xffffffff81000100).map(|s| s.name), Some("helper"));
-        assert_eq!(k.lookup(0xffffffffc0000004).map(|s| s.name), Some("nf_hook [nf_tables]"));
+        assert_eq!(k.lookup(0xffffffff81000010), hit("_stext", 0x10));
+        assert_eq!(k.lookup(0xffffffff81000100).map(|s| s.name), Some("helper".into()));
+        assert_eq!(k.lookup(0xffffffffc0000004).map(|s| s.name), Some("nf_hook [nf_tables]".into()));
         assert_eq!(k.lookup(0xffffffff80000000), None);
         assert_eq!(k.lookup(0xffffffff81000100 + (2 << 20)), None, "too far from any symbol");
     }
 
     #[test]
-    fn real_kallsyms_names_a_known_function() {
+    fn wide_address_ranges_and_aliases() {
+        // More than 4 GiB between the lowest and highest symbol: addresses kept as u64.
+        let k = KernelSymbolizer::parse("ffff800000000000 T low\nffffffff81000000 T a\nffffffff81000000 T b\n");
+        assert!(matches!(k.addrs, Addrs::Wide(_)));
+        assert_eq!(k.len(), 2, "aliases share one start");
+        assert_eq!(k.lookup(0xffff800000000004), hit("low", 4));
+        assert_eq!(k.lookup(0xffffffff81000001), hit("b", 1), "the last alias names the start");
+        assert_eq!(k.lookup(0xffff7fffffffffff), None);
+    }
+
+    #[test]
+    fn real_kallsyms_names_known_functions_lazily() {
         let k = KernelSymbolizer::load().expect("/proc/kallsyms readable");
         if k.is_empty() {
             // kptr_restrict hides addresses from this user: nothing to check against.
             let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").unwrap_or_default();
             panic!("kallsyms shows no addresses (kptr_restrict = {}); run as root", restrict.trim());
         }
+        assert_eq!(k.names_held(), 0, "no name read before one is asked for");
         let text = std::fs::read_to_string("/proc/kallsyms").expect("readable");
-        let line = text.lines().find(|l| l.ends_with(" T schedule") || l.ends_with(" T do_syscall_64")).expect("a core symbol");
-        let addr = u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex");
-        let s = k.lookup(addr + 1).expect("resolves");
-        assert!(line.ends_with(s.name), "{line} vs {s:?}");
-        assert_eq!(s.offset, 1);
+        let all = KernelSymbolizer::parse(&text);
+        assert_eq!(k.len(), all.len());
+        let mut probes = Vec::new();
+        for want in [" T schedule", " T do_syscall_64", " T vfs_read"] {
+            let line = text.lines().find(|l| l.ends_with(want)).expect("a core symbol");
+            probes.push(u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex") + 1);
+        }
+        k.prefetch(probes.iter().copied()).expect("second pass");
+        assert_eq!(k.names_held(), 3, "only the names asked for are held");
+        for &a in &probes {
+            let s = k.lookup(a).expect("resolves");
+            assert_eq!(Some(s.clone()), all.lookup(a));
+            assert_eq!(s.offset, 1);
+        }
+        // A lookup of a symbol not prefetched reads its name by itself.
+        let line = text.lines().find(|l| l.ends_with(" T vfs_write")).expect("vfs_write");
+        let a = u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex");
+        assert_eq!(k.lookup(a + 2), all.lookup(a + 2));
+        assert_eq!(k.names_held(), 4);
+        // Noted addresses are named with the next unknown one, in the same pass.
+        let line = text.lines().find(|l| l.ends_with(" T vfs_fsync")).expect("vfs_fsync");
+        let b = u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex");
+        k.note([b + 4, a + 3]);
+        let line = text.lines().find(|l| l.ends_with(" T vfs_open")).expect("vfs_open");
+        let c = u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex");
+        assert_eq!(k.lookup(c), all.lookup(c));
+        assert_eq!(k.names_held(), 6, "vfs_fsync was read with vfs_open");
+        assert_eq!(k.lookup(b + 4), all.lookup(b + 4));
     }
 }

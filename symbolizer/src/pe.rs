@@ -20,6 +20,15 @@ pub trait ImageSource {
     }
     /// `len` bytes at file offset `offset` (an error if they are not all there).
     fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError>;
+    /// True when the bytes are in memory already (borrowing them costs nothing).
+    fn in_memory(&self) -> bool {
+        false
+    }
+    /// Fills `buf` with the bytes at file offset `offset`.
+    fn read_into(&self, offset: u64, buf: &mut [u8], what: &'static str) -> Result<(), FormatError> {
+        buf.copy_from_slice(&self.bytes_at(offset, buf.len() as u64, what)?);
+        Ok(())
+    }
 }
 
 impl ImageSource for [u8] {
@@ -29,6 +38,10 @@ impl ImageSource for [u8] {
 
     fn bytes_at(&self, offset: u64, len: u64, what: &'static str) -> Result<Cow<'_, [u8]>, FormatError> {
         crate::reader::Bytes::new(self, what).slice(offset, len).map(Cow::Borrowed)
+    }
+
+    fn in_memory(&self) -> bool {
+        true
     }
 }
 
@@ -64,6 +77,16 @@ impl ImageSource for FileSource<'_> {
         // A file that shrank since it was opened reads short: the same error as a short slice.
         self.file.read_exact_at(&mut buf, offset).map_err(|_| truncated())?;
         Ok(Cow::Owned(buf))
+    }
+
+    fn read_into(&self, offset: u64, buf: &mut [u8], what: &'static str) -> Result<(), FormatError> {
+        use std::os::unix::fs::FileExt;
+        let len = buf.len() as u64;
+        let truncated = || FormatError::Truncated { what, offset, needed: len, len: self.len };
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(truncated());
+        }
+        self.file.read_exact_at(buf, offset).map_err(|_| truncated())
     }
 }
 
@@ -148,6 +171,26 @@ impl PeImage {
     }
 
     /// The bytes of `[rva, rva+size)` read from `src` (their file offset is that of `rva`).
+    /// The metadata at `rva` (`size` bytes), as naming methods reads it: borrowed whole from
+    /// memory, or from a file only the parts it uses ([`crate::metadata::read_for_names`]).
+    pub fn metadata_at<'s, S: ImageSource + ?Sized>(&self, src: &'s S, rva: u32, size: u32) -> Result<Cow<'s, [u8]>, FormatError> {
+        const WHAT: &str = "metadata";
+        if src.in_memory() {
+            return self.bytes_at(src, rva, size, WHAT);
+        }
+        let base = self
+            .rva_to_offset(rva)
+            .ok_or_else(|| FormatError::invalid(WHAT, format!("RVA {rva:#x} is in no section")))? as u64;
+        if base.checked_add(size as u64).is_none_or(|end| end > src.len()) {
+            return Err(FormatError::Truncated { what: WHAT, offset: base, needed: size as u64, len: src.len() });
+        }
+        match crate::metadata::read_for_names(size as u64, |buf, off| src.read_into(base + off, buf, WHAT)) {
+            Ok(buf) => Ok(Cow::Owned(buf)),
+            // Whatever the parse will say about it, from the whole bytes.
+            Err(_) => self.bytes_at(src, rva, size, WHAT),
+        }
+    }
+
     pub fn bytes_at<'s, S: ImageSource + ?Sized>(&self, src: &'s S, rva: u32, size: u32, what: &'static str) -> Result<Cow<'s, [u8]>, FormatError> {
         let off = self
             .rva_to_offset(rva)

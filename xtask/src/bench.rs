@@ -4,7 +4,9 @@
 //! and each kind (and all kinds at once) it runs the app alone, under `clrprobe record --KIND`,
 //! and under the floor: an EventPipe session with exactly the providers, keywords and levels
 //! that clrprobe asked for (taken from clrprobe's own summary of the same kind and workload),
-//! read by `clrprobe trace -o /dev/null`, which only copies the stream. The runs are
+//! read by `clrprobe trace` into a scratch file, which only copies the stream (each profiler
+//! run must succeed, or the benchmark stops: a floor that failed to attach reads as the app
+//! alone — `trace -o /dev/null`, refused since trace writes only regular files, did). The runs are
 //! interleaved (every configuration once per round) and each slowdown is a median over the
 //! rounds. The CPU workload also runs under `perf record -g` as a peer.
 use std::{
@@ -247,9 +249,10 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
         }
         Config::Floor(_) => Some(
             Command::new(bin)
-                .args(["trace", "-p", &pid, "--providers", spec.unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o", "/dev/null"])
+                .args(["trace", "-p", &pid, "--providers", spec.unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
+                .arg(tmp.join("floor.nettrace"))
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()?,
         ),
         Config::Perf => Some(
@@ -265,6 +268,10 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
     let mut summary = None;
     if let Some(p) = profiler {
         let out = p.wait_with_output()?;
+        if !out.status.success() && *c != Config::Perf {
+            bail!("{} failed ({}): {}", c.name(), out.status, String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let _ = std::fs::remove_file(tmp.join("floor.nettrace"));
         if let Config::Clrprobe(_) = c {
             summary = Some(serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")?);
         }

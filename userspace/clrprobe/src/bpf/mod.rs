@@ -11,7 +11,7 @@ pub use sched::{ThreadCpuTime, next_pid_offset};
 pub use logs::LogCollector;
 pub use ustack::{CopiedStack, CopyStats, drain_ring};
 pub use object::embedded_object;
-pub use loader::cpu_ring_bytes;
+pub use loader::{MIN_RING_BYTES, cpu_ring_bytes};
 
 use std::{collections::HashMap, num::NonZeroU32, path::Path};
 

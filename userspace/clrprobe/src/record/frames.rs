@@ -160,6 +160,16 @@ impl FrameResolver {
         });
     }
 
+    /// Notes a sample's kernel frames: kallsyms names are read only for the symbols seen, all
+    /// in one pass when the first kernel frame is named.
+    pub fn note_kernel(&self, kernel: &[u64]) {
+        if !kernel.is_empty()
+            && let Ok(k) = self.cache.kernel()
+        {
+            k.note(lookup_addrs(kernel));
+        }
+    }
+
     /// Adds a target: every frame of it is named as well as can be.
     pub fn add_process(&mut self, pid: u32) {
         if self.processes.get(&pid).is_some_and(|p| p.light) {

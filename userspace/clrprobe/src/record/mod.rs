@@ -169,8 +169,8 @@ pub fn run(
         crate::bpf::set_ustack_ring_bytes(4 << 20);
     }
     // Samples first: the time to the first sample is what a user waits for.
+    sampler::set_offcpu_copies(kinds.offcpu);
     let (mut sampler, fallback): (Option<Box<dyn Sampler>>, Option<String>) = if kinds.cpu {
-        sampler::set_offcpu_copies(kinds.offcpu);
         let (s, why) = sampler::start(args.sampler, &sampler_pids, args.freq)?;
         (Some(s), why)
     } else if kinds.offcpu || kinds.exceptions {
@@ -589,6 +589,7 @@ fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut 
     for s in batch {
         resolver.ensure_process(s.pid);
         resolver.note_addresses(s.pid, &s.user, s.count);
+        resolver.note_kernel(&s.kernel);
         *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
     }
 }

@@ -335,6 +335,9 @@ pub fn finish(kernel: Option<Arc<KernelSymbolizer>>) -> Option<Result<String, Sa
 
 /// kallsyms lines (`ADDR t NAME`) of the symbols holding `addrs`.
 fn kernel_lines(k: &KernelSymbolizer, addrs: &[u64]) -> String {
+    if let Err(e) = k.prefetch(addrs.iter().copied()) {
+        log::debug!("kernel symbol names: {e}");
+    }
     let mut seen = HashSet::new();
     let mut out = String::new();
     for &a in addrs {
