@@ -45,7 +45,9 @@ pub enum DumpError {
 pub fn dump(path: &Path, json: bool, out: impl Write) -> Result<DumpStats, DumpError> {
     let p = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| DumpError::Open { path: p.clone(), source })?;
-    dump_from(std::io::BufReader::with_capacity(1 << 20, file), &p, json, out)
+    // No BufReader: the reader buffers headers itself and reads event blocks straight into
+    // its arena (through a second buffer every byte would be copied once more).
+    dump_from(file, &p, json, out)
 }
 
 /// Output is gathered in chunks of this size before it is written.
