@@ -113,13 +113,15 @@ fn main() {
     }
     c.final_summary();
 
-    // Filtering (`cargo bench -- objver4`) leaves the summary out.
-    if std::env::args().skip(1).any(|a| !a.starts_with('-')) {
-        return;
-    }
+    // A filter (`cargo bench -p clrprobe --bench dump -- objver4`) also picks the summary's files.
+    let filters: Vec<String> =
+        std::env::args().skip(1).filter(|a| !a.starts_with('-') && a.parse::<f64>().is_err()).collect();
     const RUNS: usize = 20;
     println!("\nsummary (best of {RUNS} interleaved runs each, same process; load {} at start):", load());
     for (name, bytes) in &data {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.split('/').next().unwrap_or(f))) {
+            continue;
+        }
         let mb = bytes.len() as f64 / 1e6;
         let never = (Duration::MAX, Duration::MAX);
         let (mut read, mut json, mut text) = (never, never, never);

@@ -151,7 +151,7 @@ impl Lines {
         let name = event_name(md, &payload);
         let head = self.heads.get(md, name);
         let name = name.unwrap_or(&head.fallback);
-        let cached = *head.name == *name;
+        let cached = head.has_name(name);
         let buf = &mut self.buf;
         match self.style {
             Style::Json => {

@@ -18,8 +18,10 @@ const MAX_HEADS: usize = 4096;
 pub(super) struct Head {
     /// Held so that its address, the key, is not reused while cached.
     _md: Arc<EventMetadata>,
-    /// The name the bytes below carry.
+    /// The name the bytes below carry, and where the name it was made from lies (the
+    /// metadata's, held here, or a decoder's static name): the same place is the same name.
     pub(super) name: Box<str>,
+    name_at: (usize, usize),
     /// `Event<id>`: the name of an event neither the metadata nor a decoder names.
     pub(super) fallback: Box<str>,
     /// `,"provider":…,"name":…,"id":…,"version":…,"opcode":…,"thread":`
@@ -31,8 +33,10 @@ pub(super) struct Head {
 impl Head {
     fn new(md: &Arc<EventMetadata>, name: Option<&str>) -> Head {
         let fallback: Box<str> = format!("Event{}", md.event_id).into();
+        let name_at = name.map_or((0, 0), |n| (n.as_ptr() as usize, n.len()));
         let name: Box<str> = name.unwrap_or(&fallback).into();
         Head {
+            name_at,
             json: json_middle(md, &name),
             text: text_middle(md, &name),
             _md: Arc::clone(md),
@@ -64,6 +68,14 @@ pub(super) fn text_middle(md: &EventMetadata, name: &str) -> Vec<u8> {
     let mut b = Vec::with_capacity(96);
     let _ = write!(b, " {}/{} v{}  stack ", md.provider, name, md.version);
     b
+}
+
+impl Head {
+    /// Whether the cached bytes carry `name`.
+    #[inline]
+    pub(super) fn has_name(&self, name: &str) -> bool {
+        self.name_at == (name.as_ptr() as usize, name.len()) || *self.name == *name
+    }
 }
 
 #[derive(Default)]
