@@ -13,11 +13,13 @@ use std::rc::Rc;
 /// Slots of the by-place cache (a power of two).
 const PLACES: usize = 4096;
 
+/// The last stack seen at a by-place slot: the slice's address and length, its addresses, id.
+type Place = (usize, usize, Rc<[u64]>, u64);
+
 #[derive(Default)]
 pub(super) struct StackIds {
     by_content: HashMap<Rc<[u64]>, u64, BuildHasherDefault<AddrHasher>>,
-    /// (slice address, length, stack, id) of the last stack seen at a slot.
-    by_place: Vec<Option<(usize, usize, Rc<[u64]>, u64)>>,
+    by_place: Vec<Option<Place>>,
 }
 
 impl StackIds {
