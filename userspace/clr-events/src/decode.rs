@@ -93,8 +93,10 @@ pub enum ClrEvent<'a> {
     Unknown,
 }
 
+#[inline]
 fn provider_is(provider: &str, name: &str) -> bool {
-    provider.eq_ignore_ascii_case(name)
+    // The exact spelling first (a plain compare): streams name providers as the runtime does.
+    provider == name || provider.eq_ignore_ascii_case(name)
 }
 
 /// Decodes one event. Unknown (provider, id) pairs give `Ok(ClrEvent::Unknown)`; a payload

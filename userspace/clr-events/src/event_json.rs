@@ -62,7 +62,7 @@ impl ToJson for Hex {
             }
         }
         out.extend_from_slice(b"\"0x");
-        out.extend_from_slice(&buf[i..]);
+        crate::json::put(out, &buf[i..]);
         out.push(b'"');
     }
 }

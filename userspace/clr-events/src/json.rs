@@ -65,17 +65,18 @@ impl<'b> Fields<'b> {
         match self.style {
             Style::Json => {
                 self.out.push(b'"');
-                self.out.extend_from_slice(name.as_bytes());
+                put(self.out, name.as_bytes());
                 self.out.extend_from_slice(b"\":");
             }
             Style::Text => {
-                self.out.extend_from_slice(name.as_bytes());
+                put(self.out, name.as_bytes());
                 self.out.push(b'=');
             }
         }
         self.out
     }
 
+    #[inline]
     fn sep(&mut self) {
         if !self.first {
             self.out.push(if self.style == Style::Json {
@@ -131,6 +132,36 @@ impl<'b> Fields<'b> {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Appends a short slice (numbers, field names) without a call to `memcpy`: copies of a
+/// constant size, overlapping when the length is not one of them. Output stays the same as
+/// `extend_from_slice`; only the per-event cost goes down.
+#[inline(always)]
+pub fn put(out: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len();
+    if n > 32 {
+        out.extend_from_slice(s);
+        return;
+    }
+    let len = out.len();
+    out.extend_from_slice(&[0u8; 32]);
+    let d = &mut out[len..len + 32];
+    if n >= 16 {
+        d[..16].copy_from_slice(&s[..16]);
+        d[n - 16..n].copy_from_slice(&s[n - 16..]);
+    } else if n >= 8 {
+        d[..8].copy_from_slice(&s[..8]);
+        d[n - 8..n].copy_from_slice(&s[n - 8..]);
+    } else if n >= 4 {
+        d[..4].copy_from_slice(&s[..4]);
+        d[n - 4..n].copy_from_slice(&s[n - 4..]);
+    } else if n > 0 {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+    out.truncate(len + n);
+}
+
 /// Which bytes of ASCII need escaping inside a JSON string.
 fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
@@ -176,6 +207,21 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
     let raw = s.as_bytes();
     out.reserve(raw.len() / 2 + 1);
     let mut i = 0;
+    // Eight plain ASCII units (nothing to escape) at a time.
+    while let Some(units) = raw.get(i..i + 16) {
+        let mut chunk = [0u8; 8];
+        let mut plain = true;
+        for (k, c) in chunk.iter_mut().enumerate() {
+            let (lo, hi) = (units[2 * k], units[2 * k + 1]);
+            plain &= hi == 0 && (0x20..0x80).contains(&lo) && lo != b'"' && lo != b'\\';
+            *c = lo;
+        }
+        if !plain {
+            break;
+        }
+        out.extend_from_slice(&chunk);
+        i += 16;
+    }
     // ASCII fast path, two bytes per unit.
     while i + 1 < raw.len() {
         let (lo, hi) = (raw[i], raw[i + 1]);
@@ -208,7 +254,17 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
 pub fn write_hex(bytes: &[u8], out: &mut Vec<u8>) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
-    for &b in bytes {
+    // 16 bytes at a time through a local buffer: one append per 32 digits.
+    let mut chunks = bytes.chunks_exact(16);
+    for chunk in &mut chunks {
+        let mut digits = [0u8; 32];
+        for (i, &b) in chunk.iter().enumerate() {
+            digits[2 * i] = HEX[usize::from(b >> 4)];
+            digits[2 * i + 1] = HEX[usize::from(b & 15)];
+        }
+        out.extend_from_slice(&digits);
+    }
+    for &b in chunks.remainder() {
         out.push(HEX[usize::from(b >> 4)]);
         out.push(HEX[usize::from(b & 15)]);
     }
@@ -219,7 +275,7 @@ macro_rules! int_json {
     ($($t:ty),*) => {$(
         impl ToJson for $t {
             fn write_json(&self, out: &mut Vec<u8>) {
-                out.extend_from_slice(itoa::Buffer::new().format(*self).as_bytes());
+                put(out, itoa::Buffer::new().format(*self).as_bytes());
             }
         }
     )*};
@@ -326,6 +382,8 @@ mod tests {
             "é 😀 System.Byte[]",
             "",
             "x\u{7f}",
+            "System.Collections.Generic.Dictionary`2[[System.String],[System.Int32]]",
+            "sixteen units ok\"then a quote after sixteen\\ and é beyond, ctl\u{1f} too",
         ] {
             let want = serde_json_like(s);
             assert_eq!(json(s), want, "{s:?}");
@@ -367,6 +425,25 @@ mod tests {
         let mut out = Vec::new();
         write_hex(&[0, 0xab, 0x10], &mut out);
         assert_eq!(out, b"\"00ab10\"");
+    }
+
+    #[test]
+    fn put_appends_like_extend() {
+        let src: Vec<u8> = (0..80u8).map(|i| b'a' + i % 26).collect();
+        for n in 0..=40 {
+            let mut a = b"head".to_vec();
+            let mut b = a.clone();
+            put(&mut a, &src[..n]);
+            b.extend_from_slice(&src[..n]);
+            assert_eq!(a, b, "{n}");
+        }
+        for n in 0..40 {
+            let bytes: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
+            let mut out = Vec::new();
+            write_hex(&bytes, &mut out);
+            let want: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(out, format!("\"{want}\"").into_bytes());
+        }
     }
 
     #[test]

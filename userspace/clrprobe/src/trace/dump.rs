@@ -1,6 +1,6 @@
 //! Printing a NetTrace file's events decoded: EventSource events by their metadata's field
 //! names, runtime events by the typed decoders.
-use std::{borrow::Cow, collections::HashMap, hash::BuildHasherDefault, io::Write, path::Path};
+use std::{io::Write, path::Path};
 
 use clr_events::event_json::Hex;
 use clr_events::json::{self, Fields, Style, ToJson};
@@ -8,6 +8,9 @@ use clr_events::schema::EventSchema;
 use clr_events::{ClrEvent, decode, write_fields_json};
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
 use serde::Serialize;
+
+use super::line_heads::{LineHeads, json_middle, text_middle};
+use super::stack_ids::StackIds;
 
 #[derive(Debug, Default, Serialize)]
 pub struct DumpStats {
@@ -42,7 +45,9 @@ pub enum DumpError {
 pub fn dump(path: &Path, json: bool, out: impl Write) -> Result<DumpStats, DumpError> {
     let p = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|source| DumpError::Open { path: p.clone(), source })?;
-    dump_from(std::io::BufReader::with_capacity(1 << 20, file), &p, json, out)
+    // No BufReader: the reader buffers headers itself and reads event blocks straight into
+    // its arena (through a second buffer every byte would be copied once more).
+    dump_from(file, &p, json, out)
 }
 
 /// Output is gathered in chunks of this size before it is written.
@@ -54,43 +59,34 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
     let mut reader = NetTraceReader::new(input).map_err(|source| DumpError::Read { path: p.clone(), source })?;
     let pointer_size = reader.trace_info().pointer_size as u8;
     let mut stats = DumpStats::default();
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + (64 << 10));
-    let mut stacks: HashMap<Vec<u64>, u64, BuildHasherDefault<AddrHasher>> = HashMap::default();
-    let style = if json { Style::Json } else { Style::Text };
+    let mut lines = Lines {
+        buf: Vec::with_capacity(CHUNK + (64 << 10)),
+        stacks: StackIds::default(),
+        heads: LineHeads::default(),
+        style: if json { Style::Json } else { Style::Text },
+        pointer_size,
+    };
     let mut piped_away = false;
     let result = loop {
         match reader.next_event() {
             Ok(Some(ev)) => {
                 stats.events += 1;
-                let stack = ev.stack();
-                let stack_id = if stack.is_empty() {
-                    None
-                } else if let Some(&id) = stacks.get(stack) {
-                    Some(id)
-                } else {
-                    let id = stacks.len() as u64 + 1;
-                    stacks.insert(stack.to_vec(), id);
-                    if json {
-                        stack_line(&mut buf, id, stack);
-                    }
-                    Some(id)
-                };
-                if !event_line(&mut buf, &ev, pointer_size, stack_id, style) {
+                if !lines.event(&ev) {
                     stats.decode_errors += 1;
                 }
-                if buf.len() >= CHUNK {
-                    if !write_chunk(&mut out, &buf)? {
+                if lines.buf.len() >= CHUNK {
+                    if !write_chunk(&mut out, &lines.buf)? {
                         piped_away = true;
                         break Ok(());
                     }
-                    buf.clear();
+                    lines.buf.clear();
                 }
             }
             Ok(None) => break Ok(()),
             Err(source) => break Err(DumpError::Read { path: p.clone(), source }),
         }
     };
-    if !piped_away && write_chunk(&mut out, &buf)? {
+    if !piped_away && write_chunk(&mut out, &lines.buf)? {
         match out.flush() {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(e.into()),
             _ => {}
@@ -127,28 +123,120 @@ fn stack_line(buf: &mut Vec<u8>, id: u64, stack: &[u64]) {
     buf.extend_from_slice(b"]}\n");
 }
 
-/// A multiply-rotate hasher for stacks of addresses (SipHash over a long stack per event
-/// costs more than reading the event).
-#[derive(Default)]
-struct AddrHasher(u64);
+/// The dump's output buffer and what it remembers between events.
+struct Lines {
+    buf: Vec<u8>,
+    stacks: StackIds,
+    heads: LineHeads,
+    style: Style,
+    pointer_size: u8,
+}
 
-impl std::hash::Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut b = [0u8; 8];
-            b[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(b));
+impl Lines {
+    /// Appends the event's line (JSON or text; in JSON after its stack's line the first time
+    /// the stack is seen); false when its payload did not decode.
+    fn event(&mut self, ev: &EventRef<'_>) -> bool {
+        let stack = ev.stack();
+        let stack_id = if stack.is_empty() {
+            None
+        } else {
+            let (id, new) = self.stacks.id(stack);
+            if new && self.style == Style::Json {
+                stack_line(&mut self.buf, id, stack);
+            }
+            Some(id)
+        };
+        let md = ev.metadata();
+        let payload = classify(ev, self.pointer_size);
+        let name = event_name(md, &payload);
+        let head = self.heads.get(md, name);
+        let name = name.unwrap_or(&head.fallback);
+        let cached = head.has_name(name);
+        let buf = &mut self.buf;
+        match self.style {
+            Style::Json => {
+                buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
+                ev.time_ns().write_json(buf);
+                if cached {
+                    buf.extend_from_slice(&head.json);
+                } else {
+                    buf.extend_from_slice(&json_middle(md, name));
+                }
+                ev.thread_id().write_json(buf);
+                buf.extend_from_slice(b",\"seq\":");
+                ev.sequence_number().write_json(buf);
+                buf.extend_from_slice(b",\"stack_id\":");
+                stack_id.write_json(buf);
+                buf.extend_from_slice(b",\"fields\":");
+                let ok = write_payload(buf, ev.payload(), &payload, Style::Json);
+                buf.extend_from_slice(b"}\n");
+                ok
+            }
+            Style::Text => {
+                write_ms(buf, ev.time_ns());
+                buf.extend_from_slice(b" ms  tid ");
+                let mark = buf.len();
+                ev.thread_id().write_json(buf);
+                // Left-aligned in 7 columns.
+                let width = buf.len() - mark;
+                buf.extend_from_slice(&b"       "[width.min(7)..]);
+                if cached {
+                    buf.extend_from_slice(&head.text);
+                } else {
+                    buf.extend_from_slice(&text_middle(md, name));
+                }
+                match stack_id {
+                    Some(id) => {
+                        buf.push(b'#');
+                        id.write_json(buf);
+                        buf.extend_from_slice(b" (");
+                        stack.len().write_json(buf);
+                        buf.extend_from_slice(b" frames)  ");
+                    }
+                    None => buf.extend_from_slice(b"-  "),
+                }
+                let ok = write_payload(buf, ev.payload(), &payload, Style::Text);
+                buf.push(b'\n');
+                ok
+            }
         }
     }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+}
+
+/// `ns` as milliseconds with six decimals, right-aligned in 14 columns: what `{:>14.6}` of
+/// `ns as f64 / 1e6` prints (the float is exact to the sixth decimal below 2^50 ns, 13 days).
+fn write_ms(buf: &mut Vec<u8>, ns: i64) {
+    let abs = ns.unsigned_abs();
+    if abs >= 1 << 50 {
+        let _ = write!(buf, "{:>14.6}", ns as f64 / 1e6);
+        return;
     }
-    fn write_usize(&mut self, v: usize) {
-        self.write_u64(v as u64);
+    let mut tmp = [0u8; 32];
+    let mut n = 0;
+    if ns < 0 {
+        tmp[0] = b'-';
+        n = 1;
     }
+    // The whole milliseconds (below 2^32: at most 10 digits).
+    let mut whole = abs / 1_000_000;
+    let digits = if whole == 0 { 1 } else { whole.ilog10() as usize + 1 };
+    for i in (0..digits).rev() {
+        tmp[n + i] = b'0' + (whole % 10) as u8;
+        whole /= 10;
+    }
+    n += digits;
+    tmp[n] = b'.';
+    n += 1;
+    let mut frac = abs % 1_000_000;
+    for i in (0..6).rev() {
+        tmp[n + i] = b'0' + (frac % 10) as u8;
+        frac /= 10;
+    }
+    n += 6;
+    if n < 14 {
+        buf.extend_from_slice(&b"              "[n..]);
+    }
+    buf.extend_from_slice(&tmp[..n]);
 }
 
 /// What an event's payload is, found before anything is written (the name comes from it).
@@ -176,12 +264,12 @@ fn classify<'a>(ev: &EventRef<'a>, pointer_size: u8) -> Payload<'a> {
     }
 }
 
-/// The metadata's name, else the typed decoder's, else `Event<id>`.
-fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_>) -> Cow<'a, str> {
+/// The metadata's name, else the typed decoder's; `None` for `Event<id>`.
+fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_>) -> Option<&'a str> {
     match payload {
-        _ if !md.name.is_empty() => Cow::Borrowed(md.name.as_str()),
-        Payload::Decoded(e) => Cow::Borrowed(e.name()),
-        _ => Cow::Owned(format!("Event{}", md.event_id)),
+        _ if !md.name.is_empty() => Some(md.name.as_str()),
+        Payload::Decoded(e) => Some(e.name()),
+        _ => None,
     }
 }
 
@@ -224,55 +312,25 @@ fn write_payload(buf: &mut Vec<u8>, bytes: &[u8], payload: &Payload<'_>, style: 
     }
 }
 
-/// Appends the event's line (JSON or text) to `buf`; false when its payload did not decode.
-fn event_line(buf: &mut Vec<u8>, ev: &EventRef<'_>, pointer_size: u8, stack_id: Option<u64>, style: Style) -> bool {
-    let md = ev.metadata();
-    let payload = classify(ev, pointer_size);
-    let name = event_name(md, &payload);
-    match style {
-        Style::Json => {
-            buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
-            ev.time_ns().write_json(buf);
-            buf.extend_from_slice(b",\"provider\":");
-            json::write_str(&md.provider, buf);
-            buf.extend_from_slice(b",\"name\":");
-            json::write_str(&name, buf);
-            buf.extend_from_slice(b",\"id\":");
-            md.event_id.write_json(buf);
-            buf.extend_from_slice(b",\"version\":");
-            md.version.write_json(buf);
-            buf.extend_from_slice(b",\"opcode\":");
-            md.opcode.write_json(buf);
-            buf.extend_from_slice(b",\"thread\":");
-            ev.thread_id().write_json(buf);
-            buf.extend_from_slice(b",\"seq\":");
-            ev.sequence_number().write_json(buf);
-            buf.extend_from_slice(b",\"stack_id\":");
-            stack_id.write_json(buf);
-            buf.extend_from_slice(b",\"fields\":");
-            let ok = write_payload(buf, ev.payload(), &payload, style);
-            buf.extend_from_slice(b"}\n");
-            ok
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_print_like_the_float_format() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut values = vec![0i64, 1, -1, 999_999, 1_000_000, -1_000_001, 17_886_116, 1 << 40, -(1 << 45), (1 << 52) - 1, 1 << 52, i64::MAX, i64::MIN];
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push((x >> (x % 40)) as i64 * if x & 1 == 0 { 1 } else { -1 });
         }
-        Style::Text => {
-            let _ = write!(
-                buf,
-                "{:>14.6} ms  tid {:<7} {}/{} v{}  stack ",
-                ev.time_ns() as f64 / 1e6,
-                ev.thread_id(),
-                md.provider,
-                name,
-                md.version,
-            );
-            match stack_id {
-                Some(id) => {
-                    let _ = write!(buf, "#{id} ({} frames)  ", ev.stack().len());
-                }
-                None => buf.extend_from_slice(b"-  "),
-            }
-            let ok = write_payload(buf, ev.payload(), &payload, style);
-            buf.push(b'\n');
-            ok
+        for ns in values {
+            let mut got = Vec::new();
+            write_ms(&mut got, ns);
+            assert_eq!(String::from_utf8(got).unwrap(), format!("{:>14.6}", ns as f64 / 1e6), "{ns}");
         }
     }
 }

@@ -2,6 +2,8 @@
 //! runtime's own bytes, readable by PerfView and TraceEvent), and `--dump` prints a file's
 //! events decoded, as text or JSON lines.
 mod dump;
+mod line_heads;
+mod stack_ids;
 mod record;
 mod speedscope;
 

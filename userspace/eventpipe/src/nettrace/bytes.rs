@@ -157,7 +157,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// LEB128 unsigned integer of at most 32 bits.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn varu32(&mut self, what: &'static str) -> BufResult<u32> {
         let start = self.pos;
         let v = self.varu64(what)?;

@@ -10,6 +10,11 @@ pub(crate) enum Fill {
     Eof,
 }
 
+/// The buffer for headers and small blocks. Event block bodies are read past it straight into
+/// the payload arena, so what passes through it is copied twice: a small buffer keeps that to
+/// the few KiB after each block header (with 64 KiB, most of a stream went through it).
+const BUFFER: usize = 4 * 1024;
+
 pub(crate) struct Input<R: Read> {
     inner: BufReader<R>,
     offset: u64,
@@ -18,7 +23,7 @@ pub(crate) struct Input<R: Read> {
 impl<R: Read> Input<R> {
     pub(crate) fn new(reader: R) -> Self {
         Input {
-            inner: BufReader::with_capacity(64 * 1024, reader),
+            inner: BufReader::with_capacity(BUFFER, reader),
             offset: 0,
         }
     }

@@ -37,6 +37,7 @@ mod bytes;
 mod error;
 mod event;
 mod event_header;
+mod id_hash;
 mod input;
 mod metadata;
 mod reader;

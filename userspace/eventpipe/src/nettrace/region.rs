@@ -23,6 +23,8 @@ pub(crate) struct Pending {
 struct Run {
     next: u32,
     end: u32,
+    /// Timestamp of the run's last event (what the next event must not be below to extend it).
+    last: i64,
 }
 
 /// Most runs kept before they are collapsed into one (bounds the per-flush cost on input
@@ -102,8 +104,11 @@ impl Region {
         self.ts.push(ts);
         self.order.push(idx);
         match self.runs.last_mut() {
-            Some(r) if extend => r.end += 1,
-            _ => self.runs.push(Run { next: pos, end: pos + 1 }),
+            Some(r) if extend => {
+                r.end += 1;
+                r.last = ts;
+            }
+            _ => self.runs.push(Run { next: pos, end: pos + 1, last: ts }),
         }
         true
     }
@@ -112,9 +117,7 @@ impl Region {
     #[inline]
     fn extends_last_run(&self, ts: i64) -> bool {
         match self.runs.last() {
-            Some(r) => {
-                r.end as usize == self.order.len() && self.ts[self.order[r.end as usize - 1] as usize] <= ts
-            }
+            Some(r) => r.end as usize == self.order.len() && r.last <= ts,
             None => false,
         }
     }
@@ -128,8 +131,9 @@ impl Region {
         let ts = &self.ts;
         self.order[start..].sort_by_key(|&i| (ts[i as usize], i));
         let end = self.order.len() as u32;
-        if end as usize > start {
-            self.runs.push(Run { next: start as u32, end });
+        if let Some(&i) = self.order[start..].last() {
+            let last = self.ts[i as usize];
+            self.runs.push(Run { next: start as u32, end, last });
         }
     }
 

@@ -1,10 +1,10 @@
 //! Per-capture-thread sequence numbers and dropped-event detection.
 
-use std::collections::HashMap;
+use super::id_hash::IdMap;
 
 #[derive(Default)]
 pub(crate) struct SequenceTracker {
-    last: HashMap<u64, u32>,
+    last: IdMap<u64, u32>,
     /// Cache of the last thread touched (events come in per-thread runs).
     cur_thread: Option<u64>,
     cur_seq: u32,

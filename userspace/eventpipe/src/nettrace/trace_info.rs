@@ -87,6 +87,17 @@ impl TraceInfo {
     /// Nanoseconds from the session start (`sync_time_qpc`) to a timestamp in QPC ticks.
     #[inline]
     pub fn ticks_to_ns(&self, timestamp: i64) -> i64 {
+        // Fast path (per event): a clock whose tick is a whole number of nanoseconds (10 MHz
+        // on Windows, 1 GHz on Linux), in i64 — the same value as the i128 division below.
+        let freq64 = self.qpc_frequency.max(1);
+        if freq64 <= 1_000_000_000 && 1_000_000_000 % freq64 == 0 {
+            let scaled = timestamp
+                .checked_sub(self.sync_time_qpc)
+                .and_then(|d| d.checked_mul(1_000_000_000 / freq64));
+            if let Some(ns) = scaled {
+                return ns;
+            }
+        }
         let delta = i128::from(timestamp) - i128::from(self.sync_time_qpc);
         let freq = i128::from(self.qpc_frequency.max(1));
         let ns = delta * 1_000_000_000 / freq;
@@ -97,6 +108,33 @@ impl TraceInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_to_ns_fast_path_equals_the_wide_division() {
+        let wide = |ts: i64, qpc: i64, f: i64| {
+            let ns = (i128::from(ts) - i128::from(qpc)) * 1_000_000_000 / i128::from(f.max(1));
+            ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+        };
+        for f in [1, 3, 10_000_000, 1_000_000_000, 2_400_000_000, 19_200_000] {
+            for qpc in [0, 12345, -99, i64::MAX / 3, i64::MIN / 2] {
+                for ts in [0, 1, -1, 9_999_999, 123_456_789_012, i64::MAX, i64::MIN, i64::MAX / 7] {
+                    let info = TraceInfo {
+                        format: FormatVersion::V4,
+                        trace_object_version: 4,
+                        sync_time_utc: SyncTimeUtc::from_fields([2020, 1, 1, 1, 0, 0, 0, 0]),
+                        sync_time_qpc: qpc,
+                        qpc_frequency: f,
+                        pointer_size: 8,
+                        process_id: None,
+                        number_of_processors: None,
+                        expected_cpu_sampling_rate: None,
+                        key_values: Vec::new(),
+                    };
+                    assert_eq!(info.ticks_to_ns(ts), wide(ts, qpc, f), "{ts} {qpc} {f}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn dotnet_ticks_of_known_dates() {

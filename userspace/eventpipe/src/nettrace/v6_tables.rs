@@ -1,6 +1,6 @@
 //! V6-only tables: threads (index -> OS ids) and label lists (index -> activity ids).
 
-use std::collections::HashMap;
+use super::id_hash::IdMap;
 
 use super::bytes::{BufResult, Cursor};
 
@@ -12,7 +12,7 @@ pub(crate) struct ThreadInfo {
 
 #[derive(Default)]
 pub(crate) struct ThreadTable {
-    map: HashMap<u64, ThreadInfo>,
+    map: IdMap<u64, ThreadInfo>,
 }
 
 impl ThreadTable {
@@ -69,7 +69,7 @@ pub(crate) struct Labels {
 
 #[derive(Default)]
 pub(crate) struct LabelTable {
-    lists: HashMap<u32, Labels>,
+    lists: IdMap<u32, Labels>,
 }
 
 impl LabelTable {
