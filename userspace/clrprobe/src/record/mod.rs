@@ -4,6 +4,7 @@
 mod clr_collect;
 pub(crate) mod clr_session;
 mod cxa;
+mod fold_files;
 mod frames;
 mod limits;
 pub(crate) mod gc;
@@ -17,6 +18,7 @@ mod retire;
 mod split;
 mod summary;
 mod targets;
+mod timed_keys;
 mod timeline;
 
 pub use clr_collect::{ClrCollector, JitMethod};
@@ -84,6 +86,9 @@ pub struct RecordArgs {
     pub perf_map: bool,
     /// Every process on the host (`--all`): samples all CPUs, finds .NET processes each second.
     pub all: bool,
+    /// `--all`: the output prefix of per-process files; each recorded process's
+    /// `PREFIX.PID.pb.gz` is written when it exits and is folded (None: not written here).
+    pub fold_files: Option<PathBuf>,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
     /// Each thread at the root of its stacks (`--thread-roots`).
@@ -250,6 +255,7 @@ pub fn run(
     let mut processes = timeline::ProcessLabels::default();
     let mut retired = retire::Retired::default();
     let fold = args.all && !args.net.http;
+    let mut fold_files = args.fold_files.clone().filter(|_| fold).map(fold_files::FoldFiles::start);
     // The profile's clock starts when sampling starts (after attaching), as its duration does.
     let attach_ns = summary.time_to_attach.as_nanos() as u64;
     let origin_mono = started_mono.saturating_add(attach_ns as i64);
@@ -331,6 +337,7 @@ pub fn run(
             }
             let ready = resolver.retire_exited();
             if fold {
+                let elapsed_ns = started.elapsed().saturating_sub(summary.time_to_attach).as_nanos() as u64;
                 let mut live = retire::Live {
                     builder: &mut builder,
                     types: &types,
@@ -345,6 +352,14 @@ pub fn run(
                     jit_counts: &mut jit_counts,
                     start_mono_ns: origin_mono,
                     thread_roots: args.thread_roots,
+                    proc_cpu: &mut proc_cpu,
+                    clock: retire::Clock {
+                        period: args.kinds.cpu.then(|| cpu_period(args)),
+                        start_unix_ns: start_unix_ns.saturating_add(attach_ns),
+                        elapsed_ns,
+                        period_ns: 1_000_000_000 / args.freq.max(1),
+                    },
+                    files: fold_files.as_mut(),
                 };
                 let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
                 if let Err(e) = retired.fold(ready, &mut live, &mut targets, bpf) {
@@ -435,7 +450,9 @@ pub fn run(
     };
     let parts = Parts { cpu: &cpu, offcpu: &offcpu, gc_cpu: &gc_cpu, events: &event_profiles };
     let profile = build_profile(args, builder, &mut processes, &parts, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &times)?;
-    gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
+    // Reports of folded processes were completed when they were folded.
+    let unfolded = retired.completed_reports.min(summary.events.len());
+    gc::complete_reports(&mut summary.events[unfolded..], &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, origin_mono)?;
     let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
@@ -446,6 +463,9 @@ pub fn run(
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
     summary.folded_processes = retired.folded;
+    if let Some(f) = fold_files {
+        (summary.folded_files, summary.folded_file_pids) = f.finish(done_at + FOLD_FILES_DEADLINE);
+    }
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.warnings.extend(resolver.file_warnings());
     if resolver.out_of_time > 0 {
@@ -481,6 +501,9 @@ const STOP_SYMBOLIZE: Duration = Duration::from_millis(300);
 const BUILD_SYMBOLIZE: Duration = Duration::from_millis(1300);
 /// The same budgets when the recording ended by its duration or its targets' exit.
 const UNHURRIED_SYMBOLIZE: Duration = Duration::from_secs(30);
+
+/// From the end of recording, until when the files of folded processes may still be written.
+const FOLD_FILES_DEADLINE: Duration = Duration::from_millis(1500);
 
 /// How long switching perf maps off may still take once the sessions have stopped.
 const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
@@ -635,16 +658,14 @@ fn build_profile(
 ) -> Result<Profile, RecordError> {
     let types = b.sample_types().to_vec();
     if args.kinds.cpu {
-        b.set_period(Period {
-            sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS),
-            value: (1_000_000_000 / args.freq.max(1)) as i64,
-        });
+        b.set_period(cpu_period(args));
     }
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
     if let (Some(col), Some((timed, windows))) = (column(kinds::CPU), times.cpu) {
-        let samples = timed.entries().iter().map(|(key, t, n)| timeline::TimedInput {
+        let view = timed.entries();
+        let samples = view.iter().map(|(key, t, n)| timeline::TimedInput {
             key,
             time_mono_ns: *t,
             value: *n as i64,
@@ -654,7 +675,8 @@ fn build_profile(
         timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
     if let (Some(col), Some(off)) = (column(kinds::OFF_CPU), times.offcpu) {
-        let samples = off.intervals().iter().map(|(key, t, ns)| timeline::TimedInput {
+        let view = off.intervals();
+        let samples = view.iter().map(|(key, t, ns)| timeline::TimedInput {
             key,
             time_mono_ns: *t,
             value: *ns as i64,
@@ -675,6 +697,11 @@ fn build_profile(
         e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
     Ok(b.build())
+}
+
+/// The CPU sampling period.
+fn cpu_period(args: &RecordArgs) -> Period {
+    Period { sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS), value: (1_000_000_000 / args.freq.max(1)) as i64 }
 }
 
 /// Adds aggregated samples `(key, count, GC work)` to column `col`.
