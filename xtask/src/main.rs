@@ -100,6 +100,9 @@ enum Cmd {
         /// Instead of short-lived processes: N busy .NET processes running throughout.
         #[arg(long, default_value_t = 0)]
         busy: usize,
+        /// More arguments for `clrprobe record` (e.g. `--arg=--no-eventpipe`).
+        #[arg(long = "arg", allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
@@ -144,7 +147,7 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
-        Cmd::Soak { minutes, sample_seconds, every_ms, busy } => soak::run(minutes, sample_seconds, every_ms, busy)?,
+        Cmd::Soak { minutes, sample_seconds, every_ms, busy, args } => soak::run(minutes, sample_seconds, every_ms, busy, &args)?,
         Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }

@@ -8,7 +8,6 @@
 //! `--busy N` runs N CPU-bound .NET processes throughout instead (the 20-process bound:
 //! `--busy 20 --minutes 1 --sample-seconds 10`).
 use std::{
-    path::Path,
     process::{Child, Command, Stdio},
     time::{Duration, Instant, SystemTime},
 };
@@ -71,7 +70,7 @@ fn leftovers(pid: u32, since: SystemTime, older: &mut Vec<String>) -> Vec<String
     v
 }
 
-pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize) -> Result<()> {
+pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra: &[String]) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -101,7 +100,9 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize) -> Res
     let mut clrprobe = Command::new("nice")
         .args(["-n", "5"])
         .arg(&bin)
-        .args(["record", "--all", "--parent", &me, "--format", "pprof", "--quiet", "--json", "-o"])
+        .args(["record", "--all", "--parent", &me, "--format", "pprof", "--quiet", "--json"])
+        .args(extra)
+        .arg("-o")
         .arg(out.join("all"))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(out.join("summary.json"))?)

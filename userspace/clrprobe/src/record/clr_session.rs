@@ -190,6 +190,14 @@ const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// rundown too long) is given up on: its stream is shut down and what was read is kept.
 pub const STOP_DEADLINE: Duration = Duration::from_millis(1000);
 
+/// Sends StopTracing to every session (on helper threads) without waiting: the runtimes run
+/// their rundown while the recording's last samples are read. [`finish_all`] collects them.
+pub fn begin_stop_all(sessions: &[RuntimeSession], deadline: Instant) {
+    for s in sessions {
+        s.begin_stop(deadline);
+    }
+}
+
 /// Stops every session at once and waits for them until `deadline`; sessions not done by then
 /// are aborted (their events so far are kept, the outcome names the reason).
 pub fn finish_all(mut sessions: Vec<RuntimeSession>, deadline: Instant) -> Vec<(u32, SessionOutcome)> {

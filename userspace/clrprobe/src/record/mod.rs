@@ -270,6 +270,9 @@ pub fn run(
     // Ctrl-C: everything after it is bounded to end within ~2 s. A recording that ended by its
     // duration or its targets' exit may take longer to name what it collected.
     let mut interrupted;
+    // When the sessions must have stopped (set when the recording ends).
+    let mut sessions_by = Instant::now();
+    let mut stop_sent: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let done_at = loop {
         std::thread::sleep(Duration::from_millis(100));
         let elapsed = started.elapsed();
@@ -277,6 +280,12 @@ pub fn run(
         let done = interrupted
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        if done {
+            // The runtimes' rundowns run while the last samples are read and named.
+            sessions_by = Instant::now() + clr_session::STOP_DEADLINE;
+            clr_session::begin_stop_all(&targets.sessions, sessions_by);
+            stop_sent = targets.sessions.iter().map(|s| s.pid()).collect();
+        }
         // Stack copies arrive through a ring buffer: read it every 100 ms.
         if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf())
             && let Err(e) = b.poll_copies()
@@ -412,7 +421,10 @@ pub fn run(
     let restores = restore_all(std::mem::take(&mut targets.guards));
     log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
     let mut outcomes = finished;
-    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE));
+    // Sessions set up after StopTracing was sent to the others get their own full time.
+    let late_setups = targets.sessions.iter().any(|s| !stop_sent.contains(&s.pid()));
+    let by = if late_setups { Instant::now() + clr_session::STOP_DEADLINE } else { sessions_by };
+    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), by));
     let mut event_profiles = Vec::new();
     let mut net_parts = Vec::new();
     log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
