@@ -274,7 +274,11 @@ pub fn run(
     let mut sessions_by = Instant::now();
     let mut stop_sent: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let done_at = loop {
-        std::thread::sleep(Duration::from_millis(100));
+        // 100 ms between rounds; Ctrl-C is seen within 10 ms.
+        let tick = Instant::now() + Duration::from_millis(100);
+        while Instant::now() < tick && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let elapsed = started.elapsed();
         interrupted = stop.load(Ordering::SeqCst);
         let done = interrupted
@@ -421,10 +425,18 @@ pub fn run(
     let restores = restore_all(std::mem::take(&mut targets.guards));
     log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
     let mut outcomes = finished;
-    // Sessions set up after StopTracing was sent to the others get their own full time.
+    // Sessions set up after StopTracing was sent to the others get their own full time,
+    // unless the recording was interrupted (Ctrl-C: everything ends within 2 s).
     let late_setups = targets.sessions.iter().any(|s| !stop_sent.contains(&s.pid()));
-    let by = if late_setups { Instant::now() + clr_session::STOP_DEADLINE } else { sessions_by };
-    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), by));
+    let by = if late_setups && !interrupted { Instant::now() + clr_session::STOP_DEADLINE } else { sessions_by };
+    // While the runtimes finish their rundowns, the addresses left are named.
+    resolver.set_deadline(Some(by));
+    let sessions = std::mem::take(&mut targets.sessions);
+    outcomes.extend(clr_session::finish_all_while(sessions, by, || {
+        if resolver.has_backlog() {
+            resolver.work_backlog();
+        }
+    }));
     let mut event_profiles = Vec::new();
     let mut net_parts = Vec::new();
     log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
@@ -433,6 +445,9 @@ pub fn run(
     }
 
     log::info!("stop: sessions done after {:?}", stopping.elapsed());
+    // The perf maps have been going off since before the sessions stopped: they get
+    // RESTORE_DEADLINE more from here, not from the end of building the profile.
+    let restore_by = Instant::now() + RESTORE_DEADLINE;
     match save_raw::finish(resolver.image_cache().kernel().ok()) {
         Some(Ok(line)) => summary.saved_raw = Some(line),
         Some(Err(e)) => summary.warnings.push(format!("--save-raw: {e}")),
@@ -471,7 +486,7 @@ pub fn run(
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
     log::info!("stop: profile built after {:?}", stopping.elapsed());
-    summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
+    summary.warnings.extend(restores.wait(restore_by));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
     summary.folded_processes = retired.folded;
