@@ -1,5 +1,5 @@
 //! Per-process files of a long host-wide recording (`record --all`): each recorded (.NET)
-//! process's `PREFIX.PID.pb.gz` is written when the process is folded (see [`super::retire`]),
+//! process's `PREFIX.PID.*.pb.gz` files are written when the process is folded (see [`super::retire`]),
 //! on one background thread, with its samples at their times. The host profile then keeps
 //! only its totals, and the end of the recording writes only the files of processes still
 //! running (thousands of files after an hour were most of the time `--all` took to stop).
@@ -17,7 +17,8 @@ use crate::{formats::Format, output::Written};
 pub(super) struct FoldFiles {
     prefix: PathBuf,
     tx: Option<mpsc::SyncSender<(u32, Profile)>>,
-    results: mpsc::Receiver<Written>,
+    /// The files written for each profile handed over.
+    results: mpsc::Receiver<Vec<Written>>,
     /// Pids handed to the writer (their files are not written again at the end).
     pub pids: Vec<u32>,
     /// Results received so far.
@@ -36,10 +37,8 @@ impl FoldFiles {
         let spawned = std::thread::Builder::new().name("fold-files".into()).spawn(move || {
             for (pid, p) in rx {
                 let prefix = PathBuf::from(format!("{}.{pid}", base.display()));
-                for w in crate::output::write_all(&p, &prefix, &[Format::Pprof]) {
-                    if done.send(w).is_err() {
-                        return;
-                    }
+                if done.send(crate::output::write_all(&p, &prefix, &[Format::Pprof])).is_err() {
+                    return;
                 }
             }
         });
@@ -47,7 +46,7 @@ impl FoldFiles {
     }
 
     fn path(&self, pid: u32) -> PathBuf {
-        PathBuf::from(format!("{}.{pid}.pb.gz", self.prefix.display()))
+        PathBuf::from(format!("{}.{pid}", self.prefix.display()))
     }
 
     /// Hands `profile` (the samples of `pid`) to the writer.
@@ -84,7 +83,7 @@ impl FoldFiles {
     fn collect(&mut self) {
         while let Ok(w) = self.results.try_recv() {
             self.pending = self.pending.saturating_sub(1);
-            self.written.push(w);
+            self.written.extend(w);
         }
     }
 
@@ -97,7 +96,7 @@ impl FoldFiles {
             match self.results.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(w) => {
                     self.pending -= 1;
-                    self.written.push(w);
+                    self.written.extend(w);
                 }
                 Err(_) => break,
             }

@@ -87,7 +87,7 @@ pub struct RecordArgs {
     /// Every process on the host (`--all`): samples all CPUs, finds .NET processes each second.
     pub all: bool,
     /// `--all`: the output prefix of per-process files; each recorded process's
-    /// `PREFIX.PID.pb.gz` is written when it exits and is folded (None: not written here).
+    /// `PREFIX.PID.*.pb.gz` are written when it exits and is folded (None: not written here).
     pub fold_files: Option<PathBuf>,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
