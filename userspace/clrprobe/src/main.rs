@@ -277,6 +277,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     // With --all, the per-process files are written meanwhile (those of folded processes
     // were written when they exited).
     let folded_files = std::mem::take(&mut summary.folded_files);
+    let writing = std::time::Instant::now();
     let mut written = std::thread::scope(|s| {
         let (profile, prefix) = (&profile, &prefix);
         let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).filter(|p| !summary.folded_file_pids.contains(p)).collect();
@@ -287,6 +288,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         w
     });
     written.extend(record::http::write_outputs(&summary, &prefix));
+    log::info!("outputs: {} files written in {:?}", written.len(), writing.elapsed());
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),

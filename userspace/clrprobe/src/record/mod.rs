@@ -683,6 +683,7 @@ fn build_profile(
     duration: Duration,
     times: &Times<'_>,
 ) -> Result<Profile, RecordError> {
+    let t0 = Instant::now();
     let types = b.sample_types().to_vec();
     if args.kinds.cpu {
         b.set_period(cpu_period(args));
@@ -712,6 +713,7 @@ fn build_profile(
         });
         timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
+    log::info!("build: timed samples added in {:?}", t0.elapsed());
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
     let (cpu_col, offcpu_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
     for (agg, col, gc_work) in [(parts.cpu, cpu_col, false), (parts.gc_cpu, cpu_col, true), (parts.offcpu, offcpu_col, false)] {
@@ -719,10 +721,12 @@ fn build_profile(
         let is_offcpu = Some(col) == offcpu_col;
         add_aggregates(&mut b, types.len(), col, is_offcpu, agg.iter().map(|(k, n)| (k, *n, gc_work)), resolver, processes, args.thread_roots)?;
     }
+    log::info!("build: aggregates added after {:?}", t0.elapsed());
     // Allocation, exception and contention samples at their times too (when every one kept it).
     for e in parts.events {
         e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
+    log::info!("build: event samples added after {:?}", t0.elapsed());
     Ok(b.build())
 }
 
