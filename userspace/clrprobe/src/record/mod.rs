@@ -735,7 +735,9 @@ fn cpu_period(args: &RecordArgs) -> Period {
     Period { sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS), value: (1_000_000_000 / args.freq.max(1)) as i64 }
 }
 
-/// Adds aggregated samples `(key, count, GC work)` to column `col`.
+/// Adds aggregated samples `(key, count, GC work)` to column `col`. The threads of a process
+/// share their stacks (thread pools, waits): each distinct stack is named and interned once,
+/// each thread's labels once (most of the time building a host-wide profile took).
 #[allow(clippy::too_many_arguments)]
 fn add_aggregates<'a>(
     b: &mut ProfileBuilder,
@@ -747,24 +749,47 @@ fn add_aggregates<'a>(
     processes: &mut timeline::ProcessLabels,
     thread_roots: bool,
 ) -> Result<(), clrprobe_profile::ProfileError> {
+    // (pid, kernel, user, GC work) → (frame ids, wait kind); thread roots are added per thread.
+    type Named = (Vec<clrprobe_profile::FrameId>, Option<&'static str>);
+    let mut stacks: HashMap<(u32, &'a [u64], &'a [u64], bool), Named> = HashMap::new();
+    let mut labels_of: HashMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut values = vec![0i64; width];
+    let mut ids = Vec::new();
     for ((pid, tid, comm, kernel, user), count, gc_work) in samples {
         let in_gc = gc_work || gc::is_gc_thread(comm);
-        let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
-        let wait = is_offcpu.then(|| {
-            crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
-        });
-        let frames = if thread_roots { thread_root(frames, comm, *tid) } else { frames };
-        let mut ids = Vec::with_capacity(frames.len());
-        for f in frames {
-            ids.push(b.intern_frame(f)?);
+        let key = (*pid, &kernel[..], &user[..], in_gc);
+        if !stacks.contains_key(&key) {
+            let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+            let wait = is_offcpu.then(|| {
+                crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+            });
+            let mut fids = Vec::with_capacity(frames.len());
+            for f in frames {
+                fids.push(b.intern_frame(f)?);
+            }
+            stacks.insert(key, (fids, wait));
         }
+        let (fids, wait) = &stacks[&key];
+        ids.clear();
+        if thread_roots {
+            let root = clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic);
+            ids.push(b.intern_frame(root)?);
+        }
+        ids.extend_from_slice(fids);
         let stack = b.intern_stack(&ids)?;
-        let mut labels = processes.labels(*pid, *tid, comm);
-        if let Some(w) = wait {
-            labels = labels.with_string("wait", w);
-        }
-        let labels = b.intern_labels(labels)?;
-        let mut values = vec![0i64; width];
+        let labels = match labels_of.get(&(*pid, *tid, comm.as_ref(), *wait)) {
+            Some(&id) => id,
+            None => {
+                let mut l = processes.labels(*pid, *tid, comm);
+                if let Some(w) = wait {
+                    l = l.with_string("wait", *w);
+                }
+                let id = b.intern_labels(l)?;
+                labels_of.insert((*pid, *tid, comm.as_ref(), *wait), id);
+                id
+            }
+        };
+        values.iter_mut().for_each(|v| *v = 0);
         values[col] = count as i64;
         b.add_sample(stack, &values, labels)?;
     }
@@ -807,11 +832,6 @@ fn absorb_outcome(
     profiles
 }
 
-/// `thread NAME (TID)` as the stack's root frame (`--thread-roots`).
-fn thread_root(mut frames: Vec<clrprobe_profile::Frame>, comm: &str, tid: u32) -> Vec<clrprobe_profile::Frame> {
-    frames.insert(0, clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic));
-    frames
-}
 
 use crate::report::REPORT_COMMENT;
 
