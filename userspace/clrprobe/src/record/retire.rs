@@ -13,7 +13,7 @@
 //! sample), its event report and its line in the summary.
 use std::collections::{HashMap, HashSet};
 
-use clrprobe_profile::{Frame, Period, Profile, ProfileBuilder, ProfileError, SampleType, StackId, kinds};
+use clrprobe_profile::{Frame, FrameKind, Period, Profile, ProfileBuilder, ProfileError, SampleType, StackId, kinds};
 
 use super::{
     AggKey, FrameResolver, RecordSummary, clr_session::SessionOutcome, fold_files::FoldFiles, gc, targets::Targets, timeline,
@@ -111,7 +111,9 @@ fn fold_into(
     // Built apart (timed), then added to the profile as totals: what stays per folded
     // process is one sample per distinct stack and thread.
     let mut folded = ProfileBuilder::new(s.types.to_vec());
-    let mut names = Unplaced(&mut *s.resolver);
+    // Processes that were not recorded keep code by module (see `Unplaced::coarse`).
+    let coarse: HashSet<u32> = pids.difference(recorded).copied().collect();
+    let mut names = Unplaced(&mut *s.resolver, &coarse);
     // EventPipe: event samples and the report (its GC pauses place the CPU samples below).
     let mut mine = Vec::new();
     let mut i = 0;
@@ -222,27 +224,67 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile) -> Result<(), ProfileError> {
     Ok(())
 }
 
-/// The resolver's frames without address and mapping: equal across processes.
-pub(super) struct Unplaced<'a>(pub &'a mut FrameResolver);
+/// The resolver's frames without address and mapping: equal across processes. Processes in
+/// the set (exited, not recorded: the host's compilers, shells…) keep their code by module
+/// (`module+offset` and unnamed addresses would add frames without bound over a long run of
+/// a build host), consecutive frames of one module as one.
+pub(super) struct Unplaced<'a>(pub &'a mut FrameResolver, pub &'a HashSet<u32>);
 
 impl Unplaced<'_> {
-    fn strip(mut frames: Vec<Frame>) -> Vec<Frame> {
+    fn strip(&self, pid: u32, mut frames: Vec<Frame>) -> Vec<Frame> {
         for f in &mut frames {
             f.address = 0;
             f.mapping = None;
         }
-        frames
+        if self.1.contains(&pid) { by_module(frames) } else { frames }
+    }
+}
+
+/// Code frames named `module+offset` or not named at all become their module (`[unknown]`
+/// without one); consecutive ones of the same module, one frame.
+fn by_module(frames: Vec<Frame>) -> Vec<Frame> {
+    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
+    for mut f in frames {
+        if f.kind != FrameKind::Kernel && (f.is_unnamed() || f.name.starts_with(&format!("{}+0x", f.module))) {
+            f = Frame::new(if f.module.is_empty() { "[unknown]".to_string() } else { f.module.to_string() }, f.module.to_string(), f.kind);
+            if out.last().is_some_and(|l| l.name == f.name && l.kind == f.kind) {
+                continue;
+            }
+        }
+        out.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clrprobe_profile::{Frame, FrameKind};
+
+    #[test]
+    fn unrecorded_code_is_kept_by_module() {
+        let f = |name: &str, module: &str, kind| Frame::new(name.to_string(), module.to_string(), kind);
+        let frames = vec![
+            f("main", "rustc", FrameKind::Native),
+            f("librustc_driver.so+0x1234", "librustc_driver.so", FrameKind::Native),
+            f("librustc_driver.so+0x99", "librustc_driver.so", FrameKind::Native),
+            f("0x7f0000001234", "", FrameKind::Unknown).with_attr("unnamed", "1"),
+            f("do_syscall_64", "[kernel]", FrameKind::Kernel),
+        ];
+        let names: Vec<String> = super::by_module(frames).iter().map(|f| f.name.to_string()).collect();
+        assert_eq!(names, ["main", "librustc_driver.so", "[unknown]", "do_syscall_64"]);
     }
 }
 
 impl super::StackSource for Unplaced<'_> {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-        Self::strip(self.0.stack(pid, kernel, user))
+        let frames = self.0.stack(pid, kernel, user);
+        self.strip(pid, frames)
     }
 }
 
 impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
     fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
-        Self::strip(self.0.stack(pid, &[], stack))
+        let frames = self.0.stack(pid, &[], stack);
+        self.strip(pid, frames)
     }
 }
