@@ -104,6 +104,8 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
         .args(extra)
         .arg("-o")
         .arg(out.join("all"))
+        // `SOAK_CLRPROBE_ENV="K=V …"`: environment for clrprobe alone (a heap profiler's preload).
+        .envs(std::env::var("SOAK_CLRPROBE_ENV").unwrap_or_default().split_whitespace().filter_map(|kv| kv.split_once('=')))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(out.join("summary.json"))?)
         .stderr(std::fs::File::create(out.join("stderr.txt"))?)
