@@ -751,25 +751,28 @@ fn add_aggregates<'a>(
 ) -> Result<(), clrprobe_profile::ProfileError> {
     // (pid, kernel, user, GC work) → (frame ids, wait kind); thread roots are added per thread.
     type Named = (Vec<clrprobe_profile::FrameId>, Option<&'static str>);
-    let mut stacks: HashMap<(u32, &'a [u64], &'a [u64], bool), Named> = HashMap::new();
+    type Key<'k> = (u32, &'k [u64], &'k [u64], bool);
+    let mut stacks: HashMap<Key<'a>, Named> = HashMap::new();
     let mut labels_of: HashMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = HashMap::new();
     let mut values = vec![0i64; width];
     let mut ids = Vec::new();
     for ((pid, tid, comm, kernel, user), count, gc_work) in samples {
         let in_gc = gc_work || gc::is_gc_thread(comm);
         let key = (*pid, &kernel[..], &user[..], in_gc);
-        if !stacks.contains_key(&key) {
-            let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
-            let wait = is_offcpu.then(|| {
-                crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
-            });
-            let mut fids = Vec::with_capacity(frames.len());
-            for f in frames {
-                fids.push(b.intern_frame(f)?);
+        let (fids, wait) = match stacks.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+                let wait = is_offcpu.then(|| {
+                    crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+                });
+                let mut fids = Vec::with_capacity(frames.len());
+                for f in frames {
+                    fids.push(b.intern_frame(f)?);
+                }
+                v.insert((fids, wait))
             }
-            stacks.insert(key, (fids, wait));
-        }
-        let (fids, wait) = &stacks[&key];
+        };
         ids.clear();
         if thread_roots {
             let root = clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic);

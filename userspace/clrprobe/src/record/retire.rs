@@ -256,6 +256,21 @@ fn by_module(frames: Vec<Frame>) -> Vec<Frame> {
     out
 }
 
+
+impl super::StackSource for Unplaced<'_> {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        let frames = self.0.stack(pid, kernel, user);
+        self.strip(pid, frames)
+    }
+}
+
+impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
+    fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
+        let frames = self.0.stack(pid, &[], stack);
+        self.strip(pid, frames)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clrprobe_profile::{Frame, FrameKind};
@@ -272,19 +287,5 @@ mod tests {
         ];
         let names: Vec<String> = super::by_module(frames).iter().map(|f| f.name.to_string()).collect();
         assert_eq!(names, ["main", "librustc_driver.so", "[unknown]", "do_syscall_64"]);
-    }
-}
-
-impl super::StackSource for Unplaced<'_> {
-    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-        let frames = self.0.stack(pid, kernel, user);
-        self.strip(pid, frames)
-    }
-}
-
-impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
-    fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
-        let frames = self.0.stack(pid, &[], stack);
-        self.strip(pid, frames)
     }
 }

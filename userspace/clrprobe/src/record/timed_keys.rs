@@ -19,6 +19,7 @@ impl TimedKeys {
     }
 
     /// Adds a sample of `(pid, tid, comm, kernel, user)`; the key is copied only the first time.
+    #[allow(clippy::too_many_arguments)]
     pub fn push(&mut self, pid: u32, tid: u32, comm: &str, kernel: &std::sync::Arc<[u64]>, user: &std::sync::Arc<[u64]>, time: u64, value: u64) {
         let key = (pid, tid, comm.to_owned(), kernel.clone(), user.clone());
         let next = self.index.len() as u32;
