@@ -72,7 +72,11 @@ fn leftovers(pid: u32, since: SystemTime, older: &mut Vec<String>) -> Vec<String
 
 pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra: &[String]) -> Result<()> {
     dotnet::setup()?;
-    let bin = ebpf::build_userspace()?;
+    // `SOAK_BIN=PATH`: that clrprobe binary, not a fresh release build.
+    let bin = match std::env::var_os("SOAK_BIN") {
+        Some(b) => std::path::PathBuf::from(b),
+        None => ebpf::build_userspace()?,
+    };
     if !util::is_root() {
         bail!("the soak loads BPF programs: run it as root");
     }
