@@ -97,6 +97,12 @@ enum Cmd {
         /// Milliseconds between process starts.
         #[arg(long, default_value_t = 3000)]
         every_ms: u64,
+        /// Instead of short-lived processes: N busy .NET processes running throughout.
+        #[arg(long, default_value_t = 0)]
+        busy: usize,
+        /// More arguments for `clrprobe record` (e.g. `--arg=--no-eventpipe`).
+        #[arg(long = "arg", allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Type-checks the crates that build for Windows (x86_64-pc-windows-gnu).
     CheckWindows,
@@ -141,7 +147,7 @@ fn main() -> Result<()> {
         Cmd::SetupDotnet => dotnet::setup()?,
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
-        Cmd::Soak { minutes, sample_seconds, every_ms } => soak::run(minutes, sample_seconds, every_ms)?,
+        Cmd::Soak { minutes, sample_seconds, every_ms, busy, args } => soak::run(minutes, sample_seconds, every_ms, busy, &args)?,
         Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }

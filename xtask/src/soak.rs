@@ -5,10 +5,11 @@
 //! Prints clrprobe's RSS, peak RSS, open fds and threads every `--sample-seconds`, then stops it
 //! with SIGINT and prints the time to exit and what was left behind (perf maps, jitdumps,
 //! /run/clrprobe entries of the soak's processes, temporary files in the output directory).
+//! `--busy N` runs N CPU-bound .NET processes throughout instead (the 20-process bound:
+//! `--busy 20 --minutes 1 --sample-seconds 10`).
 use std::{
-    path::Path,
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::{Context, Result, bail};
@@ -48,12 +49,20 @@ fn spawn(w: &Workload) -> Result<Child> {
     Ok(cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?)
 }
 
-/// Files a .NET process of the soak may have left behind.
-fn leftovers(pid: u32) -> Vec<String> {
-    let mut v: Vec<String> = [format!("/tmp/perf-{pid}.map"), format!("/tmp/perfinfo-{pid}.map"), format!("/tmp/jit-{pid}.dump")]
-        .into_iter()
-        .filter(|p| Path::new(p).exists())
-        .collect();
+/// Files a .NET process of the soak, started at `since`, may have left behind. Pids wrap
+/// quickly here (pid_max 32768, thousands of processes an hour): a file of another process
+/// that had the same pid earlier (another run's `record --` launch leaves jitdumps) was last
+/// written before `since`, and is not counted (it goes to `older`).
+fn leftovers(pid: u32, since: SystemTime, older: &mut Vec<String>) -> Vec<String> {
+    let mut v = Vec::new();
+    for p in [format!("/tmp/perf-{pid}.map"), format!("/tmp/perfinfo-{pid}.map"), format!("/tmp/jit-{pid}.dump")] {
+        let Ok(m) = std::fs::symlink_metadata(&p) else { continue };
+        if m.modified().is_ok_and(|t| t + Duration::from_secs(1) < since) {
+            older.push(p);
+        } else {
+            v.push(p);
+        }
+    }
     let prefix = format!("t-{pid}-");
     if let Ok(d) = std::fs::read_dir("/run/clrprobe") {
         v.extend(d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).map(|e| e.path().display().to_string()));
@@ -61,9 +70,13 @@ fn leftovers(pid: u32) -> Vec<String> {
     v
 }
 
-pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
+pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra: &[String]) -> Result<()> {
     dotnet::setup()?;
-    let bin = ebpf::build_userspace()?;
+    // `SOAK_BIN=PATH`: that clrprobe binary, not a fresh release build.
+    let bin = match std::env::var_os("SOAK_BIN") {
+        Some(b) => std::path::PathBuf::from(b),
+        None => ebpf::build_userspace()?,
+    };
     if !util::is_root() {
         bail!("the soak loads BPF programs: run it as root");
     }
@@ -74,14 +87,29 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
     // Compiled before clrprobe starts (mcs is slow).
     early.command()?;
     sleeper.command()?;
+    // `--busy N`: N CPU-bound processes for the whole run instead of short-lived ones, started
+    // (and their runtimes up) before clrprobe.
+    let hot = Workload::new("Cpu", Runtime::Net8).arg(minutes * 60 + 120);
+    let mut busy_children: Vec<Child> = Vec::new();
+    let busy_start = SystemTime::now();
+    for _ in 0..busy {
+        busy_children.push(spawn(&hot)?);
+    }
+    if busy > 0 {
+        std::thread::sleep(Duration::from_secs(3));
+    }
     let out = std::env::temp_dir().join(format!("clrprobe-soak-{}", std::process::id()));
     std::fs::create_dir_all(&out)?;
     let me = std::process::id().to_string();
     let mut clrprobe = Command::new("nice")
         .args(["-n", "5"])
         .arg(&bin)
-        .args(["record", "--all", "--parent", &me, "--format", "pprof", "--quiet", "--json", "-o"])
+        .args(["record", "--all", "--parent", &me, "--format", "pprof", "--quiet", "--json"])
+        .args(extra)
+        .arg("-o")
         .arg(out.join("all"))
+        // `SOAK_CLRPROBE_ENV="K=V …"`: environment for clrprobe alone (a heap profiler's preload).
+        .envs(std::env::var("SOAK_CLRPROBE_ENV").unwrap_or_default().split_whitespace().filter_map(|kv| kv.split_once('=')))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(out.join("summary.json"))?)
         .stderr(std::fs::File::create(out.join("stderr.txt"))?)
@@ -94,7 +122,8 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
     let total = Duration::from_secs(minutes * 60);
     let mut next_sample = Duration::from_secs(sample_seconds);
     let mut children: Vec<Child> = Vec::new();
-    let mut pids: Vec<u32> = Vec::new();
+    // (pid, when it was started) of every soak process.
+    let mut pids: Vec<(u32, SystemTime)> = Vec::new();
     let mut seed = started.elapsed().as_nanos() as u64 ^ u64::from(std::process::id());
     let sample = |t: &str, n: usize| {
         println!(
@@ -107,7 +136,15 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
         );
     };
     let mut n = 0usize;
-    while started.elapsed() < total {
+    pids.extend(busy_children.iter().map(|c| (c.id(), busy_start)));
+    while busy > 0 && started.elapsed() < total {
+        std::thread::sleep(Duration::from_millis(200));
+        if started.elapsed() >= next_sample {
+            sample(&format!("{}s", started.elapsed().as_secs()), busy);
+            next_sample += Duration::from_secs(sample_seconds);
+        }
+    }
+    while busy == 0 && started.elapsed() < total {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let ms = 2000 + (seed >> 33) % 4000;
         children.push(spawn(&early.clone().arg(ms))?);
@@ -115,7 +152,8 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
         if n.is_multiple_of(5) {
             children.push(spawn(&sleeper)?);
         }
-        pids.extend(children.iter().map(|c| c.id()).filter(|p| !pids.contains(p)).collect::<Vec<_>>());
+        let now = SystemTime::now();
+        pids.extend(children.iter().map(|c| c.id()).filter(|p| !pids.iter().any(|e| e.0 == *p)).map(|p| (p, now)).collect::<Vec<_>>());
         // Reap the exited ones (no zombies for clrprobe to see).
         children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
         std::thread::sleep(Duration::from_millis(every_ms));
@@ -145,8 +183,16 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64) -> Result<()> {
         std::thread::sleep(Duration::from_millis(10));
     };
     println!("clrprobe exited {status} {:.2} s after SIGINT; {n} EarlyExit started", t0.elapsed().as_secs_f64());
+    for c in &mut busy_children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
     std::thread::sleep(Duration::from_secs(2));
-    let left: Vec<String> = pids.iter().flat_map(|&p| leftovers(p)).collect();
+    let mut older = Vec::new();
+    let left: Vec<String> = pids.iter().flat_map(|&(p, t)| leftovers(p, t, &mut older)).collect();
+    if !older.is_empty() {
+        println!("older files at pids the soak reused (written before its process started, not counted): {older:?}");
+    }
     let tmp: Vec<String> = std::fs::read_dir(&out)?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())

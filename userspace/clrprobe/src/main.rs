@@ -221,6 +221,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     clrprobe::output::prepare(&name.prefix)?;
     let args = RecordArgs {
         all: cmd.all,
+        fold_files: cmd.all.then(|| name.prefix.clone()),
         resume_after_attach: launched.is_some(),
         kinds,
         offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
@@ -280,16 +281,21 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         eprintln!("clrprobe: {line}");
     }
     let prefix = name.prefix.clone();
-    // With --all, the per-process files are written meanwhile.
+    // With --all, the per-process files are written meanwhile (those of folded processes
+    // were written when they exited).
+    let folded_files = std::mem::take(&mut summary.folded_files);
+    let writing = std::time::Instant::now();
     let mut written = std::thread::scope(|s| {
         let (profile, prefix) = (&profile, &prefix);
-        let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).collect();
+        let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).filter(|p| !summary.folded_file_pids.contains(p)).collect();
         let per_process = cmd.all.then(|| s.spawn(move || record::write_per_process(profile, prefix, &recorded)));
         let mut w = clrprobe::output::write_named(profile, &name, &cmd.format);
         w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
+        w.extend(folded_files);
         w
     });
     written.extend(record::http::write_outputs(&summary, &prefix));
+    log::info!("outputs: {} files written in {:?}", written.len(), writing.elapsed());
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),

@@ -95,6 +95,10 @@ fn record_all_folds_exited_processes_and_leaves_others_alone() {
         let in_host: i64 = host.samples().filter(|s| host.labels(s.labels).unwrap().pid == Some(pid)).map(|s| s.values[0]).sum();
         let per_total: i64 = per.samples().map(|s| s.values[0]).sum();
         assert_eq!(in_host, per_total, "{pid}: host and per-process profiles agree");
+        // Its files were written when it was folded (it exited at ~12 s of 28), not at the end.
+        let modified = |p: String| std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or_else(|e| panic!("{p}: {e}"));
+        let (per_at, host_at) = (modified(format!("{}.{pid}.cpu.pb.gz", prefix.display())), modified(format!("{}.cpu.pb.gz", prefix.display())));
+        assert!(per_at + Duration::from_secs(5) < host_at, "{pid}: its file was written at the end ({per_at:?}, host {host_at:?})");
         assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists(), "{pid}: perf map removed");
     }
     // Their runtimes' events were read and kept (on a loaded machine a session may start only

@@ -180,6 +180,10 @@ fn sigstopped(all: bool) {
     probe.signal(libc::SIGINT);
     let (took, ok, _, stderr) = probe.wait(Duration::from_secs(15));
     kill(target.pid, libc::SIGCONT);
+    eprintln!("clrprobe ended {took:?} after SIGINT");
+    if std::env::var_os("RUST_LOG").is_some() {
+        eprintln!("{}", stderr.lines().filter(|l| l.contains("stop:")).collect::<Vec<_>>().join("\n"));
+    }
     assert!(took <= Duration::from_secs(2), "clrprobe took {took:?} to end after SIGINT: {stderr}");
     assert!(ok, "clrprobe failed: {stderr}");
     let profile = read(&prefix);
@@ -248,6 +252,10 @@ fn fake_socket_that_never_answers_stoptracing_ends_within_2s_of_sigint() {
     probe.signal(libc::SIGINT);
     let (took, ok, _, stderr) = probe.wait(Duration::from_secs(15));
     let _ = std::fs::remove_file(&sock);
+    eprintln!("clrprobe ended {took:?} after SIGINT");
+    if std::env::var_os("RUST_LOG").is_some() {
+        eprintln!("{}", stderr.lines().filter(|l| l.contains("stop:")).collect::<Vec<_>>().join("\n"));
+    }
     assert!(took <= Duration::from_secs(2), "clrprobe took {took:?} to end after SIGINT: {stderr}");
     assert!(ok, "clrprobe failed: {stderr}");
     assert!(PathBuf::from(format!("{}.cpu.pb.gz", prefix.display())).exists(), "the profile is written: {stderr}");

@@ -190,13 +190,27 @@ const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// rundown too long) is given up on: its stream is shut down and what was read is kept.
 pub const STOP_DEADLINE: Duration = Duration::from_millis(1000);
 
+/// Sends StopTracing to every session (on helper threads) without waiting: the runtimes run
+/// their rundown while the recording's last samples are read. [`finish_all`] collects them.
+pub fn begin_stop_all(sessions: &[RuntimeSession], deadline: Instant) {
+    for s in sessions {
+        s.begin_stop(deadline);
+    }
+}
+
 /// Stops every session at once and waits for them until `deadline`; sessions not done by then
 /// are aborted (their events so far are kept, the outcome names the reason).
-pub fn finish_all(mut sessions: Vec<RuntimeSession>, deadline: Instant) -> Vec<(u32, SessionOutcome)> {
+pub fn finish_all(sessions: Vec<RuntimeSession>, deadline: Instant) -> Vec<(u32, SessionOutcome)> {
+    finish_all_while(sessions, deadline, || {})
+}
+
+/// [`finish_all`], calling `meanwhile` (bounded by `deadline` itself) while the sessions end.
+pub fn finish_all_while(mut sessions: Vec<RuntimeSession>, deadline: Instant, mut meanwhile: impl FnMut()) -> Vec<(u32, SessionOutcome)> {
     for s in &sessions {
         s.begin_stop(deadline);
     }
     while Instant::now() < deadline && !sessions.iter().all(RuntimeSession::is_finished) {
+        meanwhile();
         std::thread::sleep(Duration::from_millis(10));
     }
     let late: Vec<usize> = (0..sessions.len()).filter(|&i| !sessions[i].is_finished()).collect();

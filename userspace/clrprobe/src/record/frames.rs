@@ -269,6 +269,11 @@ impl FrameResolver {
     /// drained meanwhile are named too. Keeps memory flat over a long `--all` run: what stays
     /// per exited process is its named addresses.
     /// Looks up addresses a previous drain had no time for (bounded by the deadline).
+    /// Are addresses waiting to be named?
+    pub fn has_backlog(&self) -> bool {
+        !self.backlog.is_empty()
+    }
+
     pub fn work_backlog(&mut self) {
         let pids: Vec<u32> = self.backlog.keys().copied().collect();
         for pid in pids {

@@ -94,14 +94,14 @@ pub fn enable_sample_time(l: &mut crate::bpf::Loaded) -> Result<(), String> {
     cfg.set(switch_config::SAMPLE_TIME, 1, 0).map_err(|e| format!("map {name}: {e}"))
 }
 
-/// Most timed samples kept for the GC-window check (~110 bytes each: about 55 MB, 90 minutes
-/// of one busy thread at 99 Hz); later ones are not checked (a warning says so).
+/// Most timed samples kept for the GC-window check (24 bytes each and their distinct keys:
+/// 90 minutes of one busy thread at 99 Hz); later ones are not checked (a warning says so).
 const MAX_TIMED: usize = 1 << 19;
 
 /// CPU samples with their time, kept until the GC windows are known (the end).
 #[derive(Debug, Default)]
 pub struct TimedSamples {
-    samples: Vec<(AggKey, u64, u64)>,
+    samples: super::timed_keys::TimedKeys,
     /// Off-CPU intervals with their start (timelines and `--http` ask BPF for their times).
     pub offcpu: super::timeline::OffCpuTimes,
     pub overflowed: bool,
@@ -116,22 +116,22 @@ impl TimedSamples {
             self.overflowed = true;
             return;
         }
-        self.samples.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
+        self.samples.push(s.pid, s.tid, &s.comm, &s.kernel, &s.user, s.time_ns, s.count);
     }
 
     /// (key, monotonic ns, count) of every timed sample kept.
-    pub fn entries(&self) -> &[(AggKey, u64, u64)] {
-        &self.samples
+    pub fn entries(&self) -> super::timed_keys::TimedView<'_> {
+        self.samples.view()
     }
 
     /// Takes out the timed samples of `pids` (exited process being folded into the profile).
     pub fn take_pids(&mut self, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
-        take_pids(&mut self.samples, pids)
+        self.samples.take_pids(pids)
     }
 
     /// Samples counted in [`TimedSamples::entries`].
     pub fn total(&self) -> u64 {
-        self.samples.iter().map(|s| s.2).sum()
+        self.samples.view().iter().map(|s| *s.2).sum()
     }
 
     /// Moves the samples taken inside a GC window of their own thread out of `cpu` into the
@@ -139,7 +139,7 @@ impl TimedSamples {
     pub fn split_gc(&self, cpu: &mut HashMap<AggKey, u64>, windows: &GcWindows) -> (HashMap<AggKey, u64>, HashMap<u32, u64>) {
         let mut gc: HashMap<AggKey, u64> = HashMap::new();
         let mut per_pid: HashMap<u32, u64> = HashMap::new();
-        for (key, t, n) in &self.samples {
+        for (key, t, n) in self.samples.view() {
             if is_gc_thread(&key.2) || !windows.contains(key.0, key.1, *t) {
                 continue;
             }
@@ -152,16 +152,6 @@ impl TimedSamples {
         cpu.retain(|_, c| *c > 0);
         (gc, per_pid)
     }
-}
-
-/// Moves the entries of `pids` out of `v` (order of the rest kept).
-pub(super) fn take_pids(v: &mut Vec<(AggKey, u64, u64)>, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
-    if !v.iter().any(|e| pids.contains(&e.0.0)) {
-        return Vec::new();
-    }
-    let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(v).into_iter().partition(|e| pids.contains(&e.0.0));
-    *v = rest;
-    mine
 }
 
 /// Per-thread CPU time pulled from /proc/PID/task/TID/stat (utime + stime).
@@ -192,6 +182,12 @@ impl ProcCpu {
             e.2 = ns;
         }
         *self.reads.entry(pid).or_insert(0) += 1;
+    }
+
+    /// Forgets exited processes (folded, their reports complete).
+    pub fn forget(&mut self, pids: &std::collections::HashSet<u32>) {
+        self.threads.retain(|(p, _), _| !pids.contains(p));
+        self.reads.retain(|p, _| !pids.contains(p));
     }
 
     /// The thread names of `pid` as of the last read (`comm`, from the same stat files).

@@ -4,6 +4,7 @@
 mod clr_collect;
 pub(crate) mod clr_session;
 mod cxa;
+mod fold_files;
 mod frames;
 mod limits;
 pub(crate) mod gc;
@@ -17,6 +18,7 @@ mod retire;
 mod split;
 mod summary;
 mod targets;
+mod timed_keys;
 mod timeline;
 
 pub use clr_collect::{ClrCollector, JitMethod};
@@ -84,6 +86,9 @@ pub struct RecordArgs {
     pub perf_map: bool,
     /// Every process on the host (`--all`): samples all CPUs, finds .NET processes each second.
     pub all: bool,
+    /// `--all`: the output prefix of per-process files; each recorded process's
+    /// `PREFIX.PID.*.pb.gz` are written when it exits and is folded (None: not written here).
+    pub fold_files: Option<PathBuf>,
     /// The targets were started stopped by `record -- CMD`: SIGCONT them once sampling runs.
     pub resume_after_attach: bool,
     /// Each thread at the root of its stacks (`--thread-roots`).
@@ -250,6 +255,7 @@ pub fn run(
     let mut processes = timeline::ProcessLabels::default();
     let mut retired = retire::Retired::default();
     let fold = args.all && !args.net.http;
+    let mut fold_files = args.fold_files.clone().filter(|_| fold).map(fold_files::FoldFiles::start);
     // The profile's clock starts when sampling starts (after attaching), as its duration does.
     let attach_ns = summary.time_to_attach.as_nanos() as u64;
     let origin_mono = started_mono.saturating_add(attach_ns as i64);
@@ -264,13 +270,26 @@ pub fn run(
     // Ctrl-C: everything after it is bounded to end within ~2 s. A recording that ended by its
     // duration or its targets' exit may take longer to name what it collected.
     let mut interrupted;
+    // When the sessions must have stopped (set when the recording ends).
+    let mut sessions_by = Instant::now();
+    let mut stop_sent: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let done_at = loop {
-        std::thread::sleep(Duration::from_millis(100));
+        // 100 ms between rounds; Ctrl-C is seen within 10 ms.
+        let tick = Instant::now() + Duration::from_millis(100);
+        while Instant::now() < tick && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let elapsed = started.elapsed();
         interrupted = stop.load(Ordering::SeqCst);
         let done = interrupted
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
+        if done {
+            // The runtimes' rundowns run while the last samples are read and named.
+            sessions_by = Instant::now() + clr_session::STOP_DEADLINE;
+            clr_session::begin_stop_all(&targets.sessions, sessions_by);
+            stop_sent = targets.sessions.iter().map(|s| s.pid()).collect();
+        }
         // Stack copies arrive through a ring buffer: read it every 100 ms.
         if let Some(b) = sampler.as_mut().and_then(|s| s.as_bpf())
             && let Err(e) = b.poll_copies()
@@ -342,6 +361,7 @@ pub fn run(
             // event stacks their sessions deliver after they exit are still named.
             let ready = if args.all { resolver.retire_exited() } else { Vec::new() };
             if fold {
+                let elapsed_ns = started.elapsed().saturating_sub(summary.time_to_attach).as_nanos() as u64;
                 let mut live = retire::Live {
                     builder: &mut builder,
                     types: &types,
@@ -356,6 +376,14 @@ pub fn run(
                     jit_counts: &mut jit_counts,
                     start_mono_ns: origin_mono,
                     thread_roots: args.thread_roots,
+                    proc_cpu: &mut proc_cpu,
+                    clock: retire::Clock {
+                        period: args.kinds.cpu.then(|| cpu_period(args)),
+                        start_unix_ns: start_unix_ns.saturating_add(attach_ns),
+                        elapsed_ns,
+                        period_ns: 1_000_000_000 / args.freq.max(1),
+                    },
+                    files: fold_files.as_mut(),
                 };
                 let bpf = sampler.as_mut().and_then(|s| s.as_bpf());
                 if let Err(e) = retired.fold(ready, &mut live, &mut targets, bpf) {
@@ -409,7 +437,18 @@ pub fn run(
     let restores = restore_all(std::mem::take(&mut targets.guards));
     log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
     let mut outcomes = finished;
-    outcomes.extend(clr_session::finish_all(std::mem::take(&mut targets.sessions), Instant::now() + clr_session::STOP_DEADLINE));
+    // Sessions set up after StopTracing was sent to the others get their own full time,
+    // unless the recording was interrupted (Ctrl-C: everything ends within 2 s).
+    let late_setups = targets.sessions.iter().any(|s| !stop_sent.contains(&s.pid()));
+    let by = if late_setups && !interrupted { Instant::now() + clr_session::STOP_DEADLINE } else { sessions_by };
+    // While the runtimes finish their rundowns, the addresses left are named.
+    resolver.set_deadline(Some(by));
+    let sessions = std::mem::take(&mut targets.sessions);
+    outcomes.extend(clr_session::finish_all_while(sessions, by, || {
+        if resolver.has_backlog() {
+            resolver.work_backlog();
+        }
+    }));
     let mut event_profiles = Vec::new();
     let mut net_parts = Vec::new();
     log::info!("stop: {} sessions stopped after {:?}", outcomes.len(), stopping.elapsed());
@@ -418,6 +457,9 @@ pub fn run(
     }
 
     log::info!("stop: sessions done after {:?}", stopping.elapsed());
+    // The perf maps have been going off since before the sessions stopped: they get
+    // RESTORE_DEADLINE more from here, not from the end of building the profile.
+    let restore_by = Instant::now() + RESTORE_DEADLINE;
     match save_raw::finish(resolver.image_cache().kernel().ok()) {
         Some(Ok(line)) => summary.saved_raw = Some(line),
         Some(Err(e)) => summary.warnings.push(format!("--save-raw: {e}")),
@@ -447,17 +489,22 @@ pub fn run(
     };
     let parts = Parts { cpu: &cpu, offcpu: &offcpu, gc_cpu: &gc_cpu, events: &event_profiles };
     let profile = build_profile(args, builder, &mut processes, &parts, &mut resolver, start_unix_ns.saturating_add(attach_ns), summary.duration, &times)?;
-    gc::complete_reports(&mut summary.events, &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
+    // Reports of folded processes were completed when they were folded.
+    let unfolded = retired.completed_reports.min(summary.events.len());
+    gc::complete_reports(&mut summary.events[unfolded..], &summary.thread_cpu, &proc_cpu, &user_gc_ns, summary.duration.as_nanos() as u64);
     let profile = attach_reports(profile, &summary.events)?;
     let profile = gc::add_markers(profile, &summary.events, origin_mono)?;
     let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
     log::info!("stop: profile built after {:?}", stopping.elapsed());
-    summary.warnings.extend(restores.wait(Instant::now() + RESTORE_DEADLINE));
+    summary.warnings.extend(restores.wait(restore_by));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
     summary.folded_processes = retired.folded;
+    if let Some(f) = fold_files {
+        (summary.folded_files, summary.folded_file_pids) = f.finish(done_at + FOLD_FILES_DEADLINE);
+    }
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.warnings.extend(resolver.file_warnings());
     if resolver.out_of_time > 0 {
@@ -493,6 +540,9 @@ const STOP_SYMBOLIZE: Duration = Duration::from_millis(300);
 const BUILD_SYMBOLIZE: Duration = Duration::from_millis(1300);
 /// The same budgets when the recording ended by its duration or its targets' exit.
 const UNHURRIED_SYMBOLIZE: Duration = Duration::from_secs(30);
+
+/// From the end of recording, until when the files of folded processes may still be written.
+const FOLD_FILES_DEADLINE: Duration = Duration::from_millis(1500);
 
 /// How long switching perf maps off may still take once the sessions have stopped.
 const RESTORE_DEADLINE: Duration = Duration::from_millis(300);
@@ -646,18 +696,17 @@ fn build_profile(
     duration: Duration,
     times: &Times<'_>,
 ) -> Result<Profile, RecordError> {
+    let t0 = Instant::now();
     let types = b.sample_types().to_vec();
     if args.kinds.cpu {
-        b.set_period(Period {
-            sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS),
-            value: (1_000_000_000 / args.freq.max(1)) as i64,
-        });
+        b.set_period(cpu_period(args));
     }
     b.set_start_time_ns(start_unix_ns);
     b.set_duration_ns(duration.as_nanos() as u64);
     let column = |k: &str| types.iter().position(|t| t.kind == k);
     if let (Some(col), Some((timed, windows))) = (column(kinds::CPU), times.cpu) {
-        let samples = timed.entries().iter().map(|(key, t, n)| timeline::TimedInput {
+        let view = timed.entries();
+        let samples = view.iter().map(|(key, t, n)| timeline::TimedInput {
             key,
             time_mono_ns: *t,
             value: *n as i64,
@@ -667,7 +716,8 @@ fn build_profile(
         timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
     if let (Some(col), Some(off)) = (column(kinds::OFF_CPU), times.offcpu) {
-        let samples = off.intervals().iter().map(|(key, t, ns)| timeline::TimedInput {
+        let view = off.intervals();
+        let samples = view.iter().map(|(key, t, ns)| timeline::TimedInput {
             key,
             time_mono_ns: *t,
             value: *ns as i64,
@@ -676,6 +726,7 @@ fn build_profile(
         });
         timeline::add_timed(&mut b, types.len(), samples, resolver, processes, times.start_mono_ns)?;
     }
+    log::info!("build: timed samples added in {:?}", t0.elapsed());
     // GC work: samples of GC threads, and of user threads inside their GC pauses (`gc_cpu`).
     let (cpu_col, offcpu_col) = (column(kinds::CPU), column(kinds::OFF_CPU));
     for (agg, col, gc_work) in [(parts.cpu, cpu_col, false), (parts.gc_cpu, cpu_col, true), (parts.offcpu, offcpu_col, false)] {
@@ -683,14 +734,23 @@ fn build_profile(
         let is_offcpu = Some(col) == offcpu_col;
         add_aggregates(&mut b, types.len(), col, is_offcpu, agg.iter().map(|(k, n)| (k, *n, gc_work)), resolver, processes, args.thread_roots)?;
     }
+    log::info!("build: aggregates added after {:?}", t0.elapsed());
     // Allocation, exception and contention samples at their times too (when every one kept it).
     for e in parts.events {
         e.write_into_at(&mut b, resolver, Some(times.start_mono_ns))?;
     }
+    log::info!("build: event samples added after {:?}", t0.elapsed());
     Ok(b.build())
 }
 
-/// Adds aggregated samples `(key, count, GC work)` to column `col`.
+/// The CPU sampling period.
+fn cpu_period(args: &RecordArgs) -> Period {
+    Period { sample_type: SampleType::new(kinds::CPU, units::NANOSECONDS), value: (1_000_000_000 / args.freq.max(1)) as i64 }
+}
+
+/// Adds aggregated samples `(key, count, GC work)` to column `col`. The threads of a process
+/// share their stacks (thread pools, waits): each distinct stack is named and interned once,
+/// each thread's labels once (most of the time building a host-wide profile took).
 #[allow(clippy::too_many_arguments)]
 fn add_aggregates<'a>(
     b: &mut ProfileBuilder,
@@ -702,24 +762,50 @@ fn add_aggregates<'a>(
     processes: &mut timeline::ProcessLabels,
     thread_roots: bool,
 ) -> Result<(), clrprobe_profile::ProfileError> {
+    // (pid, kernel, user, GC work) → (frame ids, wait kind); thread roots are added per thread.
+    type Named = (Vec<clrprobe_profile::FrameId>, Option<&'static str>);
+    type Key<'k> = (u32, &'k [u64], &'k [u64], bool);
+    let mut stacks: HashMap<Key<'a>, Named> = HashMap::new();
+    let mut labels_of: HashMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut values = vec![0i64; width];
+    let mut ids = Vec::new();
     for ((pid, tid, comm, kernel, user), count, gc_work) in samples {
         let in_gc = gc_work || gc::is_gc_thread(comm);
-        let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
-        let wait = is_offcpu.then(|| {
-            crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
-        });
-        let frames = if thread_roots { thread_root(frames, comm, *tid) } else { frames };
-        let mut ids = Vec::with_capacity(frames.len());
-        for f in frames {
-            ids.push(b.intern_frame(f)?);
+        let key = (*pid, &kernel[..], &user[..], in_gc);
+        let (fids, wait) = match stacks.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let frames = gc::under_gc_root(in_gc, resolver.stack(*pid, kernel, user));
+                let wait = is_offcpu.then(|| {
+                    crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref()))
+                });
+                let mut fids = Vec::with_capacity(frames.len());
+                for f in frames {
+                    fids.push(b.intern_frame(f)?);
+                }
+                v.insert((fids, wait))
+            }
+        };
+        ids.clear();
+        if thread_roots {
+            let root = clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic);
+            ids.push(b.intern_frame(root)?);
         }
+        ids.extend_from_slice(fids);
         let stack = b.intern_stack(&ids)?;
-        let mut labels = processes.labels(*pid, *tid, comm);
-        if let Some(w) = wait {
-            labels = labels.with_string("wait", w);
-        }
-        let labels = b.intern_labels(labels)?;
-        let mut values = vec![0i64; width];
+        let labels = match labels_of.get(&(*pid, *tid, comm.as_ref(), *wait)) {
+            Some(&id) => id,
+            None => {
+                let mut l = processes.labels(*pid, *tid, comm);
+                if let Some(w) = wait {
+                    l = l.with_string("wait", *w);
+                }
+                let id = b.intern_labels(l)?;
+                labels_of.insert((*pid, *tid, comm.as_ref(), *wait), id);
+                id
+            }
+        };
+        values.iter_mut().for_each(|v| *v = 0);
         values[col] = count as i64;
         b.add_sample(stack, &values, labels)?;
     }
@@ -762,11 +848,6 @@ fn absorb_outcome(
     profiles
 }
 
-/// `thread NAME (TID)` as the stack's root frame (`--thread-roots`).
-fn thread_root(mut frames: Vec<clrprobe_profile::Frame>, comm: &str, tid: u32) -> Vec<clrprobe_profile::Frame> {
-    frames.insert(0, clrprobe_profile::Frame::new(format!("thread {comm} ({tid})"), String::new(), clrprobe_profile::FrameKind::Synthetic));
-    frames
-}
 
 use crate::report::REPORT_COMMENT;
 

@@ -13,10 +13,10 @@
 //! sample), its event report and its line in the summary.
 use std::collections::{HashMap, HashSet};
 
-use clrprobe_profile::{Frame, ProfileBuilder, ProfileError, SampleType, kinds};
+use clrprobe_profile::{Frame, FrameKind, Period, Profile, ProfileBuilder, ProfileError, SampleType, StackId, kinds};
 
 use super::{
-    AggKey, FrameResolver, RecordSummary, clr_session::SessionOutcome, gc, targets::Targets, timeline,
+    AggKey, FrameResolver, RecordSummary, clr_session::SessionOutcome, fold_files::FoldFiles, gc, targets::Targets, timeline,
 };
 use crate::sampler::BpfSampler;
 
@@ -29,6 +29,19 @@ pub(super) struct Retired {
     pub user_gc_samples: HashMap<u32, u64>,
     /// Processes folded so far.
     pub folded: u64,
+    /// Event reports in the summary completed when their process was folded (the first ones).
+    pub completed_reports: usize,
+}
+
+/// The profile's clock and period, for the per-process files of folded processes.
+pub(super) struct Clock {
+    pub period: Option<Period>,
+    /// Unix ns of the profile start.
+    pub start_unix_ns: u64,
+    /// Recorded so far.
+    pub elapsed_ns: u64,
+    /// CPU sample period.
+    pub period_ns: u64,
 }
 
 /// The recording's state a fold reads and empties.
@@ -46,6 +59,10 @@ pub(super) struct Live<'a> {
     pub jit_counts: &'a mut HashMap<u32, usize>,
     pub start_mono_ns: i64,
     pub thread_roots: bool,
+    pub proc_cpu: &'a mut gc::ProcCpu,
+    pub clock: Clock,
+    /// Writes the per-process files of the recorded processes folded (None: no such files).
+    pub files: Option<&'a mut FoldFiles>,
 }
 
 impl Retired {
@@ -65,8 +82,10 @@ impl Retired {
         }
         self.pending.retain(|p| !now.contains(p));
         // Processes that were not targets (host-wide): by thread name only.
-        live.processes.by_name_only(now.iter().copied().filter(|p| !targets.pids.contains(p) && !targets.retired.contains(p)));
-        let tids = fold_into(&now, live, &mut self.user_gc_samples)?;
+        let recorded: HashSet<u32> = now.iter().copied().filter(|p| targets.pids.contains(p) || targets.retired.contains(p)).collect();
+        live.processes.by_name_only(now.iter().copied().filter(|p| !recorded.contains(p)));
+        let tids = fold_into(&now, &recorded, live, &mut self.user_gc_samples)?;
+        self.completed_reports = live.summary.events.len();
         live.resolver.forget(&now);
         live.processes.forget(&now);
         live.thread_names.retain(|k, _| !now.contains(&k.0));
@@ -80,10 +99,21 @@ impl Retired {
     }
 }
 
-/// Adds the samples of `pids` to the profile; returns their threads.
-fn fold_into(pids: &HashSet<u32>, s: &mut Live<'_>, user_gc: &mut HashMap<u32, u64>) -> Result<HashSet<u32>, ProfileError> {
+/// Adds the samples of `pids` to the profile as totals, and hands those of the `recorded`
+/// ones, at their times, to the per-process file writer; returns their threads.
+fn fold_into(
+    pids: &HashSet<u32>,
+    recorded: &HashSet<u32>,
+    s: &mut Live<'_>,
+    user_gc: &mut HashMap<u32, u64>,
+) -> Result<HashSet<u32>, ProfileError> {
     let mut tids = HashSet::new();
-    let mut names = Unplaced(&mut *s.resolver);
+    // Built apart (timed), then added to the profile as totals: what stays per folded
+    // process is one sample per distinct stack and thread.
+    let mut folded = ProfileBuilder::new(s.types.to_vec());
+    // Processes that were not recorded keep code by module (see `Unplaced::coarse`).
+    let coarse: HashSet<u32> = pids.difference(recorded).copied().collect();
+    let mut names = Unplaced(&mut *s.resolver, &coarse);
     // EventPipe: event samples and the report (its GC pauses place the CPU samples below).
     let mut mine = Vec::new();
     let mut i = 0;
@@ -97,7 +127,7 @@ fn fold_into(pids: &HashSet<u32>, s: &mut Live<'_>, user_gc: &mut HashMap<u32, u
     let first_report = s.summary.events.len();
     for (pid, outcome) in mine {
         let profiles = super::absorb_outcome(pid, outcome, s.summary, names.0, s.thread_names, s.jit_counts, None);
-        profiles.write_into(s.builder, &mut names)?;
+        profiles.write_into_at(&mut folded, &mut names, Some(s.start_mono_ns))?;
     }
     let windows = gc::GcWindows::from_reports(&s.summary.events[first_report..]);
     let width = s.types.len();
@@ -122,13 +152,13 @@ fn fold_into(pids: &HashSet<u32>, s: &mut Live<'_>, user_gc: &mut HashMap<u32, u
             }
             timeline::TimedInput { key, time_mono_ns: *t, value: *n as i64, column: col, in_gc }
         });
-        timeline::add_timed(s.builder, width, samples, &mut names, s.processes, s.start_mono_ns)?;
+        timeline::add_timed(&mut folded, width, samples, &mut names, s.processes, s.start_mono_ns)?;
     }
     if let Some(col) = off_col {
         let samples = timed_off
             .iter()
             .map(|(key, t, ns)| timeline::TimedInput { key, time_mono_ns: *t, value: *ns as i64, column: col, in_gc: false });
-        timeline::add_timed(s.builder, width, samples, &mut names, s.processes, s.start_mono_ns)?;
+        timeline::add_timed(&mut folded, width, samples, &mut names, s.processes, s.start_mono_ns)?;
     }
     tids.extend(timed_cpu.iter().chain(&timed_off).map(|e| e.0.1));
 
@@ -138,32 +168,124 @@ fn fold_into(pids: &HashSet<u32>, s: &mut Live<'_>, user_gc: &mut HashMap<u32, u
         tids.extend(taken.iter().map(|(k, _)| k.1));
         let Some(col) = col else { continue };
         let is_offcpu = Some(col) == off_col;
-        super::add_aggregates(s.builder, width, col, is_offcpu, taken.iter().map(|(k, n)| (k, *n, false)), &mut names, s.processes, s.thread_roots)?;
+        super::add_aggregates(&mut folded, width, col, is_offcpu, taken.iter().map(|(k, n)| (k, *n, false)), &mut names, s.processes, s.thread_roots)?;
+    }
+
+    // Their reports are complete now (the /proc CPU times of their threads are not kept).
+    let user_gc_ns: HashMap<u32, u64> = pids.iter().filter_map(|p| user_gc.remove(p).map(|n| (*p, n * s.clock.period_ns))).collect();
+    let reports = &mut s.summary.events[first_report..];
+    gc::complete_reports(reports, &[], s.proc_cpu, &user_gc_ns, s.clock.elapsed_ns);
+    s.proc_cpu.forget(pids);
+    if let Some(p) = &s.clock.period {
+        folded.set_period(p.clone());
+    }
+    folded.set_start_time_ns(s.clock.start_unix_ns);
+    folded.set_duration_ns(s.clock.elapsed_ns);
+    let folded = folded.build();
+    add_totals(s.builder, &folded)?;
+    if let Some(files) = s.files.as_deref_mut()
+        && !recorded.is_empty()
+    {
+        let reports = &s.summary.events[first_report..];
+        let with_reports = gc::add_markers(super::attach_reports(folded, reports).map_err(record_to_profile)?, reports, s.start_mono_ns)?;
+        for (pid, p) in super::split_by_process(&with_reports, Some(recorded))? {
+            files.send(pid, p);
+        }
     }
     Ok(tids)
 }
 
-/// The resolver's frames without address and mapping: equal across processes.
-pub(super) struct Unplaced<'a>(pub &'a mut FrameResolver);
+fn record_to_profile(e: super::RecordError) -> ProfileError {
+    match e {
+        super::RecordError::Profile(e) => e,
+        other => ProfileError::Encode(other.to_string()),
+    }
+}
+
+/// Adds the samples of `p` to `b` without their times (summed per stack and labels).
+fn add_totals(b: &mut ProfileBuilder, p: &Profile) -> Result<(), ProfileError> {
+    let frames = p.frames().iter().map(|f| b.intern_frame(f.clone())).collect::<Result<Vec<_>, _>>()?;
+    let labels = p.label_sets().iter().map(|l| b.intern_labels(l.clone())).collect::<Result<Vec<_>, _>>()?;
+    let mut stacks: HashMap<StackId, StackId> = HashMap::new();
+    let mut ids = Vec::new();
+    for s in p.samples() {
+        let stack = match stacks.get(&s.stack) {
+            Some(&id) => id,
+            None => {
+                ids.clear();
+                ids.extend(p.stack(s.stack).unwrap_or(&[]).iter().map(|f| frames[f.index()]));
+                let id = b.intern_stack(&ids)?;
+                stacks.insert(s.stack, id);
+                id
+            }
+        };
+        b.add_sample(stack, s.values, labels[s.labels.index()])?;
+    }
+    Ok(())
+}
+
+/// The resolver's frames without address and mapping: equal across processes. Processes in
+/// the set (exited, not recorded: the host's compilers, shells…) keep their code by module
+/// (`module+offset` and unnamed addresses would add frames without bound over a long run of
+/// a build host), consecutive frames of one module as one.
+pub(super) struct Unplaced<'a>(pub &'a mut FrameResolver, pub &'a HashSet<u32>);
 
 impl Unplaced<'_> {
-    fn strip(mut frames: Vec<Frame>) -> Vec<Frame> {
+    fn strip(&self, pid: u32, mut frames: Vec<Frame>) -> Vec<Frame> {
         for f in &mut frames {
             f.address = 0;
             f.mapping = None;
         }
-        frames
+        if self.1.contains(&pid) { by_module(frames) } else { frames }
     }
 }
 
+/// Code frames named `module+offset` or not named at all become their module (`[unknown]`
+/// without one); consecutive ones of the same module, one frame.
+fn by_module(frames: Vec<Frame>) -> Vec<Frame> {
+    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
+    for mut f in frames {
+        if f.kind != FrameKind::Kernel && (f.is_unnamed() || f.name.starts_with(&format!("{}+0x", f.module))) {
+            f = Frame::new(if f.module.is_empty() { "[unknown]".to_string() } else { f.module.to_string() }, f.module.to_string(), f.kind);
+            if out.last().is_some_and(|l| l.name == f.name && l.kind == f.kind) {
+                continue;
+            }
+        }
+        out.push(f);
+    }
+    out
+}
+
+
 impl super::StackSource for Unplaced<'_> {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-        Self::strip(self.0.stack(pid, kernel, user))
+        let frames = self.0.stack(pid, kernel, user);
+        self.strip(pid, frames)
     }
 }
 
 impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
     fn frames(&mut self, pid: u32, stack: &[u64]) -> Vec<Frame> {
-        Self::strip(self.0.stack(pid, &[], stack))
+        let frames = self.0.stack(pid, &[], stack);
+        self.strip(pid, frames)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clrprobe_profile::{Frame, FrameKind};
+
+    #[test]
+    fn unrecorded_code_is_kept_by_module() {
+        let f = |name: &str, module: &str, kind| Frame::new(name.to_string(), module.to_string(), kind);
+        let frames = vec![
+            f("main", "rustc", FrameKind::Native),
+            f("librustc_driver.so+0x1234", "librustc_driver.so", FrameKind::Native),
+            f("librustc_driver.so+0x99", "librustc_driver.so", FrameKind::Native),
+            f("0x7f0000001234", "", FrameKind::Unknown).with_attr("unnamed", "1"),
+            f("do_syscall_64", "[kernel]", FrameKind::Kernel),
+        ];
+        let names: Vec<String> = super::by_module(frames).iter().map(|f| f.name.to_string()).collect();
+        assert_eq!(names, ["main", "librustc_driver.so", "[unknown]", "do_syscall_64"]);
     }
 }

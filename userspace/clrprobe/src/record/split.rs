@@ -53,11 +53,13 @@ pub fn split_by_process(profile: &Profile, only: Option<&std::collections::HashS
 /// pprof only, on a few threads (encoding, compressing and syncing dozens of files one by one
 /// was most of the time `--all` took to stop).
 pub fn write_per_process(profile: &Profile, prefix: &std::path::Path, pids: &[u32]) -> Vec<crate::output::Written> {
+    let t0 = std::time::Instant::now();
     let only: std::collections::HashSet<u32> = pids.iter().copied().collect();
     let per: Vec<(u32, Profile)> = match split_by_process(profile, Some(&only)) {
         Ok(per) => per.into_iter().collect(),
         Err(e) => return vec![crate::output::Written { path: prefix.to_path_buf(), result: Err(e) }],
     };
+    log::info!("per-process: {} profiles split in {:?}", per.len(), t0.elapsed());
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4).min(per.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut out: Vec<crate::output::Written> = std::thread::scope(|s| {
@@ -78,5 +80,6 @@ pub fn write_per_process(profile: &Profile, prefix: &std::path::Path, pids: &[u3
         workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect()
     });
     out.sort_by(|a, b| a.path.cmp(&b.path));
+    log::info!("per-process: {} files written after {:?}", out.len(), t0.elapsed());
     out
 }

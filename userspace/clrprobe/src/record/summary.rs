@@ -63,6 +63,12 @@ pub struct RecordSummary {
     pub recorded: Vec<RecordedPid>,
     /// Exited processes folded into the profile while recording (`--all`).
     pub folded_processes: u64,
+    /// Per-process files of folded processes, written when each was folded (`--all`), and
+    /// their pids (not written again from the host profile).
+    #[serde(skip)]
+    pub folded_files: Vec<crate::output::Written>,
+    #[serde(skip)]
+    pub folded_file_pids: Vec<u32>,
     /// From the end of recording to everything stopped and switched off.
     #[serde(with = "secs")]
     pub stop_time: Duration,

@@ -11,13 +11,13 @@ use clrprobe_profile::{LabelSet, ProfileBuilder, ProfileError};
 use super::{AggKey, StackSource, gc};
 use crate::sampler::RawSample;
 
-/// Most timed off-CPU intervals kept (~110 bytes each).
+/// Most timed off-CPU intervals kept (24 bytes each and their distinct keys).
 const MAX_OFFCPU: usize = 1 << 19;
 
 #[derive(Debug, Default)]
 pub struct OffCpuTimes {
     /// (key, start monotonic ns, off-CPU ns).
-    intervals: Vec<(AggKey, u64, u64)>,
+    intervals: super::timed_keys::TimedKeys,
     full: bool,
 }
 
@@ -29,29 +29,29 @@ impl OffCpuTimes {
         if s.time_ns == 0 || self.full {
             return;
         }
-        self.intervals.push(((s.pid, s.tid, s.comm.clone(), s.kernel.clone(), s.user.clone()), s.time_ns, s.count));
+        self.intervals.push(s.pid, s.tid, &s.comm, &s.kernel, &s.user, s.time_ns, s.count);
     }
 
     /// Takes out the intervals of `pids` (exited process being folded into the profile).
     pub fn take_pids(&mut self, pids: &std::collections::HashSet<u32>) -> Vec<(AggKey, u64, u64)> {
-        gc::take_pids(&mut self.intervals, pids)
+        self.intervals.take_pids(pids)
     }
 
-    pub fn intervals(&self) -> &[(AggKey, u64, u64)] {
-        &self.intervals
+    pub fn intervals(&self) -> super::timed_keys::TimedView<'_> {
+        self.intervals.view()
     }
 
     /// Intervals have times (and none was dropped for room).
     pub fn has_times(&self) -> bool {
-        !self.full && !self.intervals.is_empty()
+        !self.full && self.intervals.len() > 0
     }
 }
 
 /// What the aggregate `all` holds beyond the timed entries (key, time, value): samples taken
 /// before times were switched on.
-pub(super) fn untimed(all: &HashMap<AggKey, u64>, timed: &[(AggKey, u64, u64)]) -> HashMap<AggKey, u64> {
+pub(super) fn untimed(all: &HashMap<AggKey, u64>, timed: super::timed_keys::TimedView<'_>) -> HashMap<AggKey, u64> {
     let mut left = all.clone();
-    for (key, _, v) in timed {
+    for (key, _, v) in timed.iter() {
         if let Some(n) = left.get_mut(key) {
             *n = n.saturating_sub(*v);
         }
