@@ -177,7 +177,7 @@ impl FrameResolver {
             self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
         }
-        let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::warn!("pid {pid}: no symbolizer: {e}")).ok();
+        let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
         self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
     }
 
@@ -206,7 +206,7 @@ impl FrameResolver {
     /// With [`FrameResolver::light_for_others`], it is named lightly.
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
-            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::warn!("pid {pid}: no symbolizer: {e}")).ok();
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
             self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
         }
     }
@@ -254,7 +254,7 @@ impl FrameResolver {
             let light = p.light;
             self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
-            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::warn!("pid {pid}: no symbolizer: {e}")).ok();
+            let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
             self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false });
         }
         if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
