@@ -14,8 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::FormatError;
 use crate::metadata::Metadata;
-use crate::pe::{FileSource, ImageSource, PeImage};
-use crate::reader::Bytes;
+use crate::pe::{FileSource, PeImage};
 
 /// Largest assembly read for names (CoreLib is ~13 MB).
 const MAX_ASSEMBLY: u64 = 512 << 20;
@@ -82,9 +81,17 @@ pub fn complete(md: &Metadata<'_>, ty: &str, cut: &str, params: Option<u32>) -> 
     found.map(str::to_string)
 }
 
+/// What of an assembly's metadata to read: only what names methods (types, methods, nested
+/// classes, strings: [`PeImage::metadata_at`]), or all of it (signatures too).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Names,
+    Whole,
+}
+
 /// Reads the metadata of the managed image at `path` (a regular file, opened without
 /// blocking; only its headers and metadata are read) and hands it to `f`.
-pub fn with_metadata<T>(path: &Path, f: impl FnOnce(&Metadata<'_>) -> T) -> Result<T, FormatError> {
+fn with_metadata<T>(path: &Path, read: Read, f: impl FnOnce(&Metadata<'_>) -> T) -> Result<T, FormatError> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -96,14 +103,12 @@ pub fn with_metadata<T>(path: &Path, f: impl FnOnce(&Metadata<'_>) -> T) -> Resu
         return Err(FormatError::NotReadyToRun("not a regular file of a readable size"));
     }
     let src = FileSource::new(&file, meta.len());
-    let headers = src.bytes_at(0, src.len().min(crate::pe::HEADERS_READ), "PE headers")?;
-    let pe = PeImage::parse(&headers)?;
-    drop(headers);
-    let (clr_rva, clr_size) = pe.clr_header.ok_or(FormatError::NotReadyToRun("no CLR header (not a managed image)"))?;
-    let cor = pe.bytes_at(&src, clr_rva, clr_size.clamp(72, 4096), "CLR header")?;
-    let cor = Bytes::new(&cor, "CLR header");
-    let (md_rva, md_size) = (cor.u32(8)?, cor.u32(12)?);
-    let bytes = pe.bytes_at(&src, md_rva, md_size, "metadata")?;
+    let pe = PeImage::read(&src)?;
+    let (md_rva, md_size) = pe.cor20(&src)?.metadata;
+    let bytes = match read {
+        Read::Names => pe.metadata_at(&src, md_rva, md_size)?,
+        Read::Whole => pe.bytes_at(&src, md_rva, md_size, "metadata")?,
+    };
     let md = Metadata::parse(&bytes)?;
     Ok(f(&md))
 }
@@ -152,7 +157,7 @@ impl Repairs {
         let key = path.to_string_lossy().into_owned();
         let index = {
             let mut idx = self.indexes.lock().unwrap_or_else(|e| e.into_inner());
-            idx.entry(key.clone()).or_insert_with(|| with_metadata(path, MethodIndex::build).ok().map(Arc::new)).clone()
+            idx.entry(key.clone()).or_insert_with(|| with_metadata(path, Read::Names, MethodIndex::build).ok().map(Arc::new)).clone()
         }?;
         if !index.has_type(ty) || index.has_method(ty, method) {
             return None;
@@ -161,7 +166,7 @@ impl Repairs {
         if let Some(done) = self.completions.lock().unwrap_or_else(|e| e.into_inner()).get(&ck) {
             return done.clone();
         }
-        let fixed = with_metadata(path, |md| complete(md, ty, method, params)).ok().flatten().map(|m| format!("{ty}::{m}"));
+        let fixed = with_metadata(path, Read::Whole, |md| complete(md, ty, method, params)).ok().flatten().map(|m| format!("{ty}::{m}"));
         self.completions.lock().unwrap_or_else(|e| e.into_inner()).insert(ck, fixed.clone());
         fixed
     }

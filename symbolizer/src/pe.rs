@@ -123,7 +123,30 @@ pub fn base_machine(machine: u16) -> u16 {
     machine
 }
 
+/// The COR20 header fields clrprobe reads (II.25.3.3): (RVA, size) of the metadata and of the
+/// ManagedNativeHeader, and the flags.
+#[derive(Debug, Clone, Copy)]
+pub struct Cor20 {
+    pub metadata: (u32, u32),
+    pub flags: u32,
+    pub managed_native_header: (u32, u32),
+}
+
 impl PeImage {
+    /// The headers of the image in `src` (only its first [`HEADERS_READ`] bytes are read).
+    pub fn read<S: ImageSource + ?Sized>(src: &S) -> Result<PeImage, FormatError> {
+        let headers = src.bytes_at(0, src.len().min(HEADERS_READ), "PE headers")?;
+        PeImage::parse(&headers)
+    }
+
+    /// The managed image's COR20 header, read from `src`.
+    pub fn cor20<S: ImageSource + ?Sized>(&self, src: &S) -> Result<Cor20, FormatError> {
+        let (rva, size) = self.clr_header.ok_or(FormatError::NotReadyToRun("no CLR header (not a managed image)"))?;
+        let cor = self.bytes_at(src, rva, size.clamp(72, 4096), "CLR header")?;
+        let cor = crate::reader::Bytes::new(&cor, "CLR header");
+        Ok(Cor20 { metadata: (cor.u32(8)?, cor.u32(12)?), flags: cor.u32(16)?, managed_native_header: (cor.u32(64)?, cor.u32(68)?) })
+    }
+
     pub fn parse(data: &[u8]) -> Result<PeImage, FormatError> {
         let magic = object::read::pe::optional_header_magic(data).map_err(|e| FormatError::Pe(e.to_string()))?;
         if magic == pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC {

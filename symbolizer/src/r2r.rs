@@ -84,16 +84,10 @@ impl R2rImage {
     /// Parses an R2R PE image, reading only the headers, the metadata and the R2R sections it
     /// names from `src` (not the code, IL or resources).
     pub fn parse_source<S: ImageSource + ?Sized>(src: &S) -> Result<R2rImage, FormatError> {
-        let headers = src.bytes_at(0, src.len().min(crate::pe::HEADERS_READ), "PE headers")?;
-        let pe = PeImage::parse(&headers)?;
-        drop(headers);
+        let pe = PeImage::read(src)?;
         let at = |rva: u32, size: u32, what: &'static str| -> Result<Cow<'_, [u8]>, FormatError> { pe.bytes_at(src, rva, size, what) };
-        let (clr_rva, clr_size) = pe.clr_header.ok_or(FormatError::NotReadyToRun("no CLR header (not a managed image)"))?;
-        let cor = at(clr_rva, clr_size.clamp(72, 4096), "CLR header")?;
-        let cor = Bytes::new(&cor, "CLR header");
-        let (md_rva, md_size) = (cor.u32(8)?, cor.u32(12)?);
-        let cor_flags = cor.u32(16)?;
-        let (mnh_rva, mnh_size) = (cor.u32(64)?, cor.u32(68)?);
+        let cor = pe.cor20(src)?;
+        let ((md_rva, md_size), cor_flags, (mnh_rva, mnh_size)) = (cor.metadata, cor.flags, cor.managed_native_header);
         if cor_flags & COMIMAGE_FLAGS_IL_LIBRARY == 0 || mnh_rva == 0 {
             return Err(FormatError::NotReadyToRun("no ManagedNativeHeader (IL-only image)"));
         }
