@@ -9,22 +9,12 @@ use std::{
     time::Duration,
 };
 
-use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Workload, require_root};
 use serde_json::Value;
 
-/// CPU samples whose stack has a frame named `name`.
-fn samples_with(p: &Profile, name: &str) -> i64 {
-    let col = p.sample_type_index("cpu").expect("cpu kind");
-    p.samples()
-        .filter(|s| p.stack(s.stack).unwrap().iter().any(|&f| &*p.frame(f).unwrap().name == name))
-        .map(|s| s.values[col])
-        .sum()
-}
+mod common;
+use common::{read, samples_with};
 
-fn read(prefix: &Path) -> Profile {
-    clrprobe::report::load(&[prefix.to_path_buf()]).unwrap_or_else(|e| panic!("{}: {e}", prefix.display()))
-}
 
 /// Starts `w` through a shell that exits at once: the workload is re-parented (not ours).
 fn start_orphan(w: &Workload) -> u32 {

@@ -9,9 +9,11 @@ use std::{
     time::Duration,
 };
 
-use clrprobe_profile::Profile;
 use clrprobe_tests::{Runtime, Workload, require_root};
 use serde_json::Value;
+
+mod common;
+use common::{read, samples_with};
 
 fn out_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("clrprobe-host-{name}-{}", std::process::id()));
@@ -94,19 +96,6 @@ fn run_clrprobe(args: &[&str]) -> (Value, String) {
     (json, stderr)
 }
 
-/// CPU samples whose stack has a frame named `name`.
-fn samples_with(p: &Profile, name: &str) -> i64 {
-    let col = p.sample_type_index("cpu").expect("cpu kind");
-    p.samples()
-        .filter(|s| p.stack(s.stack).unwrap().iter().any(|&f| &*p.frame(f).unwrap().name == name))
-        .map(|s| s.values[col])
-        .sum()
-}
-
-/// Every `PREFIX.KIND.pb.gz` (and the events file) as one profile.
-fn read(prefix: &Path) -> Profile {
-    clrprobe::report::load(&[prefix.to_path_buf()]).unwrap_or_else(|e| panic!("{}: {e}", prefix.display()))
-}
 
 #[test]
 fn record_all_names_managed_frames_of_four_processes_one_contained_one_started_midway() {
