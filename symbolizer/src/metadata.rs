@@ -201,6 +201,29 @@ fn table_layout(t: Bytes<'_>) -> Result<(Vec<Table>, u64), FormatError> {
     Ok((layout, pos))
 }
 
+/// A stream header of a metadata root: name, offset, size.
+type StreamHeader<'b> = (&'b [u8], u64, u64);
+
+/// The stream headers of a metadata root (II.24.2.1).
+fn stream_headers<'b>(root: &Bytes<'b>) -> Result<Vec<StreamHeader<'b>>, FormatError> {
+    let vlen = root.u32(12)? as u64;
+    if vlen > 256 {
+        return Err(FormatError::invalid("metadata root", format!("version length {vlen} > 256")));
+    }
+    let mut pos = 16 + vlen;
+    let nstreams = root.u16(pos + 2)?;
+    pos += 4;
+    let mut out = Vec::with_capacity(nstreams.min(16) as usize);
+    for _ in 0..nstreams {
+        let off = root.u32(pos)? as u64;
+        let size = root.u32(pos + 4)? as u64;
+        let name = root.cstr(pos + 8)?;
+        pos += 8 + (name.len() as u64 + 4) / 4 * 4;
+        out.push((name, off, size));
+    }
+    Ok(out)
+}
+
 /// The bytes of a metadata root that naming methods reads ([`Metadata::parse`]): the root and
 /// stream headers, the `#~` header with the TypeDef, MethodDef, MemberRef and NestedClass rows,
 /// and the `#Strings` heap. `read(buf, offset)` fills `buf` from the metadata at `offset`.
@@ -215,19 +238,8 @@ pub fn read_for_names(size: u64, mut read: impl FnMut(&mut [u8], u64) -> Result<
     };
     fill(&mut buf, 0, size.min(4096), "metadata root")?;
     let root = Bytes::new(&buf, "metadata root");
-    let vlen = root.u32(12)? as u64;
-    if vlen > 256 {
-        return Err(FormatError::invalid("metadata root", format!("version length {vlen} > 256")));
-    }
-    let mut pos = 16 + vlen;
-    let nstreams = root.u16(pos + 2)?;
-    pos += 4;
     let (mut tables, mut strings) = (None, None);
-    for _ in 0..nstreams {
-        let off = root.u32(pos)? as u64;
-        let size = root.u32(pos + 4)? as u64;
-        let name = root.cstr(pos + 8)?;
-        pos += 8 + (name.len() as u64 + 4) / 4 * 4;
+    for (name, off, size) in stream_headers(&root)? {
         match name {
             b"#~" | b"#-" => tables = Some((off, size)),
             b"#Strings" => strings = Some((off, size)),
@@ -258,20 +270,11 @@ impl<'a> Metadata<'a> {
         if root.u32(0)? != 0x424A_5342 {
             return Err(FormatError::invalid("metadata root", "signature is not BSJB"));
         }
+        let streams = stream_headers(&root)?;
         let vlen = root.u32(12)? as u64;
-        if vlen > 256 {
-            return Err(FormatError::invalid("metadata root", format!("version length {vlen} > 256")));
-        }
         let version = String::from_utf8_lossy(root.cstr(16).or_else(|_| root.slice(16, vlen))?).into_owned();
-        let mut pos = 16 + vlen;
-        let nstreams = root.u16(pos + 2)?;
-        pos += 4;
         let (mut tables, mut strings, mut blobs) = (None, None, None);
-        for _ in 0..nstreams {
-            let off = root.u32(pos)? as u64;
-            let size = root.u32(pos + 4)? as u64;
-            let name = root.cstr(pos + 8)?;
-            pos += 8 + (name.len() as u64 + 4) / 4 * 4;
+        for (name, off, size) in streams {
             match name {
                 b"#~" | b"#-" => tables = Some(root.sub(off, size, "#~ stream")?),
                 b"#Strings" => strings = Some(root.sub(off, size, "#Strings heap")?),
