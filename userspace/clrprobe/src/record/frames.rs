@@ -297,11 +297,13 @@ impl FrameResolver {
     }
 
     /// Returns the processes retired by this call.
-    pub fn retire_exited(&mut self) -> Vec<u32> {
+    /// A process for which `busy` says its runtime session or set-up still runs is kept (its
+    /// session may still deliver stacks to name).
+    pub fn retire_exited(&mut self, busy: impl Fn(u32) -> bool) -> Vec<u32> {
         let dead: Vec<u32> = self
             .processes
             .iter()
-            .filter(|(pid, p)| !p.retired && !self.backlog.contains_key(pid) && !super::alive(**pid))
+            .filter(|(pid, p)| !p.retired && !self.backlog.contains_key(pid) && !super::alive(**pid) && !busy(**pid))
             .map(|(pid, _)| *pid)
             .collect();
         let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();

@@ -359,7 +359,7 @@ pub fn run(
             }
             // Without `--all`, processes are few: their symbolizers are kept to the end, so
             // event stacks their sessions deliver after they exit are still named.
-            let ready = if args.all { resolver.retire_exited() } else { Vec::new() };
+            let ready = if args.all { resolver.retire_exited(|p| !targets.settled(p)) } else { Vec::new() };
             if fold {
                 let elapsed_ns = started.elapsed().saturating_sub(summary.time_to_attach).as_nanos() as u64;
                 let mut live = retire::Live {
