@@ -274,6 +274,10 @@ fn a_fake_diagnostics_socket_of_another_user_is_refused() {
     let fake = std::os::unix::net::UnixListener::bind(&path).unwrap();
     fake.set_nonblocking(true).unwrap();
     std::os::unix::fs::chown(&path, Some(NOBODY), Some(NOBODY)).unwrap();
+    // A stale socket of an earlier process with this pid (pids are reused, sockets stay in
+    // /tmp): root's, but not named for this process: not used in place of the refused one.
+    let stale = format!("/tmp/dotnet-diagnostic-{pid}-{}-socket", start - 1);
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
     let out_file = std::env::temp_dir().join(format!("clrprobe-sf-fake-{}.nettrace", std::process::id()));
     let (out, _) = clrprobe(&["trace", "-p", &pid.to_string(), "--duration", "1", "-o", out_file.to_str().unwrap()], Duration::from_secs(20));
     let err = stderr(&out);
@@ -283,6 +287,7 @@ fn a_fake_diagnostics_socket_of_another_user_is_refused() {
     assert!(matches!(fake.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock), "clrprobe connected to the fake socket");
     assert!(!out_file.exists(), "no trace file for a failed trace");
     std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&stale).unwrap();
 }
 
 /// Peak RSS (KiB) of `clrprobe ARGS`, measured by the kernel (wait4's ru_maxrss).

@@ -143,6 +143,7 @@ pub(crate) mod linux {
         let pids = namespace_pids(pid, &status);
         let owner = uids(&status);
         let mut refused: Option<(PathBuf, String)> = None;
+        let mut refused_exact = false;
         let start = std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|s| start_time(&s));
         let mut perm_error: Option<(PathBuf, io::Error)> = None;
 
@@ -196,12 +197,19 @@ pub(crate) mod linux {
                 let path = entry.path();
                 // DirEntry::metadata does not follow links.
                 let Ok(meta) = entry.metadata() else { continue };
+                let exact = start == Some(key);
                 if let Some(reason) = untrusted(&meta, owner) {
-                    refused.get_or_insert((path, reason));
+                    // The socket named for this very process outranks a stale one of an
+                    // earlier process with the same pid (pids are reused; their sockets stay).
+                    if exact && !refused_exact {
+                        refused = Some((path, reason));
+                        refused_exact = true;
+                    } else {
+                        refused.get_or_insert((path, reason));
+                    }
                     continue;
                 }
                 let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                let exact = start == Some(key);
                 let better = match &best {
                     None => true,
                     Some((bexact, bmtime, _)) => (exact, mtime) > (*bexact, *bmtime),
@@ -212,6 +220,9 @@ pub(crate) mod linux {
             }
         }
         match (best, perm_error, refused) {
+            // Only a stale socket of an earlier process with this pid besides the refused
+            // one named for this process: the refusal is the answer, not the stale socket.
+            (Some((false, _, _)), _, Some((path, reason))) if refused_exact => Err(IpcError::UntrustedSocket { pid, path, reason }),
             (Some((_, _, path)), _, _) => Ok(Endpoint::UnixSocket(path)),
             (None, _, Some((path, reason))) => Err(IpcError::UntrustedSocket { pid, path, reason }),
             (None, Some((path, source)), None) => Err(IpcError::PermissionDenied { path, source }),
@@ -266,7 +277,16 @@ pub(crate) mod linux {
             let _other = std::os::unix::net::UnixListener::bind(tmp.join("dotnet-diagnostic-999-1-socket")).unwrap(); // other pid
             assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(newest));
             let exact = touch(5000, 100); // key == start time: wins although oldest
-            assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(exact));
+            assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(exact.clone()));
+            // The socket named for this process is refused (here: not a socket): a stale
+            // socket of an earlier process with the same pid is not used instead.
+            drop(listeners);
+            std::fs::remove_file(&exact).unwrap();
+            std::fs::write(&exact, b"").unwrap();
+            match find(pid, &proc_root) {
+                Err(IpcError::UntrustedSocket { path, reason, .. }) => assert_eq!((path, reason.as_str()), (exact, "is not a socket")),
+                other => panic!("expected the refusal of the exact socket, got {other:?}"),
+            }
             std::fs::remove_dir_all(&base).unwrap();
         }
 
