@@ -93,7 +93,7 @@ impl ProcessSymbolizer {
             }
             v
         };
-        let owner = Owner::of_pid(pid).unwrap_or(Owner { real: 0, effective: 0 });
+        let owner = Owner::of_pid(pid).unwrap_or(Owner::root());
         let perf_map_paths = paths(format!("tmp/perf-{ns_pid}.map"));
         let jitdump_paths = paths(format!("tmp/jit-{ns_pid}.dump"));
         let mut s = ProcessSymbolizer {
@@ -143,7 +143,7 @@ impl ProcessSymbolizer {
             modules: HashMap::new(),
             perf_map_fresh: false,
             assemblies: HashMap::new(),
-            owner: Owner { real: 0, effective: 0 },
+            owner: Owner::root(),
             warnings: Vec::new(),
             offline: Some(usable_files),
         }
@@ -223,6 +223,10 @@ impl ProcessSymbolizer {
         match target_file::open(path, self.owner) {
             Ok(f) => Ok(Some(f)),
             Err(TargetFileError::Io { .. }) => Ok(None),
+            Err(stale @ TargetFileError::Stale { .. }) => {
+                log::debug!("pid {}: {stale}", self.pid);
+                Ok(None)
+            }
             Err(refused) => {
                 self.warn(refused.to_string());
                 Err(())

@@ -5,7 +5,10 @@
 //! symbolic link, and owned by the target's user or root (what perf requires of perf maps). It
 //! is opened `O_NONBLOCK|O_NOFOLLOW` (a FIFO never blocks the open) and checked with `fstat` on
 //! the descriptor, so what was checked is what is read. Reads are incremental and capped.
+//! When the process's start is known, a file last written before it started is not its own:
+//! pids are reused, and an earlier process's files stay in /tmp.
 use std::fs::File;
+use std::time::{Duration, SystemTime};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -19,6 +22,8 @@ pub enum TargetFileError {
     NotRegular { path: PathBuf, kind: &'static str },
     #[error("{} belongs to uid {uid}, not to the target's user ({owner}) or root: not trusted", path.display())]
     Foreign { path: PathBuf, uid: u32, owner: u32 },
+    #[error("{} was last written before the process started: an earlier process's with the same pid, not read", path.display())]
+    Stale { path: PathBuf },
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, #[source] source: io::Error },
 }
@@ -28,25 +33,48 @@ impl TargetFileError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, TargetFileError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
+
+    /// The file is an earlier process's (as good as absent for this one).
+    pub fn is_stale(&self) -> bool {
+        matches!(self, TargetFileError::Stale { .. })
+    }
 }
 
-/// The users whose files a target may own: its real and effective uid (and root).
+/// Files written this long before the process's start (as the kernel counts it, to the
+/// second of boot time) still count as its own: clock granularity, not a stale file.
+const START_SLACK: Duration = Duration::from_secs(2);
+
+/// The users whose files a target may own: its real and effective uid (and root); and, when
+/// known, when it started (files written before are not its own).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Owner {
     pub real: u32,
     pub effective: u32,
+    pub started: Option<SystemTime>,
 }
 
 impl Owner {
-    /// Read from `/proc/PID/status` (`Uid:` line); None if the process is gone.
+    /// The users `real` and `effective`, start unknown.
+    pub fn users(real: u32, effective: u32) -> Owner {
+        Owner { real, effective, started: None }
+    }
+
+    /// Root only, start unknown.
+    pub fn root() -> Owner {
+        Self::users(0, 0)
+    }
+
+    /// Read from `/proc/PID/status` (`Uid:` line) and `/proc/PID/stat` (start); None if the
+    /// process is gone.
     pub fn of_pid(pid: u32) -> Option<Owner> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        Self::from_status(&status)
+        let started = process_start(pid);
+        Self::from_status(&status).map(|o| Owner { started, ..o })
     }
 
     pub fn from_status(status: &str) -> Option<Owner> {
         let mut ids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().map(|t| t.parse::<u32>().ok());
-        Some(Owner { real: ids.next()??, effective: ids.next()?? })
+        Some(Self::users(ids.next()??, ids.next()??))
     }
 
     pub fn accepts(&self, uid: u32) -> bool {
@@ -83,7 +111,23 @@ fn check(path: &Path, meta: &std::fs::Metadata, owner: Owner) -> Result<(), Targ
     if !owner.accepts(meta.uid()) {
         return Err(TargetFileError::Foreign { path: path.to_path_buf(), uid: meta.uid(), owner: owner.effective });
     }
+    if let (Some(started), Ok(written)) = (owner.started, meta.modified())
+        && written + START_SLACK < started
+    {
+        return Err(TargetFileError::Stale { path: path.to_path_buf() });
+    }
     Ok(())
+}
+
+/// When `pid` started, wall clock: boot time (`btime`, /proc/stat) + its start in clock ticks
+/// (/proc/PID/stat field 22).
+pub fn process_start(pid: u32) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let ticks: u64 = stat[stat.rfind(')')? + 2..].split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = std::fs::read_to_string("/proc/stat").ok()?.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&h| h > 0)?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(boot) + Duration::from_millis(ticks.saturating_mul(1000) / hz))
 }
 
 /// Opens a target's file for reading after the checks in the module docs.

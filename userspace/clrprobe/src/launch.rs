@@ -79,7 +79,7 @@ impl Launched {
         // Only files the program (running as we do) or root made: never a link or another
         // user's file planted under those names.
         // SAFETY: getuid/geteuid have no preconditions.
-        let owner = clrprobe_symbolizer::target_file::Owner { real: unsafe { libc::getuid() }, effective: unsafe { libc::geteuid() } };
+        let owner = clrprobe_symbolizer::target_file::Owner::users(unsafe { libc::getuid() }, unsafe { libc::geteuid() });
         for f in [format!("/tmp/perf-{}.map", self.pid), format!("/tmp/perfinfo-{}.map", self.pid), format!("/tmp/jit-{}.dump", self.pid)] {
             let _ = clrprobe_symbolizer::target_file::remove(&PathBuf::from(f), owner);
         }

@@ -263,6 +263,25 @@ fn fifo_link_and_foreign_perf_maps_are_refused_without_blocking() {
     }
 }
 
+/// pid_max is 32768 here: a target's pid was an earlier process's, whose perf map (root's)
+/// stayed in /tmp. It is neither taken as "already on" nor read: the map is switched on, the
+/// runtime rewrites the file, and the frames get the target's names.
+#[test]
+fn a_stale_perf_map_of_an_earlier_process_with_the_pid_is_not_used() {
+    require_root();
+    let w = Workload::new("Cpu", Runtime::Net8).arg(60).start().unwrap();
+    let map = format!("/tmp/perf-{}.map", w.pid);
+    std::fs::write(&map, "7f0000000000 100000000000 Evil::Stale()\n").unwrap();
+    let status = Command::new("touch").args(["-d", "1 hour ago", &map]).status().unwrap();
+    assert!(status.success());
+    let (summary, err) = record_json(w.pid, "stale", &[]);
+    let state = perf_map_state(&summary, w.pid);
+    assert!(state.contains("enabled-by-clrprobe"), "{state}; {err}");
+    assert!(!summary.to_string().contains("Evil::Stale"), "a stale map named frames: {summary}");
+    assert!(!err.contains("Evil::Stale") && !err.contains("WARN"), "{err}");
+    assert!(!std::path::Path::new(&map).exists(), "the map clrprobe switched on is removed when it switches it off");
+}
+
 #[test]
 fn a_fake_diagnostics_socket_of_another_user_is_refused() {
     require_root();

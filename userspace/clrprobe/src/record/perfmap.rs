@@ -133,9 +133,11 @@ enum Plan {
 fn plan(pid: u32, how: Switched) -> Plan {
     let Some(start_time) = state::start_time(pid) else { return Plan::Is(PerfMapState::Failed(format!("process {pid} is gone"))) };
     if how == Switched::Ipc {
-        let owner = Owner::of_pid(pid).unwrap_or(Owner { real: 0, effective: 0 });
+        let owner = Owner::of_pid(pid).unwrap_or(Owner::root());
         match target_file::probe(&perf_map_path(pid), owner) {
             Ok(true) => return Plan::Is(PerfMapState::AlreadyOn),
+            // An earlier process's map (same pid): the runtime rewrites it when switched on.
+            Err(stale) if stale.is_stale() => {}
             // A link, FIFO or another user's file where the map goes: not used, not replaced.
             Err(refused) => return Plan::Is(PerfMapState::Failed(refused.to_string())),
             Ok(false) => {}
