@@ -73,9 +73,10 @@ impl Loaded {
                 "sched_switch has next_pid at offset {offset}; this build knows {SUPPORTED_NEXT_PID_OFFSETS:?}"
             )));
         }
-        // User stacks of threads blocked in a syscall taken when it returns, only for
-        // intervals long enough to record: that program first, then the flag, then the
-        // tracepoint. Without it, user stacks are taken at every switch-out.
+        // User stacks are taken at switch-out (a thread blocking again at the same place
+        // reuses its copy). `CLRPROBE_DEFER_USER=1` takes them when the blocking syscall
+        // returns instead, only for intervals long enough to record: that program first, then
+        // the flag, then the tracepoint.
         let defer_user = offcpu && self.attach_syscall_exit();
         let name = names::SWITCH_CONFIG;
         {
@@ -98,12 +99,14 @@ impl Loaded {
         Ok(())
     }
 
-    /// Attaches `syscall_exit` to the raw tracepoint `sys_exit` (unless `CLRPROBE_DEFER_USER=0`
-    /// keeps both stacks at switch-out); false when it cannot be attached. It runs at every
-    /// syscall's return on the host (about 50 ns: a thread-table lookup) and saves the user
-    /// stack walk and copy at each switch-out of a thread blocking in a syscall.
+    /// Attaches `syscall_exit` to the raw tracepoint `sys_exit` when `CLRPROBE_DEFER_USER=1`;
+    /// false when not asked for or it cannot be attached. Off by default: a `sys_exit` hook
+    /// puts every thread of the host on the kernel's slow syscall-exit path — measured here
+    /// +42 ns per syscall of every process (`dd bs=1`: +25 % CPU), targets or not — while it
+    /// saved the targets little (`cargo xtask bench-stacks`: 5.8 % against 4.9 % for
+    /// switch-out stacks at 56k switches/s).
     fn attach_syscall_exit(&mut self) -> bool {
-        if std::env::var("CLRPROBE_DEFER_USER").is_ok_and(|v| v == "0") {
+        if !std::env::var("CLRPROBE_DEFER_USER").is_ok_and(|v| v == "1") {
             return false;
         }
         let Ok(prog) = self.program::<RawTracePoint>(names::PROG_SYSCALL_EXIT) else { return false };
