@@ -17,12 +17,12 @@ enum Config {
     Clrprobe(u64),
     /// Same, frame-pointer stacks only (`CLRPROBE_UNWIND=fp`: no user stack copies).
     ClrprobeFp(u64),
-    /// `clrprobe record --offcpu` as by default: user stacks of threads blocked in a syscall
-    /// taken at its return, copied and unwound.
+    /// `--offcpu` with `CLRPROBE_DEFER_USER=1`: user stacks of threads blocked in a syscall
+    /// taken at its return (a `sys_exit` hook on every syscall of the host), copied and unwound.
     Offcpu,
     /// Same, frame-pointer stacks only.
     OffcpuFp,
-    /// `--offcpu` with both stacks taken at every switch-out (`CLRPROBE_DEFER_USER=0`).
+    /// `clrprobe record --offcpu` as by default: both stacks taken at switch-out.
     OffcpuSwitchOut,
     /// Same, frame-pointer stacks only.
     OffcpuSwitchOutFp,
@@ -39,10 +39,10 @@ impl Config {
             Config::Alone => "alone".into(),
             Config::Clrprobe(f) => format!("clrprobe record --cpu -F {f}"),
             Config::ClrprobeFp(_) => "  same, frame pointers only".into(),
-            Config::Offcpu => "clrprobe record --offcpu".into(),
-            Config::OffcpuFp => "  same, frame pointers only".into(),
-            Config::OffcpuSwitchOut => "  stacks at switch-out".into(),
-            Config::OffcpuSwitchOutFp => "  stacks at switch-out, FP only".into(),
+            Config::Offcpu => "  stacks at syscall exit".into(),
+            Config::OffcpuFp => "  syscall exit, FP only".into(),
+            Config::OffcpuSwitchOut => "clrprobe record --offcpu".into(),
+            Config::OffcpuSwitchOutFp => "  same, frame pointers only".into(),
             Config::PerfSwitch => "perf record -g -e sched_switch".into(),
             Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
@@ -62,7 +62,7 @@ const CPU_CONFIGS: [Config; 7] = [
 ];
 /// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
 const SWITCH_CONFIGS: [Config; 6] =
-    [Config::Alone, Config::Offcpu, Config::OffcpuFp, Config::OffcpuSwitchOut, Config::OffcpuSwitchOutFp, Config::PerfSwitch];
+    [Config::Alone, Config::OffcpuSwitchOut, Config::OffcpuSwitchOutFp, Config::Offcpu, Config::OffcpuFp, Config::PerfSwitch];
 /// Allocation- and exception-heavy workload: every kind on against nothing.
 const EVENT_CONFIGS: [Config; 3] = [Config::Alone, Config::Clrprobe(99), Config::ClrprobeAll(99)];
 
