@@ -18,8 +18,9 @@ use crate::maps::{
 
 const BPF_NOEXIST: u64 = 1;
 
-/// A thread's last kernel stack taken when it blocked in a syscall, and where: user ip and
-/// sp, syscall number.
+/// A thread's last stacks taken when it blocked in a syscall, and where: user ip, sp and
+/// bp, syscall number. With user stacks taken at the syscall's return, only the kernel stack
+/// (`user_stack_id` -1, `user_bp` 0).
 #[derive(Clone, Copy)]
 #[repr(C)]
 pub struct KernelStackAt {
@@ -27,6 +28,8 @@ pub struct KernelStackAt {
     user_sp: u64,
     nr: i64,
     kernel_stack_id: i64,
+    user_bp: u64,
+    user_stack_id: i64,
 }
 
 /// tid → `KernelStackAt`: a thread blocking again in the same syscall from the same user ip
@@ -52,9 +55,45 @@ fn kernel_stack_at(ctx: &TracePointContext, tid: u32, ip: u64, sp: u64, nr: i64,
     let id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
     // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
     if blocked && id >= 0 {
-        let _ = KSTACK_AT.insert(&tid, &KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: id as i64 }, 0);
+        let _ = KSTACK_AT.insert(&tid, &KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: id as i64, user_bp: 0, user_stack_id: -1 }, 0);
     }
     id
+}
+
+/// Both stacks of the current thread switching out (`blocked`: not preempted). A thread
+/// blocking again in the same syscall from the same user ip, sp and bp takes the same paths:
+/// its last stack ids are reused instead of walked again (as its user stack copy is, see
+/// `ustack::save_offcpu`). Stack ids stay valid: userspace never removes them from `STACKS`.
+#[inline(always)]
+fn stacks_at_switch_out(ctx: &TracePointContext, tid: u32, blocked: bool) -> (i32, i32) {
+    let at = if blocked {
+        match crate::ustack::user_ip_sp_bp_orig_ax() {
+            Some((ip, sp, bp, nr)) if nr >= 0 => Some((ip, sp, bp, nr)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    if let Some((ip, sp, bp, nr)) = at
+        && let Some(k) = KSTACK_AT.get_ptr(&tid)
+    {
+        // SAFETY: value in the map, read only.
+        let k = unsafe { *k };
+        if k.user_stack_id >= 0 && k.user_ip == ip && k.user_sp == sp && k.user_bp == bp && k.nr == nr {
+            crate::ustack::count(ustack::STAT_REUSED);
+            return (k.user_stack_id as i32, k.kernel_stack_id as i32);
+        }
+    }
+    let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
+    let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
+    if let Some((ip, sp, bp, nr)) = at
+        && user_stack_id >= 0
+        && kernel_stack_id >= 0
+    {
+        let k = KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: kernel_stack_id as i64, user_bp: bp, user_stack_id: user_stack_id as i64 };
+        let _ = KSTACK_AT.insert(&tid, &k, 0);
+    }
+    (user_stack_id, kernel_stack_id)
 }
 
 #[inline(always)]
@@ -97,9 +136,9 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
                 with_stats(|s| s.offcpu_dropped += 1);
             }
         } else if flags & switch_config::FLAG_OFFCPU != 0 {
-            let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
-            let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
-            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 && voluntary(&ctx) {
+            let blocked = voluntary(&ctx);
+            let (user_stack_id, kernel_stack_id) = stacks_at_switch_out(&ctx, prev_tid, blocked);
+            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 && blocked {
                 let hdr = UserStackHeader { pid: prev_tgid, tid: prev_tid, kernel_stack_id, user_stack_id, comm, ..Default::default() };
                 crate::ustack::save_offcpu(prev_tid, hdr)
             } else {

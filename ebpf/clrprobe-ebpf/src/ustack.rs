@@ -69,6 +69,21 @@ pub fn user_ip_sp_orig_ax() -> Option<(u64, u64, i64)> {
     Some((regs.rip, regs.rsp, regs.orig_rax as i64))
 }
 
+/// The current thread's user-mode ip, sp, bp and `orig_ax`; None for kernel threads.
+#[inline(always)]
+pub fn user_ip_sp_bp_orig_ax() -> Option<(u64, u64, u64, i64)> {
+    // SAFETY: as in `user_regs`.
+    let regs = unsafe {
+        let task = bpf_get_current_task_btf();
+        let p = bpf_task_pt_regs(task) as *const pt_regs;
+        bpf_probe_read_kernel(p).ok()?
+    };
+    if regs.rip == 0 || regs.rsp == 0 {
+        return None;
+    }
+    Some((regs.rip, regs.rsp, regs.rbp, regs.orig_rax as i64))
+}
+
 /// The current thread's user-mode ip, sp and bp; None for kernel threads.
 #[inline(always)]
 fn user_regs() -> Option<(u64, u64, u64)> {

@@ -50,7 +50,7 @@ pub fn bpf_maps() -> Vec<MapLimit> {
         map("ONCPU_NS", MAX_THREADS, 4 + size_of::<ThreadCpu>()),
         map("ONCPU_START", MAX_THREADS, 12),
         // tid → the user ip, sp, syscall and kernel stack id of its last blocking switch-out.
-        map("KSTACK_AT", MAX_THREADS, 4 + 32),
+        map("KSTACK_AT", MAX_THREADS, 4 + 48),
         // tid → the user ip, sp, bp and copy generation of its last deferred off-CPU copy.
         map("USTACK_SENT", MAX_THREADS, 4 + 32),
         map("CXA_THROWS", MAX_TARGETS, 12),
