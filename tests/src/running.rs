@@ -84,7 +84,10 @@ impl Workload {
             });
         }
         let pid = child.id();
-        let running = Running { pid, app_dir, runtime: self.runtime, child, output, status: None, name: self.name.clone() };
+        let start = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s[s.rfind(')')? + 2..].split_whitespace().nth(19)?.parse().ok());
+        let running = Running { pid, app_dir, runtime: self.runtime, child, output, status: None, name: self.name.clone(), start };
         if running.wait_for_line("ready", self.ready_timeout).is_none() {
             let output = running.output().join("\n");
             return Err(TestbedError::NotReady { workload: self.name.clone(), secs: self.ready_timeout.as_secs(), output });
@@ -103,6 +106,9 @@ pub struct Running {
     child: Child,
     output: Arc<(Mutex<Vec<String>>, Condvar)>,
     status: Option<ExitStatus>,
+    /// Its start time (clock ticks since boot, /proc/PID/stat): the key in its diagnostics
+    /// socket's name.
+    start: Option<u64>,
 }
 
 impl Running {
@@ -188,6 +194,15 @@ impl Drop for Running {
             format!("/tmp/jit-{}.dump", self.pid),
         ] {
             let _ = std::fs::remove_file(f);
+        }
+        // A killed runtime leaves its diagnostics socket; with pids reused (pid_max 32768),
+        // stale sockets pile up in /tmp. Removed when it is still the socket this process made.
+        if let Some(start) = self.start {
+            use std::os::unix::fs::FileTypeExt;
+            let socket = format!("/tmp/dotnet-diagnostic-{}-{start}-socket", self.pid);
+            if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(socket);
+            }
         }
     }
 }
