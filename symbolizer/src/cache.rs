@@ -36,10 +36,34 @@ pub enum Module {
     ReadyToRun(R2rImage),
     /// A PE image without usable R2R code (IL-only, composite component, or corrupt: why).
     Pe(FormatError),
-    /// An ELF file (symbolized through blazesym).
-    Elf,
+    /// An ELF file (symbolized through blazesym, from the file held open here).
+    Elf(ElfFile),
     /// Anything else.
     Other,
+}
+
+/// An ELF file held open since it was checked: blazesym reads it through
+/// `/proc/self/fd/N` ([`ElfFile::path`]), so what it reads is the file checked and classified,
+/// whatever the target has put at the mapped path since (a link, a FIFO that would block).
+#[derive(Debug)]
+pub struct ElfFile {
+    file: std::fs::File,
+}
+
+impl ElfFile {
+    /// A path to this very file, good while the cache holds it.
+    pub fn path(&self) -> std::path::PathBuf {
+        use std::os::fd::AsRawFd;
+        std::path::PathBuf::from(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+    }
+}
+
+/// Opens a mapped file of a target: read-only, without blocking (a FIFO put there), without
+/// following a link in its last component (maps name files by their real path, so a link
+/// there was put in place after the mapping), not inherited by children.
+pub(crate) fn open_mapped(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)
 }
 
 /// Shared caches; hand one `Arc<ImageCache>` to every [`crate::ProcessSymbolizer`].
@@ -69,28 +93,23 @@ impl ImageCache {
 
     /// Classifies (and for R2R images parses) the file at `path`, or returns the cached result.
     pub fn module(&self, path: &Path) -> Result<Arc<Module>, Error> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        // Keyed by the file opened (not by a second look at the path, which may have changed).
+        let f = open_mapped(path).map_err(|e| Error::io(path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io(path, e))?;
         let key = FileKey::of(&meta);
         if let Some(m) = lock(&self.modules).get(&key) {
             return Ok(Arc::clone(m));
         }
-        let module = Arc::new(Self::load(path)?);
+        let module = Arc::new(Self::load(f, &meta, path)?);
         self.parses.fetch_add(1, Ordering::Relaxed);
         lock(&self.modules).insert(key, Arc::clone(&module));
         Ok(module)
     }
 
-    fn load(path: &Path) -> Result<Module, Error> {
+    fn load(mut f: std::fs::File, meta: &std::fs::Metadata, path: &Path) -> Result<Module, Error> {
         use std::io::Read;
-        use std::os::unix::fs::OpenOptionsExt;
-        // A mapped path of the target may have been replaced (by a FIFO, a device): opened
-        // without blocking, and only a regular file is read.
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        let meta = f.metadata().map_err(|e| Error::io(path, e))?;
+        // A mapped path of the target may have been replaced (by a FIFO, a device): only a
+        // regular file is read.
         if !meta.is_file() {
             log::debug!("{}: not a regular file; not read", path.display());
             return Ok(Module::Other);
@@ -100,7 +119,7 @@ impl ImageCache {
             return Ok(Module::Other);
         }
         Ok(match &magic {
-            [0x7f, b'E', b'L', b'F'] => Module::Elf,
+            [0x7f, b'E', b'L', b'F'] => Module::Elf(ElfFile { file: f }),
             [b'M', b'Z', ..] if meta.len() > MAX_IMAGE => {
                 log::debug!("{}: {} bytes, over the {MAX_IMAGE}-byte image cap; not read", path.display(), meta.len());
                 Module::Other

@@ -89,15 +89,11 @@ enum Read {
     Whole,
 }
 
-/// Reads the metadata of the managed image at `path` (a regular file, opened without
-/// blocking; only its headers and metadata are read) and hands it to `f`.
+/// Reads the metadata of the managed image at `path` (a regular file, opened as mapped files
+/// are: without blocking, no link followed; only its headers and metadata are read) and hands
+/// it to `f`.
 fn with_metadata<T>(path: &Path, read: Read, f: impl FnOnce(&Metadata<'_>) -> T) -> Result<T, FormatError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(|_| FormatError::NotReadyToRun("assembly not readable"))?;
+    let file = crate::cache::open_mapped(path).map_err(|_| FormatError::NotReadyToRun("assembly not readable"))?;
     let meta = file.metadata().map_err(|_| FormatError::NotReadyToRun("assembly not readable"))?;
     if !meta.is_file() || meta.len() > MAX_ASSEMBLY {
         return Err(FormatError::NotReadyToRun("not a regular file of a readable size"));

@@ -434,7 +434,9 @@ impl ProcessSymbolizer {
         for (path, items) in elf {
             let offsets: Vec<u64> = items.iter().map(|&(_, off)| off).collect();
             let module = module_name(&path);
-            let syms = self.cache.elf().symbolize_offsets(&self.fs_path(&path), &offsets).unwrap_or_else(|e| {
+            // The file checked and held open by the cache, not the path again.
+            let Some(file) = self.module(&path).and_then(|m| if let Module::Elf(f) = &*m { Some(f.path()) } else { None }) else { continue };
+            let syms = self.cache.elf().symbolize_offsets(&file, &offsets).unwrap_or_else(|e| {
                 log::debug!("pid {}: {e}", self.pid);
                 vec![None; offsets.len()]
             });
@@ -466,7 +468,7 @@ impl ProcessSymbolizer {
                 },
                 None => self.jit_frame(addr).unwrap_or_else(|| Frame::unknown(Some(module), off, addr)),
             }),
-            Some(Module::Elf) => {
+            Some(Module::Elf(_)) => {
                 elf.entry(path.clone()).or_default().push((i, off));
                 None
             }
