@@ -136,6 +136,21 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let rest = &self.buf[start..];
         let mut i = 0;
+        // Four units at a time: the lowest lane flagged by `(w - 1) & !w & 0x8000` (per 16-bit
+        // lane) is the first zero unit (a borrow only leaves a zero lane).
+        const L: u64 = 0x0001_0001_0001_0001;
+        while let Some(b) = rest.get(i..i + 8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            let w = u64::from_le_bytes(a);
+            let zero = w.wrapping_sub(L) & !w & (0x8000 * L);
+            if zero != 0 {
+                i += (zero.trailing_zeros() / 16) as usize * 2;
+                self.pos = start + i + 2;
+                return Ok(Utf16Str::from_raw(&rest[..i]));
+            }
+            i += 8;
+        }
         while i + 1 < rest.len() {
             if rest[i] == 0 && rest[i + 1] == 0 {
                 self.pos = start + i + 2;
@@ -228,6 +243,23 @@ mod tests {
             c.utf16z("s"),
             Err(DecodeError::UnterminatedString { offset: 0, .. })
         ));
+    }
+
+    #[test]
+    fn utf16z_finds_the_first_terminator_at_every_offset() {
+        // Units around the zero lane that could fool a lane test: 0x0001, 0x8000, 0x0100.
+        let fill = [0x0041u16, 0x0001, 0x8000, 0x0100, 0xffff];
+        for len in 0..20 {
+            for f in fill {
+                let mut units = vec![f; len];
+                units.push(0);
+                units.extend([0x8000, 0, 0x0001]);
+                let buf: Vec<u8> = units.iter().flat_map(|u| u.to_le_bytes()).collect();
+                let mut c = Cursor::new(&buf, 8, "T").unwrap();
+                assert_eq!(c.utf16z("s").unwrap().len_units(), len, "{len} {f:x}");
+                assert_eq!(c.position(), 2 * len + 2);
+            }
+        }
     }
 
     #[test]
