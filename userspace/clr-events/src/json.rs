@@ -89,7 +89,7 @@ impl<'b> Fields<'b> {
     }
 
     /// Starts a field named by a [`Key`] (its separator, quotes and colon are one append).
-    #[inline]
+    #[inline(always)]
     pub fn key_of(&mut self, key: &Key) -> &mut Vec<u8> {
         let (spelled, n) = match self.style {
             Style::Json => (key.json, key.json_len),
@@ -213,7 +213,7 @@ impl FieldName for str {
 }
 
 impl FieldName for Key {
-    #[inline]
+    #[inline(always)]
     fn start<'f>(&self, f: &'f mut Fields<'_>) -> &'f mut Vec<u8> {
         f.key_of(self)
     }
@@ -395,10 +395,35 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
                 None => break,
             }
         }
+        // A tail shorter than sixteen units (or four): the window of that size ending at
+        // the string's end, overlapping units already written, checked at once; only the
+        // tail's bytes are kept.
+        let rest = raw.len() - i;
+        if rest == 0 {
+            break;
+        }
+        if rest < 32 && raw.len() >= 32 {
+            let window = <&[u8; 32]>::try_from(&raw[raw.len() - 32..]).ok();
+            if let Some(b) = window.and_then(plain16) {
+                let len = out.len();
+                out.extend_from_slice(&(b >> (4 * (32 - rest))).to_le_bytes());
+                out.truncate(len + rest / 2);
+                break;
+            }
+        }
         if let Some(a) = word(i).and_then(plain4) {
             out.extend_from_slice(&a.to_le_bytes());
             i += 8;
             continue;
+        }
+        if rest < 8
+            && raw.len() >= 8
+            && let Some(a) = word(raw.len() - 8).and_then(plain4)
+        {
+            let len = out.len();
+            out.extend_from_slice(&(a >> (4 * (8 - rest))).to_le_bytes());
+            out.truncate(len + rest / 2);
+            break;
         }
         // One unit (or a surrogate pair) at a time.
         let unit = |i: usize| raw.get(i..i + 2).map(|u| u16::from_le_bytes([u[0], u[1]]));
