@@ -15,6 +15,14 @@ use crate::modules::ModuleInfo;
 use crate::providers;
 use crate::threads::{ThreadInfo, ThreadSample};
 
+/// Static layout names for error messages ("MethodLoadVerbose_V2" etc.): the V0, V1 and V2+
+/// spellings, picked by index (no string compares per event).
+macro_rules! versioned {
+    ($b:literal) => {
+        [$b, concat!($b, "_V1"), concat!($b, "_V2")]
+    };
+}
+
 /// A decoded runtime event. Strings borrow the payload (see [`crate::Utf16Str`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClrEvent<'a> {
@@ -181,37 +189,37 @@ fn decode_runtime<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
             v,
             ps,
             false,
-            method_name(v, "MethodLoad"),
+            layout_name(v, versioned!("MethodLoad")),
         )?),
         id::METHOD_UNLOAD => ClrEvent::MethodUnload(MethodInfo::decode(
             p,
             v,
             ps,
             false,
-            method_name(v, "MethodUnload"),
+            layout_name(v, versioned!("MethodUnload")),
         )?),
         id::METHOD_LOAD_VERBOSE => ClrEvent::MethodLoadVerbose(MethodInfo::decode(
             p,
             v,
             ps,
             true,
-            method_name(v, "MethodLoadVerbose"),
+            layout_name(v, versioned!("MethodLoadVerbose")),
         )?),
         id::METHOD_UNLOAD_VERBOSE => ClrEvent::MethodUnloadVerbose(MethodInfo::decode(
             p,
             v,
             ps,
             true,
-            method_name(v, "MethodUnloadVerbose"),
+            layout_name(v, versioned!("MethodUnloadVerbose")),
         )?),
         id::MODULE_LOAD => {
-            ClrEvent::ModuleLoad(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleLoad"))?)
+            ClrEvent::ModuleLoad(ModuleInfo::decode(p, v, ps, layout_name(v, versioned!("ModuleLoad")))?)
         }
         id::MODULE_UNLOAD => ClrEvent::ModuleUnload(ModuleInfo::decode(
             p,
             v,
             ps,
-            module_name(v, "ModuleUnload"),
+            layout_name(v, versioned!("ModuleUnload")),
         )?),
         id::THREAD_CREATED => ClrEvent::ThreadCreated(ThreadInfo::decode(p, ps, "ThreadCreated")?),
         _ => ClrEvent::Unknown,
@@ -227,37 +235,37 @@ fn decode_rundown<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
             v,
             ps,
             false,
-            method_name(v, "MethodDCStart"),
+            layout_name(v, versioned!("MethodDCStart")),
         )?),
         id::METHOD_DC_END => ClrEvent::MethodDcEnd(MethodInfo::decode(
             p,
             v,
             ps,
             false,
-            method_name(v, "MethodDCEnd"),
+            layout_name(v, versioned!("MethodDCEnd")),
         )?),
         id::METHOD_DC_START_VERBOSE => ClrEvent::MethodDcStartVerbose(MethodInfo::decode(
             p,
             v,
             ps,
             true,
-            method_name(v, "MethodDCStartVerbose"),
+            layout_name(v, versioned!("MethodDCStartVerbose")),
         )?),
         id::METHOD_DC_END_VERBOSE => ClrEvent::MethodDcEndVerbose(MethodInfo::decode(
             p,
             v,
             ps,
             true,
-            method_name(v, "MethodDCEndVerbose"),
+            layout_name(v, versioned!("MethodDCEndVerbose")),
         )?),
         id::MODULE_DC_START => ClrEvent::ModuleDcStart(ModuleInfo::decode(
             p,
             v,
             ps,
-            module_name(v, "ModuleDCStart"),
+            layout_name(v, versioned!("ModuleDCStart")),
         )?),
         id::MODULE_DC_END => {
-            ClrEvent::ModuleDcEnd(ModuleInfo::decode(p, v, ps, module_name(v, "ModuleDCEnd"))?)
+            ClrEvent::ModuleDcEnd(ModuleInfo::decode(p, v, ps, layout_name(v, versioned!("ModuleDCEnd")))?)
         }
         id::THREAD_DC => ClrEvent::ThreadDcEnd(ThreadInfo::decode(p, ps, "ThreadDC")?),
         id::DC_START_INIT => ClrEvent::DcStartInit {
@@ -276,40 +284,7 @@ fn decode_rundown<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
     })
 }
 
-/// Static layout names for error messages ("MethodLoadVerbose_V2" etc.).
-fn method_name(version: u8, base: &'static str) -> &'static str {
-    macro_rules! pick {
-        ($($b:literal),*) => {
-            match (base, version) {
-                $(($b, 0) => $b,
-                  ($b, 1) => concat!($b, "_V1"),
-                  ($b, _) => concat!($b, "_V2"),)*
-                _ => base,
-            }
-        };
-    }
-    pick!(
-        "MethodLoad",
-        "MethodUnload",
-        "MethodLoadVerbose",
-        "MethodUnloadVerbose",
-        "MethodDCStart",
-        "MethodDCEnd",
-        "MethodDCStartVerbose",
-        "MethodDCEndVerbose"
-    )
-}
-
-fn module_name(version: u8, base: &'static str) -> &'static str {
-    macro_rules! pick {
-        ($($b:literal),*) => {
-            match (base, version) {
-                $(($b, 0) => $b,
-                  ($b, 1) => concat!($b, "_V1"),
-                  ($b, _) => concat!($b, "_V2"),)*
-                _ => base,
-            }
-        };
-    }
-    pick!("ModuleLoad", "ModuleUnload", "ModuleDCStart", "ModuleDCEnd")
+#[inline]
+fn layout_name(version: u8, names: [&'static str; 3]) -> &'static str {
+    names[usize::from(version.min(2))]
 }

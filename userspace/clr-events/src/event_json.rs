@@ -38,7 +38,8 @@ use crate::exceptions::{ExceptionHandling, ExceptionThrown};
 use crate::gc::{GcEnd, GcHeapStats, GcStart, GcSuspendEeBegin, GcTriggered};
 use crate::gc_enums::{GcReason, GcType, SuspendReason};
 use crate::gc_history::{GcGlobalHeapHistory, GcPerHeapHistory, GenerationData};
-use crate::json::{Fields, Style, ToJson};
+use crate::json::{Fields, Key, Style, ToJson};
+use crate::key;
 use crate::methods::MethodInfo;
 use crate::modules::{ModuleInfo, PdbInfo};
 use crate::threads::{SampleType, ThreadInfo, ThreadSample};
@@ -48,22 +49,9 @@ use crate::threads::{SampleType, ThreadInfo, ThreadSample};
 pub struct Hex(pub u64);
 
 impl ToJson for Hex {
+    #[inline]
     fn write_json(&self, out: &mut Vec<u8>) {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut buf = [0u8; 16];
-        let mut n = self.0;
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = DIGITS[(n & 15) as usize];
-            n >>= 4;
-            if n == 0 {
-                break;
-            }
-        }
-        out.extend_from_slice(b"\"0x");
-        crate::json::put(out, &buf[i..]);
-        out.push(b'"');
+        crate::json::put_hex_string(out, self.0);
     }
 }
 
@@ -78,7 +66,7 @@ macro_rules! named_json {
             fn write_json(&self, out: &mut Vec<u8>) {
                 match self {
                     $t::Other(v) => v.write_json(out),
-                    known => known.name().write_json(out),
+                    known => crate::json::write_plain(known.name(), out),
                 }
             }
         }
@@ -89,8 +77,8 @@ named_json!(GcReason, GcType, SuspendReason, HeapKind);
 impl ToJson for ContentionKind {
     fn write_json(&self, out: &mut Vec<u8>) {
         match self {
-            ContentionKind::Managed => "Managed".write_json(out),
-            ContentionKind::Native => "Native".write_json(out),
+            ContentionKind::Managed => crate::json::write_plain("Managed", out),
+            ContentionKind::Native => crate::json::write_plain("Native", out),
             ContentionKind::Other(v) => v.write_json(out),
         }
     }
@@ -99,9 +87,9 @@ impl ToJson for ContentionKind {
 impl ToJson for SampleType {
     fn write_json(&self, out: &mut Vec<u8>) {
         match self {
-            SampleType::Error => "Error".write_json(out),
-            SampleType::External => "External".write_json(out),
-            SampleType::Managed => "Managed".write_json(out),
+            SampleType::Error => crate::json::write_plain("Error", out),
+            SampleType::External => crate::json::write_plain("External", out),
+            SampleType::Managed => crate::json::write_plain("Managed", out),
             SampleType::Other(v) => v.write_json(out),
         }
     }
@@ -110,16 +98,16 @@ impl ToJson for SampleType {
 impl ToJson for GenerationData {
     fn write_json(&self, out: &mut Vec<u8>) {
         let mut f = Fields::begin(out, Style::Json);
-        f.field("SizeBefore", &self.size_before)
-            .field("FreeListBefore", &self.free_list_before)
-            .field("FreeObjBefore", &self.free_obj_before)
-            .field("SizeAfter", &self.size_after)
-            .field("FreeListAfter", &self.free_list_after)
-            .field("FreeObjAfter", &self.free_obj_after)
-            .field("In", &self.in_bytes)
-            .field("PinnedSurv", &self.pinned_surv)
-            .field("NonPinnedSurv", &self.non_pinned_surv)
-            .field("NewAllocation", &self.new_allocation);
+        f.field(&key!("SizeBefore"), &self.size_before)
+            .field(&key!("FreeListBefore"), &self.free_list_before)
+            .field(&key!("FreeObjBefore"), &self.free_obj_before)
+            .field(&key!("SizeAfter"), &self.size_after)
+            .field(&key!("FreeListAfter"), &self.free_list_after)
+            .field(&key!("FreeObjAfter"), &self.free_obj_after)
+            .field(&key!("In"), &self.in_bytes)
+            .field(&key!("PinnedSurv"), &self.pinned_surv)
+            .field(&key!("NonPinnedSurv"), &self.non_pinned_surv)
+            .field(&key!("NewAllocation"), &self.new_allocation);
         f.end();
     }
 }
@@ -195,7 +183,7 @@ impl ClrEvent<'_> {
             | E::DcStartComplete { clr_instance_id }
             | E::DcEndInit { clr_instance_id }
             | E::DcEndComplete { clr_instance_id } => {
-                f.opt("ClrInstanceID", clr_instance_id);
+                f.opt(&key!("ClrInstanceID"), clr_instance_id);
             }
             E::GcTriggered(e) => gc_triggered(&mut f, e),
             E::GcPerHeapHistory(e) => per_heap(&mut f, e),
@@ -236,213 +224,213 @@ impl ClrEvent<'_> {
 }
 
 fn gc_start(f: &mut Fields<'_>, e: &GcStart) {
-    f.field("Count", &e.count)
-        .opt("Depth", &e.depth)
-        .field("Reason", &e.reason)
-        .opt("Type", &e.gc_type)
-        .opt("ClrInstanceID", &e.clr_instance_id)
-        .opt("ClientSequenceNumber", &e.client_sequence_number);
+    f.field(&key!("Count"), &e.count)
+        .opt(&key!("Depth"), &e.depth)
+        .field(&key!("Reason"), &e.reason)
+        .opt(&key!("Type"), &e.gc_type)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("ClientSequenceNumber"), &e.client_sequence_number);
 }
 
 fn gc_end(f: &mut Fields<'_>, e: &GcEnd) {
-    f.field("Count", &e.count)
-        .field("Depth", &e.depth)
-        .opt("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("Count"), &e.count)
+        .field(&key!("Depth"), &e.depth)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn heap_stats(f: &mut Fields<'_>, e: &GcHeapStats) {
-    const SIZE: [&str; 4] = [
-        "GenerationSize0",
-        "GenerationSize1",
-        "GenerationSize2",
-        "GenerationSize3",
+    const SIZE: [Key; 4] = [
+        key!("GenerationSize0"),
+        key!("GenerationSize1"),
+        key!("GenerationSize2"),
+        key!("GenerationSize3"),
     ];
-    const PROMOTED: [&str; 4] = [
-        "TotalPromotedSize0",
-        "TotalPromotedSize1",
-        "TotalPromotedSize2",
-        "TotalPromotedSize3",
+    const PROMOTED: [Key; 4] = [
+        key!("TotalPromotedSize0"),
+        key!("TotalPromotedSize1"),
+        key!("TotalPromotedSize2"),
+        key!("TotalPromotedSize3"),
     ];
     for i in 0..4 {
-        f.field(SIZE[i], &e.generation_size[i])
-            .field(PROMOTED[i], &e.total_promoted_size[i]);
+        f.field(&SIZE[i], &e.generation_size[i])
+            .field(&PROMOTED[i], &e.total_promoted_size[i]);
     }
-    f.field("FinalizationPromotedSize", &e.finalization_promoted_size)
-        .field("FinalizationPromotedCount", &e.finalization_promoted_count)
-        .field("PinnedObjectCount", &e.pinned_object_count)
-        .field("SinkBlockCount", &e.sink_block_count)
-        .field("GCHandleCount", &e.gc_handle_count)
-        .opt("ClrInstanceID", &e.clr_instance_id)
-        .opt("GenerationSize4", &e.poh_size)
-        .opt("TotalPromotedSize4", &e.poh_promoted_size);
+    f.field(&key!("FinalizationPromotedSize"), &e.finalization_promoted_size)
+        .field(&key!("FinalizationPromotedCount"), &e.finalization_promoted_count)
+        .field(&key!("PinnedObjectCount"), &e.pinned_object_count)
+        .field(&key!("SinkBlockCount"), &e.sink_block_count)
+        .field(&key!("GCHandleCount"), &e.gc_handle_count)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("GenerationSize4"), &e.poh_size)
+        .opt(&key!("TotalPromotedSize4"), &e.poh_promoted_size);
 }
 
 fn suspend_begin(f: &mut Fields<'_>, e: &GcSuspendEeBegin) {
-    f.field("Reason", &e.reason)
-        .opt("Count", &e.count)
-        .opt("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("Reason"), &e.reason)
+        .opt(&key!("Count"), &e.count)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn gc_triggered(f: &mut Fields<'_>, e: &GcTriggered) {
-    f.field("Reason", &e.reason)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("Reason"), &e.reason)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn per_heap(f: &mut Fields<'_>, e: &GcPerHeapHistory) {
-    f.field("FreeListAllocated", &e.free_list_allocated)
-        .field("FreeListRejected", &e.free_list_rejected)
-        .field("EndOfSegAllocated", &e.end_of_seg_allocated)
-        .field("CondemnedAllocated", &e.condemned_allocated)
-        .field("PinnedAllocated", &e.pinned_allocated)
-        .field("PinnedAllocatedAdvance", &e.pinned_allocated_advance)
-        .field("RunningFreeListEfficiency", &e.running_free_list_efficiency)
-        .field("CondemnReasons0", &e.condemn_reasons.generations)
-        .field("CondemnReasons1", &e.condemn_reasons.conditions)
-        .field("CompactMechanisms", &e.compact_mechanisms)
-        .field("ExpandMechanisms", &e.expand_mechanisms)
-        .field("HeapIndex", &e.heap_index)
-        .field("ExtraGen0Commit", &e.extra_gen0_commit)
-        .field("Values", &e.generations)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("FreeListAllocated"), &e.free_list_allocated)
+        .field(&key!("FreeListRejected"), &e.free_list_rejected)
+        .field(&key!("EndOfSegAllocated"), &e.end_of_seg_allocated)
+        .field(&key!("CondemnedAllocated"), &e.condemned_allocated)
+        .field(&key!("PinnedAllocated"), &e.pinned_allocated)
+        .field(&key!("PinnedAllocatedAdvance"), &e.pinned_allocated_advance)
+        .field(&key!("RunningFreeListEfficiency"), &e.running_free_list_efficiency)
+        .field(&key!("CondemnReasons0"), &e.condemn_reasons.generations)
+        .field(&key!("CondemnReasons1"), &e.condemn_reasons.conditions)
+        .field(&key!("CompactMechanisms"), &e.compact_mechanisms)
+        .field(&key!("ExpandMechanisms"), &e.expand_mechanisms)
+        .field(&key!("HeapIndex"), &e.heap_index)
+        .field(&key!("ExtraGen0Commit"), &e.extra_gen0_commit)
+        .field(&key!("Values"), &e.generations)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn global_heap(f: &mut Fields<'_>, e: &GcGlobalHeapHistory) {
-    f.field("FinalYoungestDesired", &e.final_youngest_desired)
-        .field("NumHeaps", &e.num_heaps)
-        .field("CondemnedGeneration", &e.condemned_generation)
-        .field("Gen0ReductionCount", &e.gen0_reduction_count)
-        .field("Reason", &e.reason)
-        .field("GlobalMechanisms", &e.global_mechanisms)
-        .field("ClrInstanceID", &e.clr_instance_id)
-        .opt("PauseMode", &e.pause_mode)
-        .opt("MemoryPressure", &e.memory_pressure)
-        .opt("CondemnReasons0", &e.condemn_reasons.map(|c| c.generations))
-        .opt("CondemnReasons1", &e.condemn_reasons.map(|c| c.conditions))
-        .opt("Times", &e.times);
+    f.field(&key!("FinalYoungestDesired"), &e.final_youngest_desired)
+        .field(&key!("NumHeaps"), &e.num_heaps)
+        .field(&key!("CondemnedGeneration"), &e.condemned_generation)
+        .field(&key!("Gen0ReductionCount"), &e.gen0_reduction_count)
+        .field(&key!("Reason"), &e.reason)
+        .field(&key!("GlobalMechanisms"), &e.global_mechanisms)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("PauseMode"), &e.pause_mode)
+        .opt(&key!("MemoryPressure"), &e.memory_pressure)
+        .opt(&key!("CondemnReasons0"), &e.condemn_reasons.map(|c| c.generations))
+        .opt(&key!("CondemnReasons1"), &e.condemn_reasons.map(|c| c.conditions))
+        .opt(&key!("Times"), &e.times);
 }
 
 fn allocation_tick(f: &mut Fields<'_>, e: &AllocationTick<'_>) {
-    f.field("AllocationAmount", &e.allocation_amount)
-        .field("AllocationKind", &e.kind)
-        .opt("ClrInstanceID", &e.clr_instance_id)
-        .opt("AllocationAmount64", &e.allocation_amount64)
-        .opt("TypeID", &hex(e.type_id))
-        .opt("TypeName", &e.type_name)
-        .opt("HeapIndex", &e.heap_index)
-        .opt("Address", &hex(e.address))
-        .opt("ObjectSize", &e.object_size);
+    f.field(&key!("AllocationAmount"), &e.allocation_amount)
+        .field(&key!("AllocationKind"), &e.kind)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("AllocationAmount64"), &e.allocation_amount64)
+        .opt(&key!("TypeID"), &hex(e.type_id))
+        .opt(&key!("TypeName"), &e.type_name)
+        .opt(&key!("HeapIndex"), &e.heap_index)
+        .opt(&key!("Address"), &hex(e.address))
+        .opt(&key!("ObjectSize"), &e.object_size);
 }
 
 fn allocation_sampled(f: &mut Fields<'_>, e: &AllocationSampled<'_>) {
-    f.field("AllocationKind", &e.kind)
-        .field("ClrInstanceID", &e.clr_instance_id)
-        .field("TypeID", &Hex(e.type_id))
-        .field("TypeName", &e.type_name)
-        .field("Address", &Hex(e.address))
-        .field("ObjectSize", &e.object_size)
-        .field("SampledByteOffset", &e.sampled_byte_offset);
+    f.field(&key!("AllocationKind"), &e.kind)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .field(&key!("TypeID"), &Hex(e.type_id))
+        .field(&key!("TypeName"), &e.type_name)
+        .field(&key!("Address"), &Hex(e.address))
+        .field(&key!("ObjectSize"), &e.object_size)
+        .field(&key!("SampledByteOffset"), &e.sampled_byte_offset);
 }
 
 fn sampled_object(f: &mut Fields<'_>, e: &SampledObjectAllocation) {
-    f.field("Address", &Hex(e.address))
-        .field("TypeID", &Hex(e.type_id))
-        .field("ObjectCountForTypeSample", &e.object_count_for_type_sample)
-        .field("TotalSizeForTypeSample", &e.total_size_for_type_sample)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("Address"), &Hex(e.address))
+        .field(&key!("TypeID"), &Hex(e.type_id))
+        .field(&key!("ObjectCountForTypeSample"), &e.object_count_for_type_sample)
+        .field(&key!("TotalSizeForTypeSample"), &e.total_size_for_type_sample)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn exception_thrown(f: &mut Fields<'_>, e: &ExceptionThrown<'_>) {
-    f.field("ExceptionType", &e.exception_type)
-        .field("ExceptionMessage", &e.message)
-        .field("ExceptionEIP", &Hex(e.eip))
-        .field("ExceptionHRESULT", &Hex(u64::from(e.hresult)))
-        .field("ExceptionFlags", &e.flags.0)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("ExceptionType"), &e.exception_type)
+        .field(&key!("ExceptionMessage"), &e.message)
+        .field(&key!("ExceptionEIP"), &Hex(e.eip))
+        .field(&key!("ExceptionHRESULT"), &Hex(u64::from(e.hresult)))
+        .field(&key!("ExceptionFlags"), &e.flags.0)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn exception_handling(f: &mut Fields<'_>, e: &ExceptionHandling<'_>) {
-    f.field("EntryEIP", &Hex(e.entry_eip))
-        .field("MethodID", &Hex(e.method_id))
-        .field("MethodName", &e.method_name)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("EntryEIP"), &Hex(e.entry_eip))
+        .field(&key!("MethodID"), &Hex(e.method_id))
+        .field(&key!("MethodName"), &e.method_name)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn contention_start(f: &mut Fields<'_>, e: &ContentionStart) {
-    f.field("ContentionFlags", &e.kind)
-        .opt("ClrInstanceID", &e.clr_instance_id)
-        .opt("LockID", &hex(e.lock_id))
-        .opt("AssociatedObjectID", &hex(e.associated_object_id))
-        .opt("LockOwnerThreadID", &e.lock_owner_thread_id);
+    f.field(&key!("ContentionFlags"), &e.kind)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("LockID"), &hex(e.lock_id))
+        .opt(&key!("AssociatedObjectID"), &hex(e.associated_object_id))
+        .opt(&key!("LockOwnerThreadID"), &e.lock_owner_thread_id);
 }
 
 fn contention_stop(f: &mut Fields<'_>, e: &ContentionStop) {
-    f.field("ContentionFlags", &e.kind)
-        .field("ClrInstanceID", &e.clr_instance_id)
-        .opt("DurationNs", &e.duration_ns);
+    f.field(&key!("ContentionFlags"), &e.kind)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("DurationNs"), &e.duration_ns);
 }
 
 fn lock_created(f: &mut Fields<'_>, e: &ContentionLockCreated) {
-    f.field("LockID", &Hex(e.lock_id))
-        .field("AssociatedObjectID", &Hex(e.associated_object_id))
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("LockID"), &Hex(e.lock_id))
+        .field(&key!("AssociatedObjectID"), &Hex(e.associated_object_id))
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn method(f: &mut Fields<'_>, e: &MethodInfo<'_>) {
-    f.field("MethodID", &Hex(e.method_id))
-        .field("ModuleID", &Hex(e.module_id))
-        .field("MethodStartAddress", &Hex(e.start_address))
-        .field("MethodSize", &e.size)
-        .field("MethodToken", &e.token)
-        .field("MethodFlags", &e.flags.0)
-        .opt("MethodNamespace", &e.namespace)
-        .opt("MethodName", &e.name)
-        .opt("MethodSignature", &e.signature)
-        .opt("ClrInstanceID", &e.clr_instance_id)
-        .opt("ReJITID", &e.rejit_id);
+    f.field(&key!("MethodID"), &Hex(e.method_id))
+        .field(&key!("ModuleID"), &Hex(e.module_id))
+        .field(&key!("MethodStartAddress"), &Hex(e.start_address))
+        .field(&key!("MethodSize"), &e.size)
+        .field(&key!("MethodToken"), &e.token)
+        .field(&key!("MethodFlags"), &e.flags.0)
+        .opt(&key!("MethodNamespace"), &e.namespace)
+        .opt(&key!("MethodName"), &e.name)
+        .opt(&key!("MethodSignature"), &e.signature)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id)
+        .opt(&key!("ReJITID"), &e.rejit_id);
 }
 
-fn pdb(f: &mut Fields<'_>, names: [&str; 3], p: &Option<PdbInfo<'_>>) {
+fn pdb(f: &mut Fields<'_>, names: [Key; 3], p: &Option<PdbInfo<'_>>) {
     if let Some(p) = p {
-        f.field(names[0], &p.signature)
-            .field(names[1], &p.age)
-            .field(names[2], &p.build_path);
+        f.field(&names[0], &p.signature)
+            .field(&names[1], &p.age)
+            .field(&names[2], &p.build_path);
     }
 }
 
 fn module(f: &mut Fields<'_>, e: &ModuleInfo<'_>) {
-    f.field("ModuleID", &Hex(e.module_id))
-        .field("AssemblyID", &Hex(e.assembly_id))
-        .field("ModuleFlags", &e.flags.0)
-        .field("ModuleILPath", &e.il_path)
-        .field("ModuleNativePath", &e.native_path)
-        .opt("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("ModuleID"), &Hex(e.module_id))
+        .field(&key!("AssemblyID"), &Hex(e.assembly_id))
+        .field(&key!("ModuleFlags"), &e.flags.0)
+        .field(&key!("ModuleILPath"), &e.il_path)
+        .field(&key!("ModuleNativePath"), &e.native_path)
+        .opt(&key!("ClrInstanceID"), &e.clr_instance_id);
     pdb(
         f,
         [
-            "ManagedPdbSignature",
-            "ManagedPdbAge",
-            "ManagedPdbBuildPath",
+            key!("ManagedPdbSignature"),
+            key!("ManagedPdbAge"),
+            key!("ManagedPdbBuildPath"),
         ],
         &e.managed_pdb,
     );
     pdb(
         f,
-        ["NativePdbSignature", "NativePdbAge", "NativePdbBuildPath"],
+        [key!("NativePdbSignature"), key!("NativePdbAge"), key!("NativePdbBuildPath")],
         &e.native_pdb,
     );
 }
 
 fn thread(f: &mut Fields<'_>, e: &ThreadInfo) {
-    f.field("ManagedThreadID", &Hex(e.managed_thread_id))
-        .field("AppDomainID", &Hex(e.app_domain_id))
-        .field("Flags", &e.flags.0)
-        .field("ManagedThreadIndex", &e.managed_thread_index)
-        .field("OSThreadID", &e.os_thread_id)
-        .field("ClrInstanceID", &e.clr_instance_id);
+    f.field(&key!("ManagedThreadID"), &Hex(e.managed_thread_id))
+        .field(&key!("AppDomainID"), &Hex(e.app_domain_id))
+        .field(&key!("Flags"), &e.flags.0)
+        .field(&key!("ManagedThreadIndex"), &e.managed_thread_index)
+        .field(&key!("OSThreadID"), &e.os_thread_id)
+        .field(&key!("ClrInstanceID"), &e.clr_instance_id);
 }
 
 fn thread_sample(f: &mut Fields<'_>, e: &ThreadSample) {
-    f.field("Type", &e.sample_type);
+    f.field(&key!("Type"), &e.sample_type);
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Writing decoded events as JSON (or `name=value` text) straight into a byte buffer, without
 //! building intermediate values: strings are escaped from the payload's UTF-16, numbers
-//! formatted with `itoa`/`ryu`.
+//! formatted in place (floats with `ryu`).
 //!
 //! Field names are the manifest's (`AllocationAmount`, `TypeName`, `ClrInstanceID`); fields
 //! a payload's version does not carry are left out; value maps (GC reason, heap kind…) are
@@ -88,13 +88,40 @@ impl<'b> Fields<'b> {
         self.first = false;
     }
 
-    pub fn field<T: ToJson + ?Sized>(&mut self, name: &str, value: &T) -> &mut Self {
-        value.write_json(self.key(name));
+    /// Starts a field named by a [`Key`] (its separator, quotes and colon are one append).
+    #[inline(always)]
+    pub fn key_of(&mut self, key: &Key) -> &mut Vec<u8> {
+        let (spelled, n) = match self.style {
+            Style::Json => (key.json, key.json_len),
+            Style::Text => (key.text, key.text_len),
+        };
+        // The first field has no separator.
+        let skip = usize::from(self.first);
+        self.first = false;
+        let n = n - skip;
+        match spelled.get(skip..skip + KEY_PAD) {
+            Some(padded) if n <= KEY_PAD => {
+                let len = self.out.len();
+                let mut fixed = [0u8; KEY_PAD];
+                fixed.copy_from_slice(padded);
+                self.out.extend_from_slice(&fixed);
+                self.out.truncate(len + n);
+            }
+            _ => self.out.extend_from_slice(&spelled[skip..skip + n]),
+        }
+        self.out
+    }
+
+    /// A field named by a plain ASCII name (`"Count"`) or a [`Key`] (`key!("Count")`).
+    #[inline]
+    pub fn field<N: FieldName + ?Sized, T: ToJson + ?Sized>(&mut self, name: &N, value: &T) -> &mut Self {
+        value.write_json(name.start(self));
         self
     }
 
     /// A field whose value is present only in some versions: left out when `None`.
-    pub fn opt<T: ToJson>(&mut self, name: &str, value: &Option<T>) -> &mut Self {
+    #[inline]
+    pub fn opt<N: FieldName + ?Sized, T: ToJson>(&mut self, name: &N, value: &Option<T>) -> &mut Self {
         if let Some(v) = value {
             self.field(name, v);
         }
@@ -127,6 +154,68 @@ impl<'b> Fields<'b> {
         if self.style == Style::Json {
             self.out.push(b'}');
         }
+    }
+}
+
+/// A field name spelled once for each style, separator included: `,"Name":` and ` Name=`
+/// (made by [`key!`](crate::key) from a literal). Each spelling is followed by 32 bytes of
+/// padding, so that it is appended with one copy of a fixed size.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    json: &'static [u8],
+    json_len: usize,
+    text: &'static [u8],
+    text_len: usize,
+}
+
+/// The padding [`key!`](crate::key) puts after each spelling.
+#[doc(hidden)]
+pub const KEY_PAD: usize = 32;
+
+impl Key {
+    /// `json` is `,"Name":` and `text` ` Name=`, each followed by [`KEY_PAD`] bytes of
+    /// padding (`*_len` are the lengths without it): use [`key!`](crate::key).
+    pub const fn spelled(json: &'static str, json_len: usize, text: &'static str, text_len: usize) -> Key {
+        assert!(json.len() == json_len + KEY_PAD && text.len() == text_len + KEY_PAD);
+        Key {
+            json: json.as_bytes(),
+            json_len,
+            text: text.as_bytes(),
+            text_len,
+        }
+    }
+}
+
+/// The [`Key`] of a plain ASCII field name literal: `key!("Count")`.
+#[macro_export]
+macro_rules! key {
+    ($name:literal) => {
+        $crate::json::Key::spelled(
+            concat!(",\"", $name, "\":", "                                "),
+            concat!(",\"", $name, "\":").len(),
+            concat!(" ", $name, "=", "                                "),
+            concat!(" ", $name, "=").len(),
+        )
+    };
+}
+
+/// What names a field: a plain ASCII `&str` (written as is) or a [`Key`].
+pub trait FieldName {
+    /// Writes the separator and the name; returns the buffer for the value.
+    fn start<'f>(&self, f: &'f mut Fields<'_>) -> &'f mut Vec<u8>;
+}
+
+impl FieldName for str {
+    #[inline]
+    fn start<'f>(&self, f: &'f mut Fields<'_>) -> &'f mut Vec<u8> {
+        f.key(self)
+    }
+}
+
+impl FieldName for Key {
+    #[inline(always)]
+    fn start<'f>(&self, f: &'f mut Fields<'_>) -> &'f mut Vec<u8> {
+        f.key_of(self)
     }
 }
 
@@ -201,52 +290,200 @@ pub fn write_str(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// Four UTF-16LE units (one little-endian word) as their four ASCII bytes, when every one is
+/// printable ASCII that JSON writes as is (not `"` or `\\`); `None` otherwise. Each 16-bit
+/// lane is tested at once: no sum below carries out of its lane.
+#[inline(always)]
+fn plain4(w: u64) -> Option<u32> {
+    const L: u64 = 0x0001_0001_0001_0001;
+    if w & (0xff80 * L) != 0 {
+        return None; // a unit >= 0x80
+    }
+    // Each lane v < 0x80 now: v >= 0x20 sets bit 7 of v + 0x60; v != c sets bit 15 of
+    // (v ^ c) + 0x7fff.
+    let printable = (w + 0x60 * L) & (0x80 * L);
+    let not_quote = ((w ^ (0x22 * L)) + 0x7fff * L) & (0x8000 * L);
+    let not_backslash = ((w ^ (0x5c * L)) + 0x7fff * L) & (0x8000 * L);
+    if printable != 0x80 * L || not_quote != 0x8000 * L || not_backslash != 0x8000 * L {
+        return None;
+    }
+    let x = (w | w >> 8) & 0x0000_ffff_0000_ffff;
+    Some(((x | x >> 16) & 0xffff_ffff) as u32)
+}
+
+/// Sixteen UTF-16LE units as their sixteen ASCII bytes (a little-endian `u128`) when every one is printable ASCII that
+/// JSON writes as is; `None` otherwise. SSE2 (every x86-64 has it): the units are packed to
+/// bytes with unsigned saturation (a unit above 0xff becomes 0xff, one of 0x8000 and above 0),
+/// and a byte passes when it is at least 0x20 as a signed byte (so below 0x80) and no quote
+/// or backslash.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn plain16(units: &[u8; 32]) -> Option<u128> {
+    // SAFETY: the build targets x86-64 with SSE2 (cfg above), so the CPU has it.
+    unsafe { plain16_sse2(units) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn plain16_sse2(units: &[u8; 32]) -> Option<u128> {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_movemask_epi8, _mm_or_si128,
+        _mm_packus_epi16, _mm_set_epi64x, _mm_set1_epi8, _mm_unpackhi_epi64,
+    };
+    let q = |k: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&units[8 * k..8 * k + 8]);
+        i64::from_le_bytes(b)
+    };
+    let bytes = _mm_packus_epi16(_mm_set_epi64x(q(1), q(0)), _mm_set_epi64x(q(3), q(2)));
+    let bad = _mm_or_si128(
+        _mm_cmplt_epi8(bytes, _mm_set1_epi8(0x20)),
+        _mm_or_si128(
+            _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'"' as i8)),
+            _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8)),
+        ),
+    );
+    if _mm_movemask_epi8(bad) != 0 {
+        return None;
+    }
+    let low = _mm_cvtsi128_si64(bytes) as u64;
+    let high = _mm_cvtsi128_si64(_mm_unpackhi_epi64(bytes, bytes)) as u64;
+    Some(u128::from(low) | u128::from(high) << 64)
+}
+
+/// [`plain16`] without SSE2: four words of [`plain4`].
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn plain16(units: &[u8; 32]) -> Option<u128> {
+    let mut out = 0u128;
+    for k in 0..4 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&units[8 * k..8 * k + 8]);
+        out |= u128::from(plain4(u64::from_le_bytes(b))?) << (32 * k);
+    }
+    Some(out)
+}
+
+/// Writes a name this crate spells (an enum value's, plain ASCII with nothing to escape) as a
+/// JSON string, without looking for escapes.
+#[inline]
+pub fn write_plain(name: &'static str, out: &mut Vec<u8>) {
+    debug_assert!(!name.bytes().any(|b| needs_escape(b) || b >= 0x80), "{name}");
+    out.push(b'"');
+    put(out, name.as_bytes());
+    out.push(b'"');
+}
+
 /// Writes a UTF-16LE string as a JSON string (unpaired surrogates become U+FFFD).
 pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
     out.push(b'"');
     let raw = s.as_bytes();
     out.reserve(raw.len() / 2 + 1);
+    let word = |i: usize| -> Option<u64> {
+        let b: [u8; 8] = raw.get(i..i + 8)?.try_into().ok()?;
+        Some(u64::from_le_bytes(b))
+    };
     let mut i = 0;
-    // Eight plain ASCII units (nothing to escape) at a time.
-    while let Some(units) = raw.get(i..i + 16) {
-        let mut chunk = [0u8; 8];
-        let mut plain = true;
-        for (k, c) in chunk.iter_mut().enumerate() {
-            let (lo, hi) = (units[2 * k], units[2 * k + 1]);
-            plain &= hi == 0 && (0x20..0x80).contains(&lo) && lo != b'"' && lo != b'\\';
-            *c = lo;
-        }
-        if !plain {
-            break;
-        }
-        out.extend_from_slice(&chunk);
-        i += 16;
-    }
-    // ASCII fast path, two bytes per unit.
     while i + 1 < raw.len() {
-        let (lo, hi) = (raw[i], raw[i + 1]);
-        if hi != 0 || lo >= 0x80 {
-            break;
-        }
-        if needs_escape(lo) {
-            escape_byte(lo, out);
-        } else {
-            out.push(lo);
-        }
-        i += 2;
-    }
-    if i + 1 < raw.len() {
-        let rest = Utf16Str::from_raw(&raw[i..]);
-        let mut buf = [0u8; 4];
-        for r in char::decode_utf16(rest.units()) {
-            let c = r.unwrap_or(char::REPLACEMENT_CHARACTER);
-            if c.is_ascii() && needs_escape(c as u8) {
-                escape_byte(c as u8, out);
-            } else {
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        // Plain ASCII: sixteen, then four units at a time.
+        while let Some(units) = raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
+            match plain16(units) {
+                Some(b) => {
+                    out.extend_from_slice(&b.to_le_bytes());
+                    i += 32;
+                }
+                None => break,
             }
         }
+        // A tail shorter than sixteen units (or four): the window of that size ending at
+        // the string's end, overlapping units already written, checked at once; only the
+        // tail's bytes are kept.
+        let rest = raw.len() - i;
+        if rest == 0 {
+            break;
+        }
+        if rest < 32 && raw.len() >= 32 {
+            let window = <&[u8; 32]>::try_from(&raw[raw.len() - 32..]).ok();
+            if let Some(b) = window.and_then(plain16) {
+                let len = out.len();
+                out.extend_from_slice(&(b >> (4 * (32 - rest))).to_le_bytes());
+                out.truncate(len + rest / 2);
+                break;
+            }
+        }
+        if let Some(a) = word(i).and_then(plain4) {
+            out.extend_from_slice(&a.to_le_bytes());
+            i += 8;
+            continue;
+        }
+        if rest < 8
+            && raw.len() >= 8
+            && let Some(a) = word(raw.len() - 8).and_then(plain4)
+        {
+            let len = out.len();
+            out.extend_from_slice(&(a >> (4 * (8 - rest))).to_le_bytes());
+            out.truncate(len + rest / 2);
+            break;
+        }
+        // One unit (or a surrogate pair) at a time.
+        let unit = |i: usize| raw.get(i..i + 2).map(|u| u16::from_le_bytes([u[0], u[1]]));
+        let Some(u) = unit(i) else { break };
+        i += 2;
+        if u < 0x80 {
+            if needs_escape(u as u8) {
+                escape_byte(u as u8, out);
+            } else {
+                out.push(u as u8);
+            }
+            continue;
+        }
+        let c = match u {
+            0xd800..=0xdbff => match unit(i) {
+                Some(lo @ 0xdc00..=0xdfff) => {
+                    i += 2;
+                    let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
+                    char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)
+                }
+                // Unpaired: the next unit is read on its own.
+                _ => char::REPLACEMENT_CHARACTER,
+            },
+            0xdc00..=0xdfff => char::REPLACEMENT_CHARACTER,
+            _ => char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
+        };
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
     }
+    out.push(b'"');
+}
+
+/// The 16 lowercase hex digits of `v` as the bytes of a little-endian `u128` (most significant
+/// digit in the lowest byte): all nibbles at once, in registers.
+#[inline]
+pub fn hex16(v: u64) -> u128 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    /// The eight digits of `h`, most significant in the lowest byte.
+    #[inline(always)]
+    fn eight(h: u32) -> u64 {
+        // Byte k holds nibble k.
+        let mut x = u64::from(h);
+        x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+        x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+        x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+        // '0' + n, and 'a' - '0' - 10 more for n >= 10 (n + 6 carries into bit 4).
+        let letters = ((x + 6 * ONES) >> 4) & ONES;
+        (x + b'0' as u64 * ONES + letters * (b'a' - b'0' - 10) as u64).swap_bytes()
+    }
+    u128::from(eight((v >> 32) as u32)) | u128::from(eight(v as u32)) << 64
+}
+
+/// Appends `v` as `"0x…"` (lowercase, no leading zeros).
+#[inline]
+pub fn put_hex_string(out: &mut Vec<u8>, v: u64) {
+    let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+    out.extend_from_slice(b"\"0x");
+    let len = out.len();
+    out.extend_from_slice(&(hex16(v) >> (8 * (16 - digits))).to_le_bytes());
+    out.truncate(len + digits);
     out.push(b'"');
 }
 
@@ -254,15 +491,12 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
 pub fn write_hex(bytes: &[u8], out: &mut Vec<u8>) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
-    // 16 bytes at a time through a local buffer: one append per 32 digits.
-    let mut chunks = bytes.chunks_exact(16);
+    // 8 bytes (16 digits) at a time.
+    let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
-        let mut digits = [0u8; 32];
-        for (i, &b) in chunk.iter().enumerate() {
-            digits[2 * i] = HEX[usize::from(b >> 4)];
-            digits[2 * i + 1] = HEX[usize::from(b & 15)];
-        }
-        out.extend_from_slice(&digits);
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        out.extend_from_slice(&hex16(u64::from_be_bytes(b)).to_le_bytes());
     }
     for &b in chunks.remainder() {
         out.push(HEX[usize::from(b >> 4)]);
@@ -271,16 +505,95 @@ pub fn write_hex(bytes: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
+/// The eight decimal digits of `x` (below 10^8, leading zeros included) as byte values 0..=9,
+/// the first digit in the lowest byte. All lanes at once, in a register: no digit goes through
+/// memory (digits stored one by one and then copied as one wide load stall the store buffer).
+#[inline(always)]
+fn digits8(x: u32) -> u64 {
+    let x = u64::from(x);
+    // 32-bit lanes: the first four digits, the last four.
+    let y = (x / 10_000) | ((x % 10_000) << 32);
+    // 16-bit lanes: /100 and %100 of each (n * 10486 >> 20 is n / 100 below 10^4).
+    let q = ((y * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    let y = q | ((y - q * 100) << 16);
+    // Bytes: /10 and %10 of each (n * 103 >> 10 is n / 10 below 100).
+    let q = ((y * 103) >> 10) & 0x000f_000f_000f_000f;
+    q | ((y - q * 10) << 8)
+}
+
+const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
+
+/// Appends `v` (below 10^8) in decimal.
+#[inline(always)]
+fn put_below_1e8(out: &mut Vec<u8>, v: u32) {
+    if v < 10 {
+        out.push(b'0' + v as u8);
+        return;
+    }
+    let d = digits8(v);
+    // Leading zero digits are the low zero bytes.
+    let zeros = d.trailing_zeros() / 8;
+    let len = out.len();
+    out.extend_from_slice(&((d + ASCII_ZEROS) >> (8 * zeros)).to_le_bytes());
+    out.truncate(len + 8 - zeros as usize);
+}
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn put_u64(out: &mut Vec<u8>, v: u64) {
+    if v < 100_000_000 {
+        put_below_1e8(out, v as u32);
+        return;
+    }
+    let (head, low) = (v / 100_000_000, (v % 100_000_000) as u32);
+    let low = u128::from(digits8(low) + ASCII_ZEROS);
+    let len = out.len();
+    if head < 100_000_000 {
+        // The head's digits without leading zeros, then all eight low digits: one store.
+        let d = digits8(head as u32);
+        let zeros = d.trailing_zeros() / 8;
+        let n = 8 - zeros;
+        let both = u128::from((d + ASCII_ZEROS) >> (8 * zeros)) | low << (8 * n);
+        out.extend_from_slice(&both.to_le_bytes());
+        out.truncate(len + n as usize + 8);
+    } else {
+        put_u64(out, head);
+        out.extend_from_slice(&(low as u64).to_le_bytes());
+    }
+}
+
+/// Appends `v` in decimal.
+#[inline]
+pub fn put_u32(out: &mut Vec<u8>, v: u32) {
+    put_u64(out, u64::from(v));
+}
+
 macro_rules! int_json {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $put:ident as $w:ty),*) => {$(
         impl ToJson for $t {
+            #[inline]
             fn write_json(&self, out: &mut Vec<u8>) {
-                put(out, itoa::Buffer::new().format(*self).as_bytes());
+                if *self < 0 {
+                    out.push(b'-');
+                }
+                $put(out, self.unsigned_abs() as $w);
             }
         }
     )*};
 }
-int_json!(u8, u16, u32, u64, i8, i16, i32, i64, usize);
+int_json!(i8 => put_u32 as u32, i16 => put_u32 as u32, i32 => put_u32 as u32, i64 => put_u64 as u64);
+
+macro_rules! uint_json {
+    ($($t:ty => $put:ident as $w:ty),*) => {$(
+        impl ToJson for $t {
+            #[inline]
+            fn write_json(&self, out: &mut Vec<u8>) {
+                $put(out, *self as $w);
+            }
+        }
+    )*};
+}
+uint_json!(u8 => put_u32 as u32, u16 => put_u32 as u32, u32 => put_u32 as u32, u64 => put_u64 as u64, usize => put_u64 as u64);
 
 macro_rules! float_json {
     ($($t:ty),*) => {$(
@@ -443,6 +756,101 @@ mod tests {
             write_hex(&bytes, &mut out);
             let want: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             assert_eq!(out, format!("\"{want}\"").into_bytes());
+        }
+    }
+
+    /// A xorshift stream for the randomized comparisons below.
+    fn rng(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn utf16_fast_paths_equal_the_plain_decode() {
+        let mut next = rng(0x9e37_79b9_7f4a_7c15);
+        // Units drawn mostly from printable ASCII, with escapes, controls, non-ASCII,
+        // surrogates (paired and not) mixed in at every offset.
+        let pick = |r: u64| -> u16 {
+            match r % 16 {
+                0 => b'"' as u16,
+                1 => b'\\' as u16,
+                2 => (r >> 8) as u16 % 0x20,
+                3 => 0x7f + (r >> 8) as u16 % 0x100,
+                4 => 0xd800 + (r >> 8) as u16 % 0x800,
+                5 => 0xe000 + (r >> 8) as u16 % 0x2000,
+                _ => 0x20 + (r >> 8) as u16 % 0x5f,
+            }
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 70) as usize;
+            let plain_run = next().is_multiple_of(3);
+            let units: Vec<u16> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if plain_run { b'a' as u16 + (r % 26) as u16 } else { pick(r) }
+                })
+                .collect();
+            let raw: Vec<u8> = units.iter().flat_map(|u| u.to_le_bytes()).collect();
+            let decoded: String =
+                char::decode_utf16(units.iter().copied()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect();
+            assert_eq!(json(&Utf16Str::from_raw(&raw)), serde_json_like(&decoded), "{units:x?}");
+        }
+    }
+
+    #[test]
+    fn hex_digits_equal_the_format() {
+        let mut next = rng(0x1234_5678_9abc_def1);
+        for v in (0..64).map(|s| 1u64 << s).chain([0, u64::MAX]).chain((0..10_000).map(|_| {
+            let r = next();
+            r >> (r % 64)
+        })) {
+            assert_eq!(hex16(v).to_le_bytes(), *format!("{v:016x}").as_bytes(), "{v:x}");
+            let mut out = Vec::new();
+            put_hex_string(&mut out, v);
+            assert_eq!(out, format!("\"0x{v:x}\"").into_bytes());
+        }
+    }
+
+    #[test]
+    fn integers_print_like_display() {
+        let mut next = rng(0xdead_beef_cafe_f00d);
+        let mut values: Vec<u64> = vec![0, 9, 10, 99, 100, 101, 999, 1000, u64::MAX, u64::from(u32::MAX)];
+        values.extend((0..20).map(|k| 10u64.pow(k)));
+        values.extend((1..20).map(|k| 10u64.pow(k) - 1));
+        values.extend((0..20_000).map(|_| {
+            let r = next();
+            r >> (r % 64)
+        }));
+        for v in values {
+            assert_eq!(json(&v), v.to_string());
+            assert_eq!(json(&(v as u32)), (v as u32).to_string());
+            assert_eq!(json(&(v as i64)), (v as i64).to_string());
+            assert_eq!(json(&(v as i32)), (v as i32).to_string());
+            assert_eq!(json(&(v as i16)), (v as i16).to_string());
+            assert_eq!(json(&(v as i8)), (v as i8).to_string());
+            assert_eq!(json(&(v as u16)), (v as u16).to_string());
+            assert_eq!(json(&(v as u8)), (v as u8).to_string());
+        }
+        assert_eq!(json(&i64::MIN), i64::MIN.to_string());
+    }
+
+    #[test]
+    fn keys_spell_like_names() {
+        for style in [Style::Json, Style::Text] {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let mut f = Fields::begin(&mut a, style);
+            f.field("Count", &7u32).opt("No", &None::<u8>).field("Name", "x");
+            f.end();
+            let mut f = Fields::begin(&mut b, style);
+            f.field(&crate::key!("Count"), &7u32)
+                .opt(&crate::key!("No"), &None::<u8>)
+                .field(&crate::key!("Name"), "x");
+            f.end();
+            assert_eq!(a, b);
         }
     }
 

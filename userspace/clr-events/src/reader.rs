@@ -136,6 +136,30 @@ impl<'a> Cursor<'a> {
         let start = self.pos;
         let rest = &self.buf[start..];
         let mut i = 0;
+        // Four units at a time: the lowest lane flagged by `(w - 1) & !w & 0x8000` (per 16-bit
+        // lane) is the first zero unit (a borrow only leaves a zero lane).
+        const L: u64 = 0x0001_0001_0001_0001;
+        // Sixteen at a time first.
+        while let Some(b) = rest.get(i..i + 32).and_then(|b| <&[u8; 32]>::try_from(b).ok()) {
+            if let Some(k) = first_zero_unit(b) {
+                i += 2 * k;
+                self.pos = start + i + 2;
+                return Ok(Utf16Str::from_raw(&rest[..i]));
+            }
+            i += 32;
+        }
+        while let Some(b) = rest.get(i..i + 8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            let w = u64::from_le_bytes(a);
+            let zero = w.wrapping_sub(L) & !w & (0x8000 * L);
+            if zero != 0 {
+                i += (zero.trailing_zeros() / 16) as usize * 2;
+                self.pos = start + i + 2;
+                return Ok(Utf16Str::from_raw(&rest[..i]));
+            }
+            i += 8;
+        }
         while i + 1 < rest.len() {
             if rest[i] == 0 && rest[i + 1] == 0 {
                 self.pos = start + i + 2;
@@ -172,6 +196,38 @@ impl<'a> Cursor<'a> {
     pub fn has(&self, n: usize) -> bool {
         self.remaining() >= n
     }
+}
+
+/// The index of the first zero unit among sixteen UTF-16 units (SSE2: every x86-64 has it).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn first_zero_unit(units: &[u8; 32]) -> Option<usize> {
+    #[target_feature(enable = "sse2")]
+    fn sse2(units: &[u8; 32]) -> Option<usize> {
+        use std::arch::x86_64::{
+            _mm_cmpeq_epi16, _mm_movemask_epi8, _mm_set_epi64x, _mm_setzero_si128,
+        };
+        let q = |k: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&units[8 * k..8 * k + 8]);
+            i64::from_le_bytes(b)
+        };
+        let zero = _mm_setzero_si128();
+        let low = _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_set_epi64x(q(1), q(0)), zero)) as u32;
+        let high = _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_set_epi64x(q(3), q(2)), zero)) as u32;
+        // Two mask bits per unit.
+        let mask = low | high << 16;
+        (mask != 0).then(|| mask.trailing_zeros() as usize / 2)
+    }
+    // SAFETY: the build targets x86-64 with SSE2 (cfg above), so the CPU has it.
+    unsafe { sse2(units) }
+}
+
+/// [`first_zero_unit`] without SSE2.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn first_zero_unit(units: &[u8; 32]) -> Option<usize> {
+    units.chunks_exact(2).position(|u| u == [0, 0])
 }
 
 #[cfg(test)]
@@ -228,6 +284,23 @@ mod tests {
             c.utf16z("s"),
             Err(DecodeError::UnterminatedString { offset: 0, .. })
         ));
+    }
+
+    #[test]
+    fn utf16z_finds_the_first_terminator_at_every_offset() {
+        // Units around the zero lane that could fool a lane test: 0x0001, 0x8000, 0x0100.
+        let fill = [0x0041u16, 0x0001, 0x8000, 0x0100, 0xffff];
+        for len in 0..40 {
+            for f in fill {
+                let mut units = vec![f; len];
+                units.push(0);
+                units.extend([0x8000, 0, 0x0001]);
+                let buf: Vec<u8> = units.iter().flat_map(|u| u.to_le_bytes()).collect();
+                let mut c = Cursor::new(&buf, 8, "T").unwrap();
+                assert_eq!(c.utf16z("s").unwrap().len_units(), len, "{len} {f:x}");
+                assert_eq!(c.position(), 2 * len + 2);
+            }
+        }
     }
 
     #[test]

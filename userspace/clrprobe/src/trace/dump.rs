@@ -147,7 +147,21 @@ impl Lines {
             Some(id)
         };
         let md = ev.metadata();
-        let payload = classify(ev, self.pointer_size);
+        // Decoded here and classified by reference (a moved `ClrEvent` is a large copy).
+        let decoded;
+        let payload = match md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
+            Some(schema) => Payload::Schema(schema),
+            None => {
+                let mut raw = ev.raw_event();
+                raw.pointer_size = self.pointer_size;
+                decoded = decode(&raw);
+                match &decoded {
+                    Ok(ClrEvent::Unknown) => Payload::Raw,
+                    Ok(e) => Payload::Decoded(e),
+                    Err(e) => Payload::Error(e),
+                }
+            }
+        };
         let name = event_name(md, &payload);
         let head = self.heads.get(md, name);
         let name = name.unwrap_or(&head.fallback);
@@ -158,7 +172,7 @@ impl Lines {
                 buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
                 ev.time_ns().write_json(buf);
                 if cached {
-                    buf.extend_from_slice(&head.json);
+                    head.put_json(buf);
                 } else {
                     buf.extend_from_slice(&json_middle(md, name));
                 }
@@ -240,32 +254,18 @@ fn write_ms(buf: &mut Vec<u8>, ns: i64) {
 }
 
 /// What an event's payload is, found before anything is written (the name comes from it).
-enum Payload<'a> {
+enum Payload<'p, 'a> {
     /// Self-describing: the metadata's field list.
     Schema(&'a EventSchema),
     /// A runtime event the typed decoders know.
-    Decoded(ClrEvent<'a>),
+    Decoded(&'p ClrEvent<'a>),
     /// No decoder: the payload as hex.
     Raw,
-    Error(clr_events::DecodeError),
-}
-
-fn classify<'a>(ev: &EventRef<'a>, pointer_size: u8) -> Payload<'a> {
-    let md: &'a EventMetadata = ev.metadata();
-    if let Some(schema) = md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
-        return Payload::Schema(schema);
-    }
-    let mut raw = ev.raw_event();
-    raw.pointer_size = pointer_size;
-    match decode(&raw) {
-        Ok(ClrEvent::Unknown) => Payload::Raw,
-        Ok(e) => Payload::Decoded(e),
-        Err(e) => Payload::Error(e),
-    }
+    Error(&'p clr_events::DecodeError),
 }
 
 /// The metadata's name, else the typed decoder's; `None` for `Event<id>`.
-fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_>) -> Option<&'a str> {
+fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_, '_>) -> Option<&'a str> {
     match payload {
         _ if !md.name.is_empty() => Some(md.name.as_str()),
         Payload::Decoded(e) => Some(e.name()),
@@ -275,7 +275,7 @@ fn event_name<'a>(md: &'a EventMetadata, payload: &Payload<'_>) -> Option<&'a st
 
 /// Appends the payload's fields (a JSON object, or `name=value` text); false when they did
 /// not decode (then the fields are `decode_error`).
-fn write_payload(buf: &mut Vec<u8>, bytes: &[u8], payload: &Payload<'_>, style: Style) -> bool {
+fn write_payload(buf: &mut Vec<u8>, bytes: &[u8], payload: &Payload<'_, '_>, style: Style) -> bool {
     let error = |buf: &mut Vec<u8>, e: &clr_events::DecodeError| {
         let mut f = Fields::begin(buf, style);
         f.field("decode_error", e.to_string().as_str());

@@ -24,8 +24,9 @@ pub(super) struct Head {
     name_at: (usize, usize),
     /// `Event<id>`: the name of an event neither the metadata nor a decoder names.
     pub(super) fallback: Box<str>,
-    /// `,"provider":…,"name":…,"id":…,"version":…,"opcode":…,"thread":`
-    pub(super) json: Vec<u8>,
+    /// `,"provider":…,"name":…,"id":…,"version":…,"opcode":…,"thread":`, then
+    /// [`PAD`] zero bytes (see [`Head::put_json`]).
+    json: Vec<u8>,
     /// ` provider/name vN  stack `
     pub(super) text: Vec<u8>,
 }
@@ -35,9 +36,11 @@ impl Head {
         let fallback: Box<str> = format!("Event{}", md.event_id).into();
         let name_at = name.map_or((0, 0), |n| (n.as_ptr() as usize, n.len()));
         let name: Box<str> = name.unwrap_or(&fallback).into();
+        let mut json = json_middle(md, &name);
+        json.resize(json.len() + PAD, 0);
         Head {
             name_at,
-            json: json_middle(md, &name),
+            json,
             text: text_middle(md, &name),
             _md: Arc::clone(md),
             name,
@@ -70,7 +73,27 @@ pub(super) fn text_middle(md: &EventMetadata, name: &str) -> Vec<u8> {
     b
 }
 
+/// Heads up to this length are appended with one copy of this fixed size (a `memcpy` call of
+/// a varying length costs more).
+const PAD: usize = 128;
+
 impl Head {
+    /// Appends the JSON head.
+    #[inline]
+    pub(super) fn put_json(&self, buf: &mut Vec<u8>) {
+        let n = self.json.len() - PAD;
+        match self.json.get(..PAD) {
+            Some(padded) if n <= PAD => {
+                let mut fixed = [0u8; PAD];
+                fixed.copy_from_slice(padded);
+                let len = buf.len();
+                buf.extend_from_slice(&fixed);
+                buf.truncate(len + n);
+            }
+            _ => buf.extend_from_slice(&self.json[..n]),
+        }
+    }
+
     /// Whether the cached bytes carry `name`.
     #[inline]
     pub(super) fn has_name(&self, name: &str) -> bool {
@@ -78,9 +101,17 @@ impl Head {
     }
 }
 
+/// Slots of the direct-mapped cache in front of the map (a power of two).
+const SLOTS: usize = 64;
+
 #[derive(Default)]
 pub(super) struct LineHeads {
-    heads: HashMap<usize, Head, BuildHasherDefault<AddrHasher>>,
+    heads: Vec<Head>,
+    /// Metadata address → index in `heads`.
+    by_md: HashMap<usize, usize, BuildHasherDefault<AddrHasher>>,
+    /// (metadata address, index) of the last head looked up at each slot: most events find
+    /// theirs here without hashing.
+    recent: Vec<(usize, usize)>,
 }
 
 impl LineHeads {
@@ -88,9 +119,35 @@ impl LineHeads {
     #[inline]
     pub(super) fn get(&mut self, md: &Arc<EventMetadata>, name: Option<&str>) -> &Head {
         let key = Arc::as_ptr(md) as usize;
-        if self.heads.len() >= MAX_HEADS && !self.heads.contains_key(&key) {
-            self.heads.clear();
+        let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) & (SLOTS - 1);
+        if let Some(&(k, i)) = self.recent.get(slot)
+            && k == key
+        {
+            return &self.heads[i];
         }
-        self.heads.entry(key).or_insert_with(|| Head::new(md, name))
+        self.get_slow(md, name, key, slot)
+    }
+
+    #[cold]
+    fn get_slow(&mut self, md: &Arc<EventMetadata>, name: Option<&str>, key: usize, slot: usize) -> &Head {
+        if self.heads.len() >= MAX_HEADS && !self.by_md.contains_key(&key) {
+            self.heads.clear();
+            self.by_md.clear();
+            self.recent.clear();
+        }
+        if self.recent.is_empty() {
+            // Address 0 is no metadata's.
+            self.recent.resize(SLOTS, (0, 0));
+        }
+        let i = match self.by_md.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.heads.push(Head::new(md, name));
+                self.by_md.insert(key, self.heads.len() - 1);
+                self.heads.len() - 1
+            }
+        };
+        self.recent[slot] = (key, i);
+        &self.heads[i]
     }
 }
