@@ -90,7 +90,10 @@ fn main() {
     }
     c.final_summary();
 
-    println!("\nsummary (best of 30 interleaved runs each, same process; wall time, then thread CPU time):");
+    println!(
+        "\nsummary (best of 30 interleaved runs each, same process; wall time, then thread CPU time; load {} at start):",
+        load()
+    );
     for (name, bytes) in &data {
         let mb = bytes.len() as f64 / 1e6;
         let mut events = 0;
@@ -119,4 +122,12 @@ fn main() {
         line("wall", read.0, copy.0);
         line("thread CPU", read.1, copy.1);
     }
+    println!("load at end: {}", load());
+}
+
+/// The 1, 5 and 15 minute load averages (ratios are only comparable at a similar load).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
