@@ -418,23 +418,22 @@ impl<R: Read> NetTraceReader<R> {
 
     /// The events of a block with compressed headers: [`Self::add_event`] for each, except
     /// that a header leaves out what did not change since the block's previous event, so what
-    /// is derived from those fields (metadata known, stack range, OS thread ids, activity) is
-    /// looked up again only after a header changed them.
+    /// costs a hash lookup (V6 thread ids, label lists) or a comparison of ids (activity) is
+    /// redone only after a header changed it, and sequence numbers are checked only where a
+    /// header sets them.
     fn compressed_rows(&mut self, mut c: Cursor<'_>, base: u32) -> Result<(), BufError> {
         use event_header::flag;
         const DERIVED: u8 = flag::CAPTURE_THREAD_AND_SEQUENCE
             | flag::THREAD_ID
-            | flag::STACK_ID
             | flag::ACTIVITY_ID
             | flag::RELATED_ACTIVITY_ID;
         let v6 = self.v6;
         let mut h = EventHeader::default();
         // Everything is looked up for the block's first event.
         let mut first = 0xffu8;
-        // Fields changed since the derived values below were computed.
+        // Fields changed since the derived values below were computed (events of unknown
+        // metadata are skipped before they are).
         let mut dirty = 0u8;
-        let mut known = false;
-        let mut stack: Option<(u32, u32)> = None;
         let (mut thread_id, mut capture_thread_id) = (0u64, 0u64);
         let mut activity = 0u32;
         while !c.is_empty() {
@@ -450,19 +449,21 @@ impl<R: Read> NetTraceReader<R> {
                 // Same capture thread, sequence number one up (or unchanged): no gap.
                 self.seq.continue_thread(h.sequence_number);
             }
-            if flags & flag::METADATA_ID != 0 {
-                known = self.metadata.get(h.metadata_id).is_some();
-            }
             dirty |= flags & DERIVED;
-            if !known {
+            if self.metadata.get(h.metadata_id).is_none() {
                 self.stats.unknown_metadata_events += 1;
                 continue;
             }
-            if dirty != 0 {
-                if dirty & flag::STACK_ID != 0 {
-                    stack = if h.stack_id == 0 { Some((0, 0)) } else { self.stacks.get(h.stack_id) };
-                }
-                if v6 {
+            let (stack_start, stack_len) = if h.stack_id == 0 {
+                (0, 0)
+            } else if let Some(r) = self.stacks.get(h.stack_id) {
+                r
+            } else {
+                self.stats.unknown_stack_ids += 1;
+                (0, 0)
+            };
+            if v6 {
+                if dirty != 0 {
                     if dirty & flag::THREAD_ID != 0 {
                         thread_id = self.threads.os_thread_id(h.thread_id);
                     }
@@ -473,22 +474,16 @@ impl<R: Read> NetTraceReader<R> {
                         let labels = self.labels.get(h.label_list_id);
                         activity = self.region.activity((labels.activity_id, labels.related_activity_id));
                     }
-                } else {
-                    thread_id = h.thread_id;
-                    capture_thread_id = h.capture_thread_id;
-                    if dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
-                        activity = self.region.activity((h.activity_id, h.related_activity_id));
-                    }
+                    dirty = 0;
+                }
+            } else {
+                thread_id = h.thread_id;
+                capture_thread_id = h.capture_thread_id;
+                if dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
+                    activity = self.region.activity((h.activity_id, h.related_activity_id));
                 }
                 dirty = 0;
             }
-            let (stack_start, stack_len) = match stack {
-                Some(r) => r,
-                None => {
-                    self.stats.unknown_stack_ids += 1;
-                    (0, 0)
-                }
-            };
             let timestamp = h.timestamp as i64;
             let pushed = self.region.push(Pending {
                 timestamp,
