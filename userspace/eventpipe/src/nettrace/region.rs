@@ -232,14 +232,17 @@ impl Region {
             self.out.reserve(total);
             while let Some(&(_, from, upto, k)) = heads.first() {
                 let mut p = from + 1;
+                // The key of the event at `p` once the stretch ends before `upto`.
+                let mut next_key = None;
                 match heads.get(1) {
                     Some(&(limit, ..)) => {
                         // Events one by one: a leading stretch is a few events on average,
                         // too short for a copy call to pay.
                         self.out.push(order[from as usize]);
-                        while p < upto {
-                            let i = order[p as usize];
-                            if (ts[i as usize], i) >= limit {
+                        for &i in &order[p as usize..upto as usize] {
+                            let k = (ts[i as usize], i);
+                            if k >= limit {
+                                next_key = Some(k);
                                 break;
                             }
                             self.out.push(i);
@@ -255,7 +258,7 @@ impl Region {
                 if p == upto {
                     heads.remove(0);
                 } else {
-                    let head = (key(p), p, upto, k);
+                    let head = (next_key.unwrap_or_else(|| key(p)), p, upto, k);
                     // Its new place: after every head that sorts before it.
                     let mut at = 0;
                     while at + 1 < heads.len() && heads[at + 1].0 < head.0 {
