@@ -74,7 +74,9 @@ const FILES: &[&str] = &[
 
 fn main() {
     let mut c = Criterion::default().sample_size(10).configure_from_args();
-    let data: Vec<(&str, Vec<u8>)> = FILES.iter().map(|f| (*f, corpus(f))).collect();
+    // READER_BENCH_FILES=objver4: only the files whose name contains it.
+    let only = std::env::var("READER_BENCH_FILES").unwrap_or_default();
+    let data: Vec<(&str, Vec<u8>)> = FILES.iter().filter(|f| f.contains(&only)).map(|f| (*f, corpus(f))).collect();
     for (name, bytes) in &data {
         let mut g = c.benchmark_group(name.split("__").last().unwrap_or(name));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
@@ -90,13 +92,18 @@ fn main() {
     }
     c.final_summary();
 
-    println!("\nsummary (best of 30 interleaved runs each, same process; wall time, then thread CPU time):");
+    // READER_BENCH_RUNS=1 for a run under a profiler or valgrind.
+    let runs: usize = std::env::var("READER_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(30);
+    println!(
+        "\nsummary (best of {runs} interleaved runs each, same process; wall time, then thread CPU time; load {} at start):",
+        load()
+    );
     for (name, bytes) in &data {
         let mb = bytes.len() as f64 / 1e6;
         let mut events = 0;
         let mut dst = vec![0u8; bytes.len()];
         let (mut read, mut copy) = ((Duration::MAX, Duration::MAX), (Duration::MAX, Duration::MAX));
-        for _ in 0..30 {
+        for _ in 0..runs {
             let r = best_of(1, || events = read_all(bytes));
             let c = best_of(1, || {
                 dst.copy_from_slice(black_box(bytes));
@@ -119,4 +126,12 @@ fn main() {
         line("wall", read.0, copy.0);
         line("thread CPU", read.1, copy.1);
     }
+    println!("load at end: {}", load());
+}
+
+/// The 1, 5 and 15 minute load averages (ratios are only comparable at a similar load).
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }

@@ -20,7 +20,7 @@ pub(crate) struct EventHeader {
     pub payload_size: u32,
 }
 
-mod flag {
+pub(crate) mod flag {
     pub const METADATA_ID: u8 = 0x01;
     pub const CAPTURE_THREAD_AND_SEQUENCE: u8 = 0x02;
     pub const THREAD_ID: u8 = 0x04;
@@ -32,9 +32,10 @@ mod flag {
 }
 
 /// Decodes one compressed header; `h` holds the previous header of the block (zeroed at the
-/// block start) and is updated in place. The payload follows, unpadded.
-#[inline]
-pub(crate) fn read_compressed(c: &mut Cursor<'_>, h: &mut EventHeader, v6: bool) -> BufResult<()> {
+/// block start) and is updated in place. Returns the header's flags (which fields it set).
+/// The payload follows, unpadded.
+#[inline(always)]
+pub(crate) fn read_compressed(c: &mut Cursor<'_>, h: &mut EventHeader, v6: bool) -> BufResult<u8> {
     let flags = c.u8("event header flags")?;
     if flags & flag::METADATA_ID != 0 {
         h.metadata_id = c.varu32("metadata id")?;
@@ -71,7 +72,7 @@ pub(crate) fn read_compressed(c: &mut Cursor<'_>, h: &mut EventHeader, v6: bool)
     if flags & flag::DATA_LENGTH != 0 {
         h.payload_size = c.varu32("payload size")?;
     }
-    Ok(())
+    Ok(flags)
 }
 
 /// Decodes one uncompressed V4/V5 header. The caller skips the payload and then aligns to 4.

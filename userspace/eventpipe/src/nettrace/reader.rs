@@ -167,41 +167,53 @@ impl<R: Read> NetTraceReader<R> {
     /// The next event in timestamp order, `Ok(None)` at the end of the stream (see
     /// [`status`](Self::status) for whether it was complete). After a corrupt block, the events
     /// parsed before it are handed out first, then the error is returned once.
+    #[inline]
     pub fn next_event(&mut self) -> Result<Option<EventRef<'_>>, NetTraceError> {
         loop {
             if let Some(i) = self.region.next_ready() {
                 self.stats.events += 1;
                 return Ok(Some(self.event_at(i)));
             }
-            self.region.recycle();
-            if let Some(r) = self.reset.take() {
-                self.stacks.clear();
-                self.labels.clear();
-                if r.threads {
-                    self.threads.clear();
-                }
-                if r.metadata {
-                    self.metadata.clear();
-                }
-            }
-            if self.status != StreamStatus::Reading {
-                if self.region.has_pending() {
-                    self.region.flush_all();
-                    continue;
-                }
-                return match self.deferred_error.take() {
-                    Some(e) => Err(e),
-                    None => Ok(None),
-                };
-            }
-            let r = if self.v6 { self.read_v6_block() } else { self.read_v4_object() };
-            if let Err(e) = r {
-                self.status = StreamStatus::Failed;
-                self.deferred_error = Some(e);
+            if !self.advance()? {
+                return Ok(None);
             }
         }
     }
 
+    /// Called when no event is ready: frees what was handed out, then reads one block (or
+    /// flushes at the end). False at the end of the stream; the deferred error is returned once.
+    #[inline(never)]
+    fn advance(&mut self) -> Result<bool, NetTraceError> {
+        self.region.recycle();
+        if let Some(r) = self.reset.take() {
+            self.stacks.clear();
+            self.labels.clear();
+            if r.threads {
+                self.threads.clear();
+            }
+            if r.metadata {
+                self.metadata.clear();
+            }
+        }
+        if self.status != StreamStatus::Reading {
+            if self.region.has_pending() {
+                self.region.flush_all();
+                return Ok(true);
+            }
+            return match self.deferred_error.take() {
+                Some(e) => Err(e),
+                None => Ok(false),
+            };
+        }
+        let r = if self.v6 { self.read_v6_block() } else { self.read_v4_object() };
+        if let Err(e) = r {
+            self.status = StreamStatus::Failed;
+            self.deferred_error = Some(e);
+        }
+        Ok(true)
+    }
+
+    #[inline(always)]
     fn event_at(&self, i: usize) -> EventRef<'_> {
         let rec = &self.region.events[i];
         let payload = &self.region.payloads
@@ -382,12 +394,13 @@ impl<R: Read> NetTraceReader<R> {
     fn event_rows(&mut self, body: &[u8], base: u32) -> Result<(), BufError> {
         let mut c = Cursor::new(body);
         let (compressed, _) = block_header(&mut c)?;
+        if compressed {
+            return self.compressed_rows(c, base);
+        }
         let mut h = EventHeader::default();
         let v6 = self.v6;
         while !c.is_empty() {
-            if compressed {
-                event_header::read_compressed(&mut c, &mut h, v6)?;
-            } else if v6 {
+            if v6 {
                 event_header::read_uncompressed_v6(&mut c, &mut h)?;
             } else {
                 event_header::read_uncompressed_v4(&mut c, &mut h)?;
@@ -395,10 +408,102 @@ impl<R: Read> NetTraceReader<R> {
             // The arena is below 4 GiB, so offsets in it fit.
             let payload_start = base + c.pos() as u32;
             c.skip(h.payload_size as usize, "event payload")?;
-            if !compressed && !v6 {
+            if !v6 {
                 c.align(4);
             }
             self.add_event(&h, payload_start, &c)?;
+        }
+        Ok(())
+    }
+
+    /// The events of a block with compressed headers: [`Self::add_event`] for each, except
+    /// that a header leaves out what did not change since the block's previous event, so what
+    /// costs a hash lookup (V6 thread ids, label lists) or a comparison of ids (activity) is
+    /// redone only after a header changed it, and sequence numbers are checked only where a
+    /// header sets them.
+    fn compressed_rows(&mut self, mut c: Cursor<'_>, base: u32) -> Result<(), BufError> {
+        use event_header::flag;
+        const DERIVED: u8 = flag::CAPTURE_THREAD_AND_SEQUENCE
+            | flag::THREAD_ID
+            | flag::ACTIVITY_ID
+            | flag::RELATED_ACTIVITY_ID;
+        let v6 = self.v6;
+        let mut h = EventHeader::default();
+        // Everything is looked up for the block's first event.
+        let mut first = 0xffu8;
+        // Fields changed since the derived values below were computed (events of unknown
+        // metadata are skipped before they are).
+        let mut dirty = 0u8;
+        let (mut thread_id, mut capture_thread_id) = (0u64, 0u64);
+        let mut activity = 0u32;
+        while !c.is_empty() {
+            let raw = event_header::read_compressed(&mut c, &mut h, v6)?;
+            let flags = raw | first;
+            first = 0;
+            // The arena is below 4 GiB, so offsets in it fit.
+            let payload_start = base + c.pos() as u32;
+            c.skip(h.payload_size as usize, "event payload")?;
+            if flags & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
+                self.seq.on_event(h.capture_thread_id, h.sequence_number);
+            } else {
+                // Same capture thread, sequence number one up (or unchanged): no gap.
+                self.seq.continue_thread(h.sequence_number);
+            }
+            dirty |= flags & DERIVED;
+            if self.metadata.get(h.metadata_id).is_none() {
+                self.stats.unknown_metadata_events += 1;
+                continue;
+            }
+            let (stack_start, stack_len) = if h.stack_id == 0 {
+                (0, 0)
+            } else if let Some(r) = self.stacks.get(h.stack_id) {
+                r
+            } else {
+                self.stats.unknown_stack_ids += 1;
+                (0, 0)
+            };
+            if v6 {
+                if dirty != 0 {
+                    if dirty & flag::THREAD_ID != 0 {
+                        thread_id = self.threads.os_thread_id(h.thread_id);
+                    }
+                    if dirty & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
+                        capture_thread_id = self.threads.os_thread_id(h.capture_thread_id);
+                    }
+                    if dirty & flag::ACTIVITY_ID != 0 {
+                        let labels = self.labels.get(h.label_list_id);
+                        activity = self.region.activity((labels.activity_id, labels.related_activity_id));
+                    }
+                    dirty = 0;
+                }
+            } else {
+                thread_id = h.thread_id;
+                capture_thread_id = h.capture_thread_id;
+                if dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
+                    activity = self.region.activity((h.activity_id, h.related_activity_id));
+                }
+                dirty = 0;
+            }
+            let timestamp = h.timestamp as i64;
+            let pushed = self.region.push(Pending {
+                timestamp,
+                metadata_id: h.metadata_id,
+                sequence_number: h.sequence_number,
+                thread_id,
+                capture_thread_id,
+                processor_number: h.processor_number,
+                payload_start,
+                payload_len: h.payload_size,
+                stack_start,
+                stack_len,
+                activity,
+            });
+            if !pushed {
+                return Err(c.err("more than 4 G events in one sequence-point region"));
+            }
+            if raw & flag::SORTED != 0 {
+                self.region.sorted_upto(timestamp);
+            }
         }
         Ok(())
     }

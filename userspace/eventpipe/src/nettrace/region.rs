@@ -88,38 +88,45 @@ impl Region {
     }
 
     /// Adds an event; false if the region already holds 4 G events.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, p: Pending) -> bool {
         let (Ok(idx), Ok(_)) = (u32::try_from(self.events.len()), u32::try_from(self.order.len() + 1)) else {
             return false;
         };
         let ts = p.timestamp;
-        let mut extend = self.extends_last_run(ts);
-        if !extend && self.runs.len() >= MAX_RUNS {
-            self.collapse();
-            extend = self.extends_last_run(ts);
-        }
-        let pos = self.order.len() as u32;
-        self.events.push(p);
-        self.ts.push(ts);
-        self.order.push(idx);
+        let pos = self.order.len();
         match self.runs.last_mut() {
-            Some(r) if extend => {
+            // The usual case: the event extends the last run (its thread's, in time order).
+            Some(r) if r.end as usize == pos && r.last <= ts => {
                 r.end += 1;
                 r.last = ts;
+                self.order.push(idx);
             }
-            _ => self.runs.push(Run { next: pos, end: pos + 1, last: ts }),
+            _ => self.start_run(ts, idx),
         }
+        self.events.push(p);
+        self.ts.push(ts);
         true
     }
 
-    /// Whether an event with timestamp `ts` appended now keeps the last run sorted.
-    #[inline]
-    fn extends_last_run(&self, ts: i64) -> bool {
-        match self.runs.last() {
-            Some(r) => r.end as usize == self.order.len() && r.last <= ts,
-            None => false,
+    /// Puts event `idx` (timestamp `ts`) in a new run, collapsing the runs first when there
+    /// are too many.
+    #[cold]
+    #[inline(never)]
+    fn start_run(&mut self, ts: i64, idx: u32) {
+        if self.runs.len() >= MAX_RUNS {
+            self.collapse();
+            let pos = self.order.len();
+            if let Some(r) = self.runs.last_mut().filter(|r| r.end as usize == pos && r.last <= ts) {
+                r.end += 1;
+                r.last = ts;
+                self.order.push(idx);
+                return;
+            }
         }
+        let pos = self.order.len() as u32;
+        self.runs.push(Run { next: pos, end: pos + 1, last: ts });
+        self.order.push(idx);
     }
 
     /// Merges every run into one: their remaining indexes, sorted, appended to `order`.
@@ -221,22 +228,37 @@ impl Region {
                 }
             }
             heads.sort_unstable();
+            let total: usize = heads.iter().map(|h| (h.2 - h.1) as usize).sum();
+            self.out.reserve(total);
             while let Some(&(_, from, upto, k)) = heads.first() {
                 let mut p = from + 1;
+                // The key of the event at `p` once the stretch ends before `upto`.
+                let mut next_key = None;
                 match heads.get(1) {
                     Some(&(limit, ..)) => {
-                        while p < upto && key(p) < limit {
+                        // Events one by one: a leading stretch is a few events on average,
+                        // too short for a copy call to pay.
+                        self.out.push(order[from as usize]);
+                        for &i in &order[p as usize..upto as usize] {
+                            let k = (ts[i as usize], i);
+                            if k >= limit {
+                                next_key = Some(k);
+                                break;
+                            }
+                            self.out.push(i);
                             p += 1;
                         }
                     }
-                    None => p = upto,
+                    None => {
+                        p = upto;
+                        self.out.extend_from_slice(&order[from as usize..p as usize]);
+                    }
                 }
-                self.out.extend_from_slice(&order[from as usize..p as usize]);
                 self.runs[k as usize].next = p;
                 if p == upto {
                     heads.remove(0);
                 } else {
-                    let head = (key(p), p, upto, k);
+                    let head = (next_key.unwrap_or_else(|| key(p)), p, upto, k);
                     // Its new place: after every head that sorts before it.
                     let mut at = 0;
                     while at + 1 < heads.len() && heads[at + 1].0 < head.0 {

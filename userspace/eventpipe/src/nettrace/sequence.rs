@@ -54,6 +54,13 @@ impl SequenceTracker {
         self.cur_seq = seq;
     }
 
+    /// The next event of the thread of the last [`Self::on_event`], numbered `seq`, which is
+    /// one above the last (or equal to it): what `on_event` does then, without the checks.
+    #[inline]
+    pub(crate) fn continue_thread(&mut self, seq: u32) {
+        self.cur_seq = seq;
+    }
+
     /// A sequence point (or V6 RemoveThread) states `thread` has logged up to `seq`.
     pub(crate) fn checkpoint(&mut self, thread: u64, seq: u32) {
         self.sync_cache();
