@@ -2,7 +2,7 @@
 //! MethodDefEntryPoints (103), InstanceMethodEntryPoints (109), named through the metadata.
 //!
 //! [`R2rImage::parse`] takes the file bytes; [`R2rImage::parse_source`] reads only the parts it
-//! needs through an [`ImageSource`] (about 1.2 of CoreLib's 12.7 MB: of the metadata, only the
+//! needs through an [`ImageSource`] (about 1.7 of CoreLib's 12.7 MB: of the metadata, only the
 //! tables that name methods). Method names are built when first asked for, from the `#Strings`
 //! heap read from the file then ([`crate::r2r_names`]). Lookups take RVAs or file offsets.
 use std::borrow::Cow;
