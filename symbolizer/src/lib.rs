@@ -52,6 +52,7 @@ pub mod perf_map;
 #[cfg(target_os = "linux")]
 pub mod process;
 pub mod r2r;
+mod r2r_names;
 mod r2r_sig;
 #[cfg(target_os = "linux")]
 pub mod target_file;

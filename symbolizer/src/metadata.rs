@@ -229,7 +229,8 @@ fn stream_headers<'b>(root: &Bytes<'b>) -> Result<Vec<StreamHeader<'b>>, FormatE
 /// and the `#Strings` heap. `read(buf, offset)` fills `buf` from the metadata at `offset`.
 /// The buffer is the metadata's full size, zeroed: the pages of what is not read (the other
 /// tables, `#Blob`, `#US`) are never touched, so they take no memory. CoreLib: 1.1 of 2.7 MB.
-pub fn read_for_names(size: u64, mut read: impl FnMut(&mut [u8], u64) -> Result<(), FormatError>) -> Result<Vec<u8>, FormatError> {
+/// Without `with_strings` the `#Strings` heap is not read either (for [`name_tables`]).
+pub fn read_for_names(size: u64, with_strings: bool, mut read: impl FnMut(&mut [u8], u64) -> Result<(), FormatError>) -> Result<Vec<u8>, FormatError> {
     let len = usize::try_from(size).map_err(|_| FormatError::invalid("metadata root", "larger than memory"))?;
     let mut buf = vec![0u8; len];
     let mut fill = |buf: &mut Vec<u8>, off: u64, n: u64, what: &'static str| -> Result<(), FormatError> {
@@ -248,7 +249,11 @@ pub fn read_for_names(size: u64, mut read: impl FnMut(&mut [u8], u64) -> Result<
     }
     let (t_off, t_size) = tables.ok_or_else(|| FormatError::invalid("metadata root", "no #~ stream"))?;
     let (s_off, s_size) = strings.ok_or_else(|| FormatError::invalid("metadata root", "no #Strings heap"))?;
-    fill(&mut buf, s_off, s_size, "#Strings heap")?;
+    if with_strings {
+        fill(&mut buf, s_off, s_size, "#Strings heap")?;
+    } else if s_off.checked_add(s_size).is_none_or(|e| e > size) {
+        return Err(FormatError::Truncated { what: "#Strings heap", offset: s_off, needed: s_size, len: size });
+    }
     fill(&mut buf, t_off, t_size.min(24 + 4 * 64 + 4), "#~ stream")?;
     let end = t_off.checked_add(t_size).filter(|&e| e <= size).ok_or(FormatError::Truncated { what: "#~ stream", offset: t_off, needed: t_size, len: size })?;
     let (layout, _) = table_layout(Bytes::new(&buf[t_off as usize..end as usize], "#~ stream"))?;
@@ -261,6 +266,64 @@ pub fn read_for_names(size: u64, mut read: impl FnMut(&mut [u8], u64) -> Result<
         }
     }
     Ok(buf)
+}
+
+/// The rows that name methods, as `#Strings` offsets (the strings are read when a name is
+/// asked for: [`crate::r2r_names`]), and where the `#Strings` heap lies in the metadata
+/// (offset, size). Reads the metadata root, the `#~` header and the TypeDef, MethodDef,
+/// MemberRef and NestedClass rows only; every string offset is checked against the heap.
+pub(crate) fn name_tables(data: &[u8]) -> Result<(crate::r2r_names::NameTables, (u64, u64)), FormatError> {
+    use crate::r2r_names::{NameTables, TypeRow};
+    let root = Bytes::new(data, "metadata root");
+    if root.u32(0)? != 0x424A_5342 {
+        return Err(FormatError::invalid("metadata root", "signature is not BSJB"));
+    }
+    let (mut tables, mut strings) = (None, None);
+    for (name, off, size) in stream_headers(&root)? {
+        match name {
+            b"#~" | b"#-" => tables = Some(root.sub(off, size, "#~ stream")?),
+            b"#Strings" => {
+                root.sub(off, size, "#Strings heap")?;
+                strings = Some((off, size));
+            }
+            _ => {}
+        }
+    }
+    let t = tables.ok_or_else(|| FormatError::invalid("metadata root", "no #~ stream"))?;
+    let (s_off, s_size) = strings.ok_or_else(|| FormatError::invalid("metadata root", "no #Strings heap"))?;
+    let (layout, pos) = table_layout(t)?;
+    if pos > t.data.len() as u64 {
+        return Err(FormatError::Truncated { what: "#~ tables", offset: 0, needed: pos, len: t.data.len() as u64 });
+    }
+    let cell = |table: usize, row: u32, col: usize| -> Result<u32, FormatError> {
+        let tb = &layout[table];
+        let (coff, wide) = tb.cols[col];
+        t.index(tb.offset + row as u64 * tb.row_size + coff, wide)
+    };
+    let string = |table: usize, row: u32, col: usize| -> Result<u32, FormatError> {
+        let off = cell(table, row, col)?;
+        if off as u64 >= s_size {
+            return Err(FormatError::invalid("#Strings heap", format!("string at {off:#x} past the heap's {s_size:#x} bytes")));
+        }
+        Ok(off)
+    };
+    let mut types = Vec::with_capacity(layout[TYPE_DEF].rows as usize);
+    for r in 0..layout[TYPE_DEF].rows {
+        types.push(TypeRow { name: string(TYPE_DEF, r, 1)?, namespace: string(TYPE_DEF, r, 2)?, method_list: cell(TYPE_DEF, r, 5)? });
+    }
+    let mut methods = Vec::with_capacity(layout[METHOD_DEF].rows as usize);
+    for r in 0..layout[METHOD_DEF].rows {
+        methods.push(string(METHOD_DEF, r, 3)?);
+    }
+    let mut member_refs = Vec::with_capacity(layout[MEMBER_REF].rows as usize);
+    for r in 0..layout[MEMBER_REF].rows {
+        member_refs.push(string(MEMBER_REF, r, 1)?);
+    }
+    let mut enclosing = Vec::with_capacity(layout[NESTED_CLASS].rows as usize);
+    for r in 0..layout[NESTED_CLASS].rows {
+        enclosing.push((cell(NESTED_CLASS, r, 0)?, cell(NESTED_CLASS, r, 1)?));
+    }
+    Ok((NameTables::new(types, methods, member_refs, enclosing), (s_off, s_size)))
 }
 
 impl<'a> Metadata<'a> {

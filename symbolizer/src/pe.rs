@@ -24,6 +24,11 @@ pub trait ImageSource {
     fn in_memory(&self) -> bool {
         false
     }
+    /// A handle on the same open file, to read from later (names read on demand); None when
+    /// the source is not a file.
+    fn keep_open(&self) -> Option<std::fs::File> {
+        None
+    }
     /// Fills `buf` with the bytes at file offset `offset`.
     fn read_into(&self, offset: u64, buf: &mut [u8], what: &'static str) -> Result<(), FormatError> {
         buf.copy_from_slice(&self.bytes_at(offset, buf.len() as u64, what)?);
@@ -77,6 +82,10 @@ impl ImageSource for FileSource<'_> {
         // A file that shrank since it was opened reads short: the same error as a short slice.
         self.file.read_exact_at(&mut buf, offset).map_err(|_| truncated())?;
         Ok(Cow::Owned(buf))
+    }
+
+    fn keep_open(&self) -> Option<std::fs::File> {
+        self.file.try_clone().ok()
     }
 
     fn read_into(&self, offset: u64, buf: &mut [u8], what: &'static str) -> Result<(), FormatError> {
@@ -197,6 +206,12 @@ impl PeImage {
     /// The metadata at `rva` (`size` bytes), as naming methods reads it: borrowed whole from
     /// memory, or from a file only the parts it uses ([`crate::metadata::read_for_names`]).
     pub fn metadata_at<'s, S: ImageSource + ?Sized>(&self, src: &'s S, rva: u32, size: u32) -> Result<Cow<'s, [u8]>, FormatError> {
+        self.metadata_for(src, rva, size, true)
+    }
+
+    /// As [`PeImage::metadata_at`]; without `strings`, a file's `#Strings` heap is not read
+    /// (its bytes are zero in the buffer): for [`crate::metadata::name_tables`].
+    pub fn metadata_for<'s, S: ImageSource + ?Sized>(&self, src: &'s S, rva: u32, size: u32, strings: bool) -> Result<Cow<'s, [u8]>, FormatError> {
         const WHAT: &str = "metadata";
         if src.in_memory() {
             return self.bytes_at(src, rva, size, WHAT);
@@ -207,7 +222,7 @@ impl PeImage {
         if base.checked_add(size as u64).is_none_or(|end| end > src.len()) {
             return Err(FormatError::Truncated { what: WHAT, offset: base, needed: size as u64, len: src.len() });
         }
-        match crate::metadata::read_for_names(size as u64, |buf, off| src.read_into(base + off, buf, WHAT)) {
+        match crate::metadata::read_for_names(size as u64, strings, |buf, off| src.read_into(base + off, buf, WHAT)) {
             Ok(buf) => Ok(Cow::Owned(buf)),
             // Whatever the parse will say about it, from the whole bytes.
             Err(_) => self.bytes_at(src, rva, size, WHAT),

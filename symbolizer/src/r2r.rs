@@ -2,13 +2,14 @@
 //! MethodDefEntryPoints (103), InstanceMethodEntryPoints (109), named through the metadata.
 //!
 //! [`R2rImage::parse`] takes the file bytes; [`R2rImage::parse_source`] reads only the parts it
-//! needs through an [`ImageSource`] (about 2.2 of CoreLib's 12.7 MB: of the metadata, only the
-//! tables and the heap that name methods). Method names are kept in one arena string. Lookups
-//! take RVAs or file offsets.
+//! needs through an [`ImageSource`] (about 1.7 of CoreLib's 12.7 MB: of the metadata, only the
+//! tables that name methods). Method names are built when first asked for, from the `#Strings`
+//! heap read from the file then ([`crate::r2r_names`]). Lookups take RVAs or file offsets.
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::FormatError;
-use crate::metadata::Metadata;
+use crate::r2r_names::{LazyNames, NameOf, StringHeap};
 use crate::native_format::{NativeArray, decode_unsigned, hashtable_entries};
 use crate::pe::{ImageSource, PeImage, base_machine};
 use crate::r2r_sig::SigReader;
@@ -27,9 +28,8 @@ pub const FLAG_COMPONENT: u32 = 0x20;
 /// One method with precompiled code. Its name is [`R2rImage::method_name`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct R2rMethod {
-    /// `Namespace.Type::Method` (`Outer+Inner` for nested types): start and length in the
-    /// image's name arena.
-    name: (u32, u32),
+    /// Instantiated: index of its signature in the image's `instances`; else 0.
+    name: u32,
     /// MethodDef RID (0 if the entry names a MemberRef or another module).
     pub rid: u32,
     /// RVA of the entry point (start of the main body).
@@ -48,7 +48,7 @@ struct CodeRange {
 }
 
 /// A parsed ReadyToRun image.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct R2rImage {
     pub pe: PeImage,
     pub major_version: u16,
@@ -56,19 +56,21 @@ pub struct R2rImage {
     pub flags: u32,
     /// Methods with code, in entry-point order.
     pub methods: Vec<R2rMethod>,
-    /// Every method name, back to back (a name repeated by the previous method is shared).
-    names: String,
+    /// The methods' names, built when asked for.
+    names: LazyNames,
+    /// What names each instantiated method (`R2rMethod::name` indexes it).
+    instances: Vec<crate::r2r_sig::MethodRef>,
     ranges: Vec<CodeRange>,
     /// Entries of InstanceMethodEntryPoints that could not be decoded.
     pub undecoded_instance_entries: usize,
 }
 
 /// A named hit from [`R2rImage::lookup_rva`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct R2rSymbol<'a> {
     pub method: &'a R2rMethod,
     /// The method's name.
-    pub name: &'a str,
+    pub name: Arc<str>,
     /// Offset of the RVA from the method's entry point.
     pub offset: u32,
     /// Code range (one RUNTIME_FUNCTION: the body or a funclet) holding the RVA.
@@ -91,8 +93,14 @@ impl R2rImage {
         if cor_flags & COMIMAGE_FLAGS_IL_LIBRARY == 0 || mnh_rva == 0 {
             return Err(FormatError::NotReadyToRun("no ManagedNativeHeader (IL-only image)"));
         }
-        let metadata_bytes = pe.metadata_at(src, md_rva, md_size)?;
-        let metadata = Metadata::parse(&metadata_bytes)?;
+        let metadata_bytes = pe.metadata_for(src, md_rva, md_size, false)?;
+        let (tables, (s_off, s_size)) = crate::metadata::name_tables(&metadata_bytes)?;
+        drop(metadata_bytes);
+        let md_offset = pe
+            .rva_to_offset(md_rva)
+            .ok_or_else(|| FormatError::invalid("metadata", format!("RVA {md_rva:#x} is in no section")))? as u64;
+        let heap = StringHeap::of(src, md_offset + s_off, s_size)?;
+        let method_rows = tables.method_count() as u32;
 
         let hdr = at(mnh_rva, mnh_size.max(16), "READYTORUN_HEADER")?;
         let hdr = Bytes::new(&hdr, "READYTORUN_HEADER");
@@ -159,7 +167,7 @@ impl R2rImage {
             Some(bytes) => {
                 let array = NativeArray::new(Bytes::new(bytes, "MethodDefEntryPoints"), 0)?;
                 let mut n = 0;
-                for index in 0..array.len().min(metadata.methods.len() as u32) {
+                for index in 0..array.len().min(method_rows) {
                     n += usize::from(array.get(index)?.is_some());
                 }
                 n
@@ -167,26 +175,21 @@ impl R2rImage {
             None => 0,
         };
         let mut methods = Vec::with_capacity(def_count + instance.as_ref().map_or(0, |(_, e)| e.len()));
-        let mut names = Names::default();
+        let mut instances = Vec::with_capacity(instance.as_ref().map_or(0, |(_, e)| e.len()));
         // (runtime function index, method index)
         let mut claims: Vec<(u32, u32)> = Vec::with_capacity(methods.capacity());
         if let Some(bytes) = &def_entries {
             let b = Bytes::new(bytes, "MethodDefEntryPoints");
             let array = NativeArray::new(b, 0)?;
-            for index in 0..array.len().min(metadata.methods.len() as u32) {
+            for index in 0..array.len().min(method_rows) {
                 let Some(off) = array.get(index)? else { continue };
                 let id = entry_point_index(b, off)?;
                 let rid = index + 1;
                 let Some(r) = ranges.get(id as usize) else {
                     return Err(FormatError::invalid("MethodDefEntryPoints", format!("method {rid} -> runtime function {id} of {count}")));
                 };
-                let name = names.push(|s| {
-                    if !metadata.push_method_name(rid, s) {
-                        s.push_str(&format!("<method {rid}>"));
-                    }
-                })?;
                 claims.push((id, methods.len() as u32));
-                methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: false });
+                methods.push(R2rMethod { name: 0, rid, entry_rva: r.begin, instantiated: false });
             }
         }
         let mut undecoded_instance_entries = 0;
@@ -203,7 +206,8 @@ impl R2rImage {
                     undecoded_instance_entries += 1;
                     continue;
                 };
-                let name = names.push(|s| instance_name(&metadata, &m, s))?;
+                let name = u32::try_from(instances.len()).map_err(|_| FormatError::invalid("InstanceMethodEntryPoints", "more than 4G entries"))?;
+                instances.push(m);
                 claims.push((id, methods.len() as u32));
                 let rid = if m.member_ref || m.other_module { 0 } else { m.rid };
                 methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: true });
@@ -221,20 +225,28 @@ impl R2rImage {
         // Unstable: no scratch buffer (a stable sort of CoreLib's ranges allocated 0.45 MB).
         ranges.sort_unstable_by_key(|r| r.begin);
         methods.shrink_to_fit();
-        let mut names = names.text;
-        names.shrink_to_fit();
-        Ok(R2rImage { pe, major_version, minor_version, flags, methods, names, ranges, undecoded_instance_entries })
+        instances.shrink_to_fit();
+        let names = LazyNames::new(tables, heap);
+        Ok(R2rImage { pe, major_version, minor_version, flags, methods, names, instances, ranges, undecoded_instance_entries })
     }
 
-    /// `Namespace.Type::Method` of a method of this image ("" for a method of another image).
-    pub fn method_name(&self, m: &R2rMethod) -> &str {
-        let (start, len) = (m.name.0 as usize, m.name.1 as usize);
-        self.names.get(start..start + len).unwrap_or("")
+    /// `Namespace.Type::Method` of a method of this image (`<method N>` when its row cannot be
+    /// read), built the first time it is asked for.
+    pub fn method_name(&self, m: &R2rMethod) -> Arc<str> {
+        if m.instantiated {
+            match self.instances.get(m.name as usize) {
+                Some(r) => self.names.name(1 << 32 | m.name as u64, NameOf::Instance(*r)),
+                None => Arc::from(""),
+            }
+        } else {
+            self.names.name(m.rid as u64, NameOf::Def(m.rid))
+        }
     }
 
-    /// Bytes held by the method names (the arena).
+    /// Bytes held for the method names: the rows that name them (as string offsets), a copied
+    /// `#Strings` heap (small images) and the names built so far.
     pub fn name_bytes(&self) -> usize {
-        self.names.capacity()
+        self.names.bytes() + self.instances.capacity() * size_of::<crate::r2r_sig::MethodRef>()
     }
 
     /// Number of RUNTIME_FUNCTION entries (bodies and funclets).
@@ -278,52 +290,4 @@ impl R2rImage {
 fn entry_point_index(b: Bytes<'_>, off: u64) -> Result<u32, FormatError> {
     let (id, _) = decode_unsigned(b, off)?;
     Ok(if id & 1 != 0 { id >> 2 } else { id >> 1 })
-}
-
-/// Method names back to back in one string; a name equal to the one before it (generic
-/// instantiations of one method follow each other) is stored once.
-#[derive(Default)]
-struct Names {
-    text: String,
-    last: (u32, u32),
-}
-
-impl Names {
-    /// Appends the name `write` produces and returns its (start, length).
-    fn push(&mut self, write: impl FnOnce(&mut String)) -> Result<(u32, u32), FormatError> {
-        let start = self.text.len();
-        write(&mut self.text);
-        let len = self.text.len() - start;
-        let (ls, ll) = (self.last.0 as usize, self.last.1 as usize);
-        if len == ll && start >= ll && self.text[ls..ls + ll] == self.text[start..] {
-            self.text.truncate(start);
-            return Ok(self.last);
-        }
-        let too_big = || FormatError::invalid("method names", "more than 4 GiB of names");
-        self.last = (u32::try_from(start).map_err(|_| too_big())?, u32::try_from(len).map_err(|_| too_big())?);
-        Ok(self.last)
-    }
-}
-
-fn instance_name(md: &Metadata<'_>, m: &crate::r2r_sig::MethodRef, s: &mut String) {
-    use std::fmt::Write;
-    if m.other_module {
-        let _ = write!(s, "<method of another module, token {:#x}>", m.rid);
-        return;
-    }
-    if !m.member_ref {
-        if !md.push_method_name(m.rid, s) {
-            let _ = write!(s, "<method {}>", m.rid);
-        }
-        return;
-    }
-    if m.owner_typedef.is_some_and(|t| md.push_type_name(t, s)) {
-        s.push_str("::");
-    }
-    match md.member_refs.get((m.rid as usize).wrapping_sub(1)) {
-        Some(name) => s.push_str(name),
-        None => {
-            let _ = write!(s, "<memberref {}>", m.rid);
-        }
-    }
 }

@@ -117,7 +117,7 @@ fn net8_cpu_workload() {
         .expect("CoreLib mapped");
     let module = cache.module(std::path::Path::new(&corelib_path)).expect("CoreLib classified");
     let Module::ReadyToRun(img) = &*module else { panic!("CoreLib is not R2R: {module:?}") };
-    let concat = img.methods.iter().find(|m| img.method_name(m) == "System.String::Concat").expect("Concat has code");
+    let concat = img.methods.iter().find(|m| &*img.method_name(m) == "System.String::Concat").expect("Concat has code");
     let off = img.pe.rva_to_offset(concat.entry_rva).expect("on disk") as u64;
     let addr = addr_of_file_offset(&s, "System.Private.CoreLib.dll", off + 3);
     // Oracle: the runtime's own record of where it loaded CoreLib.

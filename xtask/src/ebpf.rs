@@ -73,6 +73,10 @@ pub fn build() -> Result<PathBuf> {
     ensure_bpf_linker()?;
     let mut c = nightly("cargo");
     c.args(["build", "--package", "clrprobe-ebpf", "--release", "--target", BPF_TARGET, "-Z", "build-std=core"])
+        // The workspace's release profile sizes the userspace binary (fat LTO, one codegen unit,
+        // dependencies at opt-level "s"); the BPF object keeps cargo's defaults.
+        .args(["--config", "profile.release.lto=false", "--config", "profile.release.codegen-units=16"])
+        .args(["--config", "profile.release.package.\"*\".opt-level=3"])
         // BTF for the programs (bpf-linker emits it from the debug info).
         .env("CARGO_ENCODED_RUSTFLAGS", ["-Cdebuginfo=2", "-Clink-arg=--btf"].join("\x1f"))
         .env("CARGO_TARGET_DIR", util::target_dir());

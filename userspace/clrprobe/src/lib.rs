@@ -11,6 +11,8 @@ pub mod output;
 pub mod report;
 
 #[cfg(target_os = "linux")]
+pub mod alloc_tuning;
+#[cfg(target_os = "linux")]
 pub mod bpf;
 #[cfg(target_os = "linux")]
 pub mod probe;

@@ -22,6 +22,8 @@ use clrprobe::{
 };
 
 fn main() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    clrprobe::alloc_tuning::return_large_frees();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

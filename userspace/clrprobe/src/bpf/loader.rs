@@ -116,21 +116,38 @@ fn hide_kernel_btf() -> io::Result<()> {
     Ok(())
 }
 
-/// Bytes of the stack-copy ring when only CPU samples use it: half a second of samples at
-/// `freq` Hz on every online CPU (the ring is read every 100 ms; a drain that symbolizes can
-/// hold the loop up to 500 ms), a power of two between 256 KiB and the object's 16 MiB. The
-/// kernel maps the data pages twice, so the ring counts twice in the resident set. A full ring
-/// loses no sample: that sample keeps its frame-pointer stack (counted as `ring_full`), which
-/// drops the callers of frameless JIT methods: a quarter of a second (1 MiB at 99 Hz) was
-/// measured too little on a loaded machine (unwind_live at 499 Hz: 76 % of stacks complete).
+/// Bytes of the stack-copy ring when only CPU samples use it: a sixteenth of a second of
+/// samples at `freq` Hz on every online CPU, a power of two between 256 KiB and the object's
+/// 16 MiB. The kernel maps the data pages twice, so the ring counts twice in the resident set.
+/// A thread empties it as records arrive ([`super::RingReader`]), so it only covers that
+/// thread's wake-up latency; the records then wait on the heap ([`copy_queue_records`]). A
+/// full ring loses no sample: that sample keeps its frame-pointer stack (counted as
+/// `ring_full`), which drops the callers of frameless JIT methods. (Read only by the
+/// recording loop, the ring had to hold half a second: 2 MiB, 4.3 MB resident at 99 Hz.)
 pub fn cpu_ring_bytes(freq: u64) -> u32 {
-    let cpus = aya::util::online_cpus().map_or(1, |c| c.len()).max(1) as u64;
-    let record = (size_of::<clrprobe_common::UserStack>() + 8) as u64;
-    let want = freq.saturating_mul(cpus).saturating_mul(record) / 2;
+    let want = freq.saturating_mul(online_cpus()).saturating_mul(RECORD_BYTES) / 16;
     want.clamp(MIN_RING_BYTES.into(), 16 << 20)
         .next_power_of_two()
         .min(16 << 20) as u32
 }
+
+/// Records the ring's reader may hold for the recording loop: half a second of samples at
+/// `freq` Hz on every CPU (a drain that symbolizes can hold the loop that long), at least 64;
+/// 256 without a sampling rate (off-CPU copies only). Each holds the stack bytes copied (at
+/// most 16 KiB), and only while the loop is busy.
+pub fn copy_queue_records(freq: Option<u64>) -> usize {
+    match freq {
+        Some(f) => (f.saturating_mul(online_cpus()) / 2).clamp(64, 1 << 16) as usize,
+        None => 256,
+    }
+}
+
+fn online_cpus() -> u64 {
+    aya::util::online_cpus().map_or(1, |c| c.len()).max(1) as u64
+}
+
+/// Ring bytes one copy reserves (record and the ring's 8-byte header).
+const RECORD_BYTES: u64 = (size_of::<clrprobe_common::UserStack>() + 8) as u64;
 
 /// The smallest stack-copy ring (for loads that copy no stacks).
 pub const MIN_RING_BYTES: u32 = 256 << 10;

@@ -3,15 +3,17 @@ mod hook_cost;
 mod loader;
 mod logs;
 mod object;
+mod ring_reader;
 mod sched;
 mod ustack;
 
 pub use sched::{ThreadCpuTime, next_pid_offset};
 
 pub use logs::LogCollector;
-pub use ustack::{CopiedStack, CopyStats, drain_ring};
+pub use ring_reader::RingReader;
+pub use ustack::{CopiedStack, CopyStats};
 pub use object::embedded_object;
-pub use loader::{MIN_RING_BYTES, cpu_ring_bytes};
+pub use loader::{MIN_RING_BYTES, copy_queue_records, cpu_ring_bytes};
 
 use std::{collections::HashMap, num::NonZeroU32, path::Path};
 
@@ -51,6 +53,8 @@ pub enum BpfError {
     Cpus(String),
     #[error("tracefs: {0}")]
     Tracefs(String),
+    #[error("starting the stack-copy ring's reader thread: {0}")]
+    RingReader(#[source] std::io::Error),
 }
 
 /// A loaded BPF object with its log reader kept alive (dropping the logger closes the log map).

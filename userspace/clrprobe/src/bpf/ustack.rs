@@ -79,14 +79,3 @@ impl Loaded {
         })
     }
 }
-
-/// Reads every record waiting in `ring`.
-pub fn drain_ring(ring: &mut RingBuf<MapData>) -> Vec<CopiedStack> {
-    let mut out = Vec::new();
-    while let Some(item) = ring.next() {
-        if let Some(s) = CopiedStack::parse(&item) {
-            out.push(s);
-        }
-    }
-    out
-}

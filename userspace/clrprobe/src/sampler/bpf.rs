@@ -2,7 +2,7 @@
 //! kernel hash map, drained periodically (read and delete each key).
 use std::{collections::HashMap, sync::Arc};
 
-use aya::maps::{MapData, RingBuf, StackTraceMap};
+use aya::maps::{MapData, StackTraceMap};
 use clrprobe_common::{names, ustack};
 
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
@@ -31,7 +31,8 @@ pub struct BpfSampler {
 
 /// What unwinding the BPF programs' user stack copies needs.
 struct StackCopies {
-    ring: RingBuf<MapData>,
+    /// The ring, emptied by its own thread as records arrive.
+    ring: crate::bpf::RingReader,
     unwinder: crate::unwind::Unwinder,
     /// CPU samples read from the ring while draining off-CPU records.
     pending_cpu: Vec<RawSample>,
@@ -94,8 +95,11 @@ impl BpfSampler {
         };
         let copies = if flags != 0 {
             bpf.set_ustack_flags(flags)?;
+            let ring = bpf.take_ustack_ring()?;
+            let ring = crate::bpf::RingReader::spawn(ring, crate::bpf::copy_queue_records(freq))
+                .map_err(BpfError::RingReader)?;
             Some(StackCopies {
-                ring: bpf.take_ustack_ring()?,
+                ring,
                 unwinder: crate::unwind::Unwinder::new(),
                 pending_cpu: Vec::new(),
                 offcpu: HashMap::new(),
@@ -133,7 +137,7 @@ impl BpfSampler {
     /// `pending_cpu`, off-CPU stacks to `offcpu`.
     fn read_copies(&mut self) -> Result<(), BpfError> {
         let Some(c) = self.copies.as_mut() else { return Ok(()) };
-        let records = crate::bpf::drain_ring(&mut c.ring);
+        let records = c.ring.drain();
         for r in records {
             let h = r.hdr;
             let fp = self.stack(h.user_stack_id)?;

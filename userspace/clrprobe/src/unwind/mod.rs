@@ -128,12 +128,19 @@ impl UnwindSummary {
     }
 }
 
+/// An executable file mapping: start, end, file offset, inode, path.
+type PendingModule = (u64, u64, u64, u64, String);
+
 struct Proc {
     maps: Maps,
     maps_read: Option<Instant>,
     unwinder: UnwinderX86_64<Bytes>,
     /// Start addresses of the executable file mappings added as modules.
     modules: Vec<(u64, u64)>,
+    /// Executable file mappings not added yet: a file's unwind tables are read when an
+    /// address in it is first unwound (a process maps libraries no sampled stack passes
+    /// through: libstdc++'s tables alone are 0.24 MB).
+    pending: Vec<PendingModule>,
     mem: Option<File>,
     /// Address → is it a return address (executable, after a call)?
     return_addresses: HashMap<u64, bool>,
@@ -404,6 +411,7 @@ impl Unwinder {
             maps_read: None,
             unwinder: UnwinderX86_64::new(),
             modules: Vec::new(),
+            pending: Vec::new(),
             mem: File::open(format!("/proc/{pid}/mem")).ok(),
             return_addresses: HashMap::new(),
             perf_map: None,
@@ -417,13 +425,19 @@ impl Unwinder {
 
     /// Is `addr` in a mapped ELF file with unwind tables? Re-reads /proc/PID/maps (at most
     /// every MAPS_REFRESH) when `addr` is outside every known mapping, so libraries mapped
-    /// after the first reading (launch mode) are found.
+    /// after the first reading (launch mode) are found. The file's tables are read now if
+    /// this is the first address unwound in it.
     fn ensure_mapped(&mut self, pid: u32, addr: u64) -> bool {
         let p = self.proc(pid);
         let known = p.maps.find(addr).is_some();
         let stale = p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH);
         if !known && stale {
             self.refresh(pid);
+        }
+        let p = self.proc(pid);
+        if let Some(i) = p.pending.iter().position(|&(s, e, ..)| s <= addr && addr < e) {
+            let m = p.pending.swap_remove(i);
+            self.add_module(pid, m);
         }
         let p = self.proc(pid);
         p.modules.iter().any(|&(s, e)| s <= addr && addr < e)
@@ -438,31 +452,34 @@ impl Unwinder {
         let p = self.proc(pid);
         p.maps.update(newer);
         p.maps_read = Some(Instant::now());
-        let todo: Vec<(u64, u64, u64, u64, String)> = p
+        p.pending = p
             .maps
             .mappings
             .iter()
             .filter(|m| m.executable && !p.modules.iter().any(|&(s, _)| s == m.start))
             .filter_map(|m| m.path().map(|path| (m.start, m.end, m.offset, m.inode, path.to_string())))
             .collect();
-        for (start, end, offset, inode, path) in todo {
-            let file = self
-                .files
-                .entry((path.clone(), inode))
-                .or_insert_with(|| match ElfUnwind::read_mapped(pid, start, end) {
-                    Ok(f) => Some(Arc::new(f)),
-                    Err(e) => {
-                        log::debug!("unwind tables: {e}");
-                        None
-                    }
-                })
-                .clone();
-            let p = self.proc(pid);
-            p.modules.push((start, end));
-            let Some(file) = file else { continue };
-            let Some(bias) = file.bias(start, offset) else { continue };
-            p.unwinder.add_module(Module::new(path, start..end, bias, file.section_info()));
-        }
+    }
+
+    /// Adds an executable file mapping as a module, reading its file's unwind tables unless
+    /// another mapping of the file read them already.
+    fn add_module(&mut self, pid: u32, (start, end, offset, inode, path): PendingModule) {
+        let file = self
+            .files
+            .entry((path.clone(), inode))
+            .or_insert_with(|| match ElfUnwind::read_mapped(pid, start, end) {
+                Ok(f) => Some(Arc::new(f)),
+                Err(e) => {
+                    log::debug!("unwind tables: {e}");
+                    None
+                }
+            })
+            .clone();
+        let p = self.proc(pid);
+        p.modules.push((start, end));
+        let Some(file) = file else { return };
+        let Some(bias) = file.bias(start, offset) else { return };
+        p.unwinder.add_module(Module::new(path, start..end, bias, file.section_info()));
     }
 
     /// The prologue of the JIT method holding `addr` up to `addr`, when the runtime's perf map
