@@ -89,9 +89,11 @@ fn a_runtime_suspended_at_start_up_is_left_alone_then_runs() {
     if let Ok(Some(s)) = w.try_wait() {
         panic!("the suspended runtime died while clrprobe recorded it: {s:?}");
     }
+    // The named target is said to be still starting (with --all, a loaded machine may not
+    // have found it before the end).
+    let warned = one["warnings"].as_array().unwrap().iter().any(|m| m.as_str().unwrap().contains("had not finished starting"));
+    assert!(warned, "no word about the runtime still starting: {}", one["warnings"]);
     for s in [&one, &all] {
-        let warned = s["warnings"].as_array().unwrap().iter().any(|m| m.as_str().unwrap().contains("had not finished starting"));
-        assert!(warned, "no word about the runtime still starting: {}", s["warnings"]);
         assert!(!s["perf_maps"].as_array().unwrap().iter().any(|m| m[0] == w.id()), "set up while starting: {}", s["perf_maps"]);
     }
     assert!(!Path::new(&format!("/tmp/perf-{}.map", w.id())).exists(), "perf map switched on while starting");
@@ -109,11 +111,11 @@ fn two_all_recordings_over_starting_processes_hang_none() {
     let dir = std::env::temp_dir().join(format!("clrprobe-race-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let me = std::process::id().to_string();
-    let a = record(&["--all", "--parent", &me, "-d", "16"], &dir.join("a"));
-    let b = record(&["--all", "--parent", &me, "-d", "16"], &dir.join("b"));
+    let a = record(&["--all", "--parent", &me, "-d", "20"], &dir.join("a"));
+    let b = record(&["--all", "--parent", &me, "-d", "20"], &dir.join("b"));
     std::thread::sleep(Duration::from_millis(1500));
-    // A .NET 8 process every 0.5 s, each ~1 s long: both clrprobes find each while it starts.
-    let sleeper = Workload::new("Sleeper", Runtime::Net8).arg(5).arg(300);
+    // A .NET 8 process every 0.5 s, each ~3 s long: both clrprobes find each while it starts.
+    let sleeper = Workload::new("Sleeper", Runtime::Net8).arg(10).arg(1500);
     let mut started: Vec<(Child, Instant)> = Vec::new();
     for _ in 0..16 {
         started.push((spawn(&sleeper), Instant::now()));

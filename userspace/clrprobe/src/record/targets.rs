@@ -172,7 +172,10 @@ impl Targets {
             self.collect(summary, resolver);
         }
         for pid in std::mem::take(&mut self.in_flight) {
-            summary.warnings.push(format!("the runtime of {pid} did not answer its set-up (perf map, EventPipe) in time"));
+            summary.warnings.push(match crate::lifecycle::startup::state(pid) {
+                crate::lifecycle::startup::Startup::Starting => crate::lifecycle::startup::NotStarted::Ended(pid).to_string(),
+                _ => format!("the runtime of {pid} did not answer its set-up (perf map, EventPipe) in time"),
+            });
         }
     }
 
