@@ -30,6 +30,17 @@ fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
+/// Thread names and kernel wait channels of a process (what a hang looks like).
+fn threads(pid: u32) -> String {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+        v.push(format!("{}:{wchan}", comm.trim()));
+    }
+    v.join(", ")
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
@@ -136,6 +147,9 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
         );
     };
     let mut n = 0usize;
+    // Soak processes that ended by a signal, or never ended by themselves (hung).
+    let mut crashed: Vec<u32> = Vec::new();
+    let mut hung: Vec<String> = Vec::new();
     pids.extend(busy_children.iter().map(|c| (c.id(), busy_start)));
     while busy > 0 && started.elapsed() < total {
         std::thread::sleep(Duration::from_millis(200));
@@ -154,8 +168,18 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
         }
         let now = SystemTime::now();
         pids.extend(children.iter().map(|c| c.id()).filter(|p| !pids.iter().any(|e| e.0 == *p)).map(|p| (p, now)).collect::<Vec<_>>());
-        // Reap the exited ones (no zombies for clrprobe to see).
-        children.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
+        // Reap the exited ones (no zombies for clrprobe to see); EarlyExit ends with 3, a
+        // Sleeper with 0: anything else (a signal: a runtime crashed) is counted.
+        children.retain_mut(|c| match c.try_wait() {
+            Ok(Some(s)) => {
+                if !matches!(s.code(), Some(0 | 3)) {
+                    println!("process {} ended with {s}", c.id());
+                    crashed.push(c.id());
+                }
+                false
+            }
+            _ => true,
+        });
         std::thread::sleep(Duration::from_millis(every_ms));
         if started.elapsed() >= next_sample {
             sample(&format!("{}s", started.elapsed().as_secs()), n);
@@ -165,8 +189,27 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
             bail!("clrprobe exited during the soak: {status}; see {}", out.join("stderr.txt").display());
         }
     }
+    // Every process ends by itself well within a minute (6 s at most, under load more).
+    let deadline = Instant::now() + Duration::from_secs(60);
     for c in &mut children {
-        let _ = c.wait();
+        loop {
+            match c.try_wait() {
+                Ok(Some(s)) => {
+                    if !matches!(s.code(), Some(0 | 3)) {
+                        println!("process {} ended with {s}", c.id());
+                        crashed.push(c.id());
+                    }
+                    break;
+                }
+                _ if Instant::now() >= deadline => {
+                    hung.push(format!("{} ({})", c.id(), threads(c.id())));
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    break;
+                }
+                _ => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
     }
     std::thread::sleep(Duration::from_secs(3));
     sample("end", n);
@@ -209,8 +252,12 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
     );
     let files = std::fs::read_dir(&out)?.count();
     println!("{files} files in {}", out.display());
+    println!("soak processes hung: {hung:?}; ended by a signal: {crashed:?}");
     if !left.is_empty() || !tmp.is_empty() {
         bail!("files left behind");
+    }
+    if !hung.is_empty() || !crashed.is_empty() {
+        bail!("{} soak processes hung, {} ended by a signal", hung.len(), crashed.len());
     }
     Ok(())
 }

@@ -314,6 +314,9 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    if summary.folded_files_more > 0 {
+        eprintln!("clrprobe: wrote {} more files of processes that exited ({}.PID.*)", summary.folded_files_more, prefix.display());
+    }
     drop(profile);
     summary.memory.after_outputs();
     for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {

@@ -3,12 +3,16 @@
 //!   (over IPC, or by the environment of a launched program) and the files to remove, shared
 //!   by every clrprobe process on the host (the map goes off when the last user leaves);
 //! - [`guardian`]: a forked process that cleans up when clrprobe dies (SIGKILL, OOM, panic);
+//! - [`startup`] and [`setup`]: no set-up before a runtime has finished starting, and one
+//!   clrprobe at a time setting up a target;
 //! - [`children`]: the descendants of followed processes (`-p PID` and launch mode follow them).
 //!
 //! `record` (also `--all` and launch mode) and `top` use it through
 //! [`crate::record::PerfMapGuard`].
 pub mod children;
 pub mod guardian;
+pub mod setup;
+pub mod startup;
 pub mod state;
 
 use std::sync::OnceLock;
@@ -21,6 +25,7 @@ pub fn state_dir() -> Result<&'static state::StateDir, &'static str> {
     DIR.get_or_init(|| {
         let dir = state::StateDir::open().map_err(|e| e.to_string())?;
         state::sweep(&dir);
+        setup::sweep(&dir);
         guardian::start();
         Ok(dir)
     })

@@ -82,7 +82,7 @@ fn cstr(s: &str) -> CString {
 /// The checked state directory, opened once per process.
 pub struct StateDir {
     fd: OwnedFd,
-    path: String,
+    pub(super) path: String,
 }
 
 impl StateDir {
@@ -118,7 +118,7 @@ impl StateDir {
         Ok(Self { fd, path: path.into() })
     }
 
-    fn open_file(&self, name: &str, create: bool) -> Result<Option<File>, StateError> {
+    pub(super) fn open_file(&self, name: &str, create: bool) -> Result<Option<File>, StateError> {
         let c = cstr(name);
         let flags = libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | if create { libc::O_CREAT } else { 0 };
         // SAFETY: openat on our directory fd with a valid name.
@@ -139,37 +139,44 @@ impl StateDir {
         Ok(Some(f))
     }
 
-    fn unlink(&self, name: &str) {
+    pub(super) fn unlink(&self, name: &str) {
         let c = cstr(name);
         // SAFETY: unlinkat on our directory fd with a valid name.
         unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
     }
 
     /// The global lock (exclusive), waiting at most [`LOCK_WAIT`].
-    fn lock(&self) -> Result<Locked, StateError> {
+    pub(super) fn lock(&self) -> Result<Locked, StateError> {
         let f = self.open_file("lock", true)?.expect("created");
         flock_wait(&f, libc::LOCK_EX, Instant::now() + LOCK_WAIT)
             .map_err(|_| StateError::Busy { path: format!("{}/lock", self.path) })?;
         Ok(Locked { _f: f })
     }
 
+    pub(super) fn names_with(&self, prefix: &str) -> Vec<String> {
+        self.all_names().into_iter().filter(|n| n.starts_with(prefix)).collect()
+    }
+
     fn names(&self) -> Vec<String> {
+        self.names_with("t-")
+    }
+
+    fn all_names(&self) -> Vec<String> {
         std::fs::read_dir(&self.path)
             .into_iter()
             .flatten()
             .flatten()
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| n.starts_with("t-"))
             .collect()
     }
 }
 
 /// Held while the global lock is (closing the file releases it).
-struct Locked {
+pub(super) struct Locked {
     _f: File,
 }
 
-fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
+pub(super) fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
     // SAFETY: an all-zero stat is a valid out buffer for fstat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd and buffer.
@@ -179,7 +186,7 @@ fn fstat(fd: &impl AsRawFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-fn try_flock(f: &File, op: libc::c_int) -> bool {
+pub(super) fn try_flock(f: &File, op: libc::c_int) -> bool {
     // SAFETY: flock on an open fd.
     unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) == 0 }
 }

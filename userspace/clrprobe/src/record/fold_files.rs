@@ -21,10 +21,15 @@ pub(super) struct FoldFiles {
     results: mpsc::Receiver<Vec<Written>>,
     /// Pids handed to the writer (their files are not written again at the end).
     pub pids: Vec<u32>,
-    /// Results received so far.
+    /// Results received so far: every failure, the first [`LISTED`] files written.
     written: Vec<Written>,
+    /// Files written beyond those listed (counted, not kept: an hour makes thousands).
+    pub more: usize,
     pending: usize,
 }
+
+/// Files of folded processes listed by path in the end (the rest are counted).
+const LISTED: usize = 100;
 
 /// Profiles waiting for the writer (more: the fold waits for room, up to a second).
 const QUEUE: usize = 64;
@@ -42,7 +47,7 @@ impl FoldFiles {
                 }
             }
         });
-        Self { prefix, tx: spawned.is_ok().then_some(tx), results, pids: Vec::new(), written: Vec::new(), pending: 0 }
+        Self { prefix, tx: spawned.is_ok().then_some(tx), results, pids: Vec::new(), written: Vec::new(), more: 0, pending: 0 }
     }
 
     fn path(&self, pid: u32) -> PathBuf {
@@ -83,20 +88,31 @@ impl FoldFiles {
     fn collect(&mut self) {
         while let Ok(w) = self.results.try_recv() {
             self.pending = self.pending.saturating_sub(1);
-            self.written.extend(w);
+            self.keep(w);
         }
     }
 
-    /// Waits for the files in flight until `deadline`; returns every result and the pids
-    /// handled (their files are not written again).
-    pub fn finish(mut self, deadline: Instant) -> (Vec<Written>, Vec<u32>) {
+    fn keep(&mut self, w: Vec<Written>) {
+        for w in w {
+            if w.result.is_ok() && self.written.len() >= LISTED {
+                self.more += 1;
+            } else {
+                self.written.push(w);
+            }
+        }
+    }
+
+    /// Waits for the files in flight until `deadline`; returns the results kept (every
+    /// failure, the first files written), the pids handled (their files are not written
+    /// again) and how many more files were written.
+    pub fn finish(mut self, deadline: Instant) -> (Vec<Written>, Vec<u32>, usize) {
         self.tx = None;
         self.collect();
         while self.pending > 0 {
             match self.results.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok(w) => {
                     self.pending -= 1;
-                    self.written.extend(w);
+                    self.keep(w);
                 }
                 Err(_) => break,
             }
@@ -105,6 +121,6 @@ impl FoldFiles {
             let source = std::io::Error::other(format!("{} per-process files of exited processes were not written in time", self.pending));
             self.written.push(Written { path: self.prefix.clone(), result: Err(ProfileError::Write { path: self.prefix.clone(), source }) });
         }
-        (self.written, self.pids)
+        (self.written, self.pids, self.more)
     }
 }

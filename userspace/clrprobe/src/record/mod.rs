@@ -503,7 +503,7 @@ pub fn run(
     summary.recorded = recorded_pids(&targets);
     summary.folded_processes = retired.folded;
     if let Some(f) = fold_files {
-        (summary.folded_files, summary.folded_file_pids) = f.finish(done_at + FOLD_FILES_DEADLINE);
+        (summary.folded_files, summary.folded_file_pids, summary.folded_files_more) = f.finish(done_at + FOLD_FILES_DEADLINE);
     }
     summary.perf_map_names_corrected = resolver.perf_map_names_corrected();
     summary.warnings.extend(resolver.file_warnings());

@@ -31,6 +31,30 @@ pub(super) struct Retired {
     pub folded: u64,
     /// Event reports in the summary completed when their process was folded (the first ones).
     pub completed_reports: usize,
+    /// Recorded processes folded so far whose pid the host profile keeps (see [`HostLabels`]).
+    pids_kept: usize,
+}
+
+/// How the host profile keeps the samples of a folded recorded process whose own files were
+/// written at fold time (they keep every label): without the thread id (its samples add up per
+/// stack and thread name), and after the first [`PIDS_KEPT`] such processes without the pid
+/// either (they add up per process name): memory stays flat over a long run of short-lived
+/// processes, as it does for the host's other processes ([`timeline::ProcessLabels::by_name_only`]).
+pub(super) struct HostLabels<'a> {
+    keep_pid: &'a HashSet<u32>,
+}
+
+/// Folded recorded processes whose pid stays in the host profile.
+pub const PIDS_KEPT: usize = 200;
+
+impl HostLabels<'_> {
+    fn relabel(&self, mut l: clrprobe_profile::LabelSet) -> clrprobe_profile::LabelSet {
+        l.tid = None;
+        if l.pid.is_some_and(|p| !self.keep_pid.contains(&p)) {
+            l.pid = None;
+        }
+        l
+    }
 }
 
 /// The profile's clock and period, for the per-process files of folded processes.
@@ -84,7 +108,18 @@ impl Retired {
         // Processes that were not targets (host-wide): by thread name only.
         let recorded: HashSet<u32> = now.iter().copied().filter(|p| targets.pids.contains(p) || targets.retired.contains(p)).collect();
         live.processes.by_name_only(now.iter().copied().filter(|p| !recorded.contains(p)));
-        let tids = fold_into(&now, &recorded, live, &mut self.user_gc_samples)?;
+        // Files written at fold time keep every label: the host profile needs fewer.
+        let keep_pid: HashSet<u32> = if live.files.is_some() {
+            let mut r: Vec<u32> = recorded.iter().copied().collect();
+            r.sort_unstable();
+            r.truncate(PIDS_KEPT.saturating_sub(self.pids_kept));
+            self.pids_kept += r.len();
+            r.into_iter().collect()
+        } else {
+            recorded.clone()
+        };
+        let host = live.files.is_some().then_some(HostLabels { keep_pid: &keep_pid });
+        let tids = fold_into(&now, &recorded, live, &mut self.user_gc_samples, host.as_ref())?;
         self.completed_reports = live.summary.events.len();
         live.resolver.forget(&now);
         live.processes.forget(&now);
@@ -106,6 +141,7 @@ fn fold_into(
     recorded: &HashSet<u32>,
     s: &mut Live<'_>,
     user_gc: &mut HashMap<u32, u64>,
+    host: Option<&HostLabels<'_>>,
 ) -> Result<HashSet<u32>, ProfileError> {
     let mut tids = HashSet::new();
     // Built apart (timed), then added to the profile as totals: what stays per folded
@@ -182,7 +218,7 @@ fn fold_into(
     folded.set_start_time_ns(s.clock.start_unix_ns);
     folded.set_duration_ns(s.clock.elapsed_ns);
     let folded = folded.build();
-    add_totals(s.builder, &folded)?;
+    add_totals(s.builder, &folded, host)?;
     if let Some(files) = s.files.as_deref_mut()
         && !recorded.is_empty()
     {
@@ -191,6 +227,16 @@ fn fold_into(
         for (pid, p) in super::split_by_process(&with_reports, Some(recorded))? {
             files.send(pid, p);
         }
+    }
+    // Beyond the first processes, what their files hold is not kept twice: their GC
+    // timelines (the host profile's GC markers) and their session's provider list.
+    if let Some(h) = host {
+        for (pid, r) in &mut s.summary.events[first_report..] {
+            if !h.keep_pid.contains(pid) {
+                r.gc.timeline = Vec::new();
+            }
+        }
+        s.summary.eventpipe_providers.retain(|(p, _)| h.keep_pid.contains(p) || !pids.contains(p));
     }
     Ok(tids)
 }
@@ -202,10 +248,18 @@ fn record_to_profile(e: super::RecordError) -> ProfileError {
     }
 }
 
-/// Adds the samples of `p` to `b` without their times (summed per stack and labels).
-fn add_totals(b: &mut ProfileBuilder, p: &Profile) -> Result<(), ProfileError> {
+/// Adds the samples of `p` to `b` without their times (summed per stack and labels, the
+/// labels as `host` keeps them).
+fn add_totals(b: &mut ProfileBuilder, p: &Profile, host: Option<&HostLabels<'_>>) -> Result<(), ProfileError> {
     let frames = p.frames().iter().map(|f| b.intern_frame(f.clone())).collect::<Result<Vec<_>, _>>()?;
-    let labels = p.label_sets().iter().map(|l| b.intern_labels(l.clone())).collect::<Result<Vec<_>, _>>()?;
+    let labels = p
+        .label_sets()
+        .iter()
+        .map(|l| b.intern_labels(match host {
+            Some(h) => h.relabel(l.clone()),
+            None => l.clone(),
+        }))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut stacks: HashMap<StackId, StackId> = HashMap::new();
     let mut ids = Vec::new();
     for s in p.samples() {
@@ -273,7 +327,21 @@ impl clrprobe_pipeline::FrameSource for Unplaced<'_> {
 
 #[cfg(test)]
 mod tests {
-    use clrprobe_profile::{Frame, FrameKind};
+    use clrprobe_profile::{Frame, FrameKind, LabelSet};
+
+    #[test]
+    fn host_keeps_folded_processes_by_stack_and_thread_name() {
+        let keep: std::collections::HashSet<u32> = [7].into();
+        let h = super::HostLabels { keep_pid: &keep };
+        let l = |pid| LabelSet { thread_name: Some("Worker".into()), process_name: Some("app".into()), ..LabelSet::thread(pid, 99) }.with_string("exception", "E");
+        let kept = h.relabel(l(7));
+        assert_eq!((kept.pid, kept.tid, kept.thread_name.as_deref()), (Some(7), None, Some("Worker")));
+        let beyond = h.relabel(l(8));
+        assert_eq!((beyond.pid, beyond.tid, beyond.process_name.as_deref()), (None, None, Some("app")));
+        assert_eq!(beyond.strings.len(), 1, "event labels stay");
+        // Two processes beyond the first ones: one label set.
+        assert_eq!(h.relabel(l(9)), beyond);
+    }
 
     #[test]
     fn unrecorded_code_is_kept_by_module() {

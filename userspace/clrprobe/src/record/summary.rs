@@ -69,6 +69,9 @@ pub struct RecordSummary {
     pub folded_files: Vec<crate::output::Written>,
     #[serde(skip)]
     pub folded_file_pids: Vec<u32>,
+    /// Files of folded processes written beyond those in `folded_files` (counted only).
+    #[serde(skip)]
+    pub folded_files_more: usize,
     /// From the end of recording to everything stopped and switched off.
     #[serde(with = "secs")]
     pub stop_time: Duration,

@@ -29,6 +29,8 @@ pub(super) struct Targets {
     parent: Option<u32>,
     /// .NET processes whose set-up is done (or was tried).
     attached: HashSet<u32>,
+    /// Folded processes that were set up (for the summary).
+    retired_set_up: HashSet<u32>,
     pub guards: Vec<PerfMapGuard>,
     pub sessions: Vec<RuntimeSession>,
     all: bool,
@@ -43,6 +45,8 @@ pub(super) struct Targets {
     in_flight: HashSet<u32>,
     tx: mpsc::Sender<Attached>,
     rx: mpsc::Receiver<Attached>,
+    /// Set when the recording ends: set-ups still waiting for their runtime to start give up.
+    ended: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The IPC half of a .NET process's set-up, done on its own thread.
@@ -52,6 +56,9 @@ struct Attached {
     session: Option<Result<RuntimeSession, super::clr_session::SessionError>>,
     /// The session's providers as `trace --providers` takes them (the bench's floor).
     providers: Option<String>,
+    /// Why it got no set-up (its runtime never finished starting, another clrprobe kept
+    /// setting it up).
+    refused: Option<String>,
 }
 
 impl Targets {
@@ -62,10 +69,12 @@ impl Targets {
             in_flight: HashSet::new(),
             tx,
             rx,
+            ended: Default::default(),
             pids: args.pids.clone(),
             retired: Vec::new(),
             parent: args.parent,
             attached: HashSet::new(),
+            retired_set_up: HashSet::new(),
             guards: Vec::new(),
             sessions: Vec::new(),
             all: args.all,
@@ -140,6 +149,9 @@ impl Targets {
             if let Some(p) = a.providers {
                 summary.eventpipe_providers.push((a.pid, p));
             }
+            if let Some(why) = a.refused {
+                summary.warnings.push(why);
+            }
             match a.session {
                 Some(Ok(s)) => self.sessions.push(s),
                 Some(Err(e)) => summary.warnings.push(format!("no EventPipe session for {}: {e}", a.pid)),
@@ -154,12 +166,16 @@ impl Targets {
     /// Waits (until `deadline`) for set-ups in flight, so what they switched on is switched
     /// off with the rest; one still running then cleans up after itself on its thread.
     pub fn finish_attaching(&mut self, summary: &mut RecordSummary, resolver: &mut FrameResolver, deadline: Instant) {
+        self.ended.store(true, std::sync::atomic::Ordering::Relaxed);
         while !self.in_flight.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
             self.collect(summary, resolver);
         }
         for pid in std::mem::take(&mut self.in_flight) {
-            summary.warnings.push(format!("the runtime of {pid} did not answer its set-up (perf map, EventPipe) in time"));
+            summary.warnings.push(match crate::lifecycle::startup::state(pid) {
+                crate::lifecycle::startup::Startup::Starting => crate::lifecycle::startup::NotStarted::Ended(pid).to_string(),
+                _ => format!("the runtime of {pid} did not answer its set-up (perf map, EventPipe) in time"),
+            });
         }
     }
 
@@ -191,7 +207,17 @@ impl Targets {
         let launched = args.resume_after_attach;
         let tx = self.tx.clone();
         let net = args.net.clone();
+        let ended = self.ended.clone();
         let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
+            // No IPC before the runtime has started, nor while another clrprobe sets it up.
+            let _setting_up = match crate::lifecycle::setup::prepare(pid, &ended) {
+                Ok(l) => l,
+                Err(e) => {
+                    let refused = (!e.gone()).then(|| e.to_string());
+                    let _ = tx.send(Attached { pid, guard: None, session: None, providers: None, refused });
+                    return;
+                }
+            };
             let (guard, perf_map_names) = match perf_map.then(|| recipe::perf_map(pid, launched)) {
                 Some((g, names)) => (Some(g), names),
                 None => (None, false),
@@ -206,7 +232,7 @@ impl Targets {
                 None => (None, None),
             };
             // If the recording has ended meanwhile, dropping these switches them off again.
-            let _ = tx.send(Attached { pid, guard, session, providers });
+            let _ = tx.send(Attached { pid, guard, session, providers, refused: None });
         });
         match spawned {
             Ok(_) => {
@@ -271,11 +297,17 @@ impl Targets {
         self.pids = live;
         self.retired.extend(gone);
         self.waiting.retain(|p, _| !pids.contains(p));
+        // A later process with the same pid (pids wrap within an hour here) is new: set up again.
+        for p in pids {
+            if self.attached.remove(p) {
+                self.retired_set_up.insert(*p);
+            }
+        }
     }
 
     /// Was `pid` found to be .NET and set up?
     pub fn is_set_up(&self, pid: u32) -> bool {
-        self.attached.contains(&pid)
+        self.attached.contains(&pid) || self.retired_set_up.contains(&pid)
     }
 
     /// With `--all` the recording never ends by itself (only by duration or Ctrl-C);

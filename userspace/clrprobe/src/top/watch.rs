@@ -81,8 +81,10 @@ pub struct Watch {
 /// What a set-up thread switched on in one target.
 struct SetUp {
     pid: u32,
-    guard: PerfMapGuard,
-    session: Result<RuntimeSession, crate::record::clr_session::SessionError>,
+    /// None: no set-up (its runtime never finished starting, or another clrprobe kept
+    /// setting it up; the reason is in `session`'s place as a warning).
+    guard: Option<PerfMapGuard>,
+    session: Result<RuntimeSession, String>,
 }
 
 impl Watch {
@@ -135,9 +137,18 @@ impl Watch {
         // never waits for a runtime that does not answer.
         let tx = self.tx.clone();
         let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
-            let guard = PerfMapGuard::ensure(pid);
+            // No IPC before the runtime has started, nor while another clrprobe sets it up.
+            let _setting_up = match crate::lifecycle::setup::prepare(pid, &std::sync::atomic::AtomicBool::new(false)) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(SetUp { pid, guard: None, session: Err(e.to_string()) });
+                    return;
+                }
+            };
+            let guard = Some(PerfMapGuard::ensure(pid));
             // No rundown: the view needs no names after it quits.
-            let session = RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL);
+            let session = RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL)
+                .map_err(|e| format!("no EventPipe session for {pid}: {e}"));
             // If the view has quit meanwhile, dropping these switches them off again.
             let _ = tx.send(SetUp { pid, guard, session });
         });
@@ -153,10 +164,10 @@ impl Watch {
     fn collect(&mut self) {
         while let Ok(s) = self.rx.try_recv() {
             self.in_flight.remove(&s.pid);
-            self.guards.push(s.guard);
+            self.guards.extend(s.guard);
             match s.session {
                 Ok(session) => self.sessions.push(session),
-                Err(e) => self.warnings.push(format!("no EventPipe session for {}: {e}", s.pid)),
+                Err(e) => self.warnings.push(e),
             }
             self.resolver.refresh(s.pid);
         }

@@ -158,6 +158,10 @@ impl HostSource {
             if !self.waiting.ready(pid, self.cfg.eventpipe || self.cfg.perf_map) {
                 continue;
             }
+            // No IPC before the runtime has finished starting (looked at again next round).
+            if crate::lifecycle::startup::state(pid) == crate::lifecycle::startup::Startup::Starting {
+                continue;
+            }
             self.done.insert(pid);
             if alive(pid) {
                 self.follow(pid);
@@ -175,7 +179,14 @@ impl HostSource {
             container_id: container_id(pid),
             runtime_version: described.and_then(|d| d.runtime_version).unwrap_or_default(),
         };
-        let (guard, perf_map_names) = match self.cfg.perf_map.then(|| recipe::perf_map(pid, false)) {
+        // One clrprobe at a time sets a target up (bounded: this loop waits for it); one that
+        // cannot is sampled without its IPC set-up.
+        let setting_up = crate::lifecycle::setup::lock(pid, std::time::Instant::now() + std::time::Duration::from_secs(2));
+        if let Err(e) = &setting_up {
+            log::warn!("no perf map or EventPipe session for {pid}: {e}");
+        }
+        let ipc = setting_up.is_ok();
+        let (guard, perf_map_names) = match (self.cfg.perf_map && ipc).then(|| recipe::perf_map(pid, false)) {
             Some((g, names)) => (Some(g), names),
             None => (None, false),
         };
@@ -187,7 +198,7 @@ impl HostSource {
         {
             log::warn!("sampling {pid}: {e}");
         }
-        let session = if self.cfg.eventpipe {
+        let session = if self.cfg.eventpipe && ipc {
             let mut config = recipe::session(self.cfg.kinds, perf_map_names, true);
             if let Some(s) = self.cfg.counters_interval_s {
                 config.providers.push(super::eventpipe::runtime_counters(s));
