@@ -8,7 +8,7 @@ mod running;
 
 pub use cache::cache_dir;
 pub use compile::{compile, workloads_dir};
-pub use running::{Running, Workload};
+pub use running::{Running, Workload, thread_states};
 
 use std::path::PathBuf;
 

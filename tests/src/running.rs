@@ -206,3 +206,15 @@ impl Drop for Running {
         }
     }
 }
+
+/// Thread names and kernel wait channels of a process, `name:wchan` comma-separated (what a
+/// hang looks like).
+pub fn thread_states(pid: u32) -> String {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
+        v.push(format!("{}:{wchan}", comm.trim()));
+    }
+    v.join(", ")
+}

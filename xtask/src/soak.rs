@@ -30,17 +30,6 @@ fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
-/// Thread names and kernel wait channels of a process (what a hang looks like).
-fn threads(pid: u32) -> String {
-    let mut v = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
-        v.push(format!("{}:{wchan}", comm.trim()));
-    }
-    v.join(", ")
-}
-
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
@@ -202,7 +191,7 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
                     break;
                 }
                 _ if Instant::now() >= deadline => {
-                    hung.push(format!("{} ({})", c.id(), threads(c.id())));
+                    hung.push(format!("{} ({})", c.id(), clrprobe_tests::thread_states(c.id())));
                     let _ = c.kill();
                     let _ = c.wait();
                     break;

@@ -53,40 +53,9 @@ pub fn flags() -> u64 {
     USTACK_CONFIG.get(0).copied().unwrap_or(0)
 }
 
-/// The current thread's user-mode ip, sp and `orig_ax` (the syscall number inside a syscall,
-/// negative for an interrupt); None for kernel threads.
+/// The current thread's user-mode registers (its `pt_regs`); None for kernel threads.
 #[inline(always)]
-pub fn user_ip_sp_orig_ax() -> Option<(u64, u64, i64)> {
-    // SAFETY: as in `user_regs`.
-    let regs = unsafe {
-        let task = bpf_get_current_task_btf();
-        let p = bpf_task_pt_regs(task) as *const pt_regs;
-        bpf_probe_read_kernel(p).ok()?
-    };
-    if regs.rip == 0 || regs.rsp == 0 {
-        return None;
-    }
-    Some((regs.rip, regs.rsp, regs.orig_rax as i64))
-}
-
-/// The current thread's user-mode ip, sp, bp and `orig_ax`; None for kernel threads.
-#[inline(always)]
-pub fn user_ip_sp_bp_orig_ax() -> Option<(u64, u64, u64, i64)> {
-    // SAFETY: as in `user_regs`.
-    let regs = unsafe {
-        let task = bpf_get_current_task_btf();
-        let p = bpf_task_pt_regs(task) as *const pt_regs;
-        bpf_probe_read_kernel(p).ok()?
-    };
-    if regs.rip == 0 || regs.rsp == 0 {
-        return None;
-    }
-    Some((regs.rip, regs.rsp, regs.rbp, regs.orig_rax as i64))
-}
-
-/// The current thread's user-mode ip, sp and bp; None for kernel threads.
-#[inline(always)]
-fn user_regs() -> Option<(u64, u64, u64)> {
+fn user_pt_regs() -> Option<pt_regs> {
     // SAFETY: the current task is valid while the program runs; its pt_regs pointer is read
     // with probe_read_kernel.
     let regs = unsafe {
@@ -94,10 +63,26 @@ fn user_regs() -> Option<(u64, u64, u64)> {
         let p = bpf_task_pt_regs(task) as *const pt_regs;
         bpf_probe_read_kernel(p).ok()?
     };
-    if regs.rip == 0 || regs.rsp == 0 {
-        return None;
-    }
-    Some((regs.rip, regs.rsp, regs.rbp))
+    (regs.rip != 0 && regs.rsp != 0).then_some(regs)
+}
+
+/// The current thread's user-mode ip, sp and `orig_ax` (the syscall number inside a syscall,
+/// negative for an interrupt); None for kernel threads.
+#[inline(always)]
+pub fn user_ip_sp_orig_ax() -> Option<(u64, u64, i64)> {
+    user_pt_regs().map(|r| (r.rip, r.rsp, r.orig_rax as i64))
+}
+
+/// The current thread's user-mode ip, sp, bp and `orig_ax`; None for kernel threads.
+#[inline(always)]
+pub fn user_ip_sp_bp_orig_ax() -> Option<(u64, u64, u64, i64)> {
+    user_pt_regs().map(|r| (r.rip, r.rsp, r.rbp, r.orig_rax as i64))
+}
+
+/// The current thread's user-mode ip, sp and bp; None for kernel threads.
+#[inline(always)]
+fn user_regs() -> Option<(u64, u64, u64)> {
+    user_pt_regs().map(|r| (r.rip, r.rsp, r.rbp))
 }
 
 /// Copies the user stack from `sp` into `data`, chunk by chunk, stopping at the first chunk

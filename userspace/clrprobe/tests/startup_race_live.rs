@@ -33,17 +33,6 @@ fn summary(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("JSON: {e}: {stderr}"))
 }
 
-/// Thread names and kernel wait channels of a process (what a hang looks like).
-fn threads(pid: u32) -> String {
-    let mut v = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        let wchan = std::fs::read_to_string(t.path().join("wchan")).unwrap_or_default();
-        v.push(format!("{}:{wchan}", comm.trim()));
-    }
-    v.join(", ")
-}
-
 /// Starts `w` without waiting for it to be ready (its runtime is still starting on return).
 fn spawn(w: &Workload) -> Child {
     w.command().unwrap().stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
@@ -79,7 +68,7 @@ fn a_runtime_suspended_at_start_up_is_left_alone_then_runs() {
     while !socket_of(w.id()) && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(socket_of(w.id()), "no diagnostics socket: {}", threads(w.id()));
+    assert!(socket_of(w.id()), "no diagnostics socket: {}", clrprobe_tests::thread_states(w.id()));
     let me = std::process::id().to_string();
     let pid = w.id().to_string();
     // Named, and host-wide at the same time (both would set it up).
@@ -127,7 +116,7 @@ fn two_all_recordings_over_starting_processes_hang_none() {
             Some(s) if s.success() => {}
             Some(s) => failed.push(format!("{}: {s:?}", w.id())),
             None => {
-                hung.push(format!("{} ({})", w.id(), threads(w.id())));
+                hung.push(format!("{} ({})", w.id(), clrprobe_tests::thread_states(w.id())));
                 let _ = w.kill();
                 let _ = w.wait();
             }

@@ -484,26 +484,23 @@ impl<R: Read> NetTraceReader<R> {
                 }
                 dirty = 0;
             }
-            let timestamp = h.timestamp as i64;
-            let pushed = self.region.push(Pending {
-                timestamp,
-                metadata_id: h.metadata_id,
-                sequence_number: h.sequence_number,
-                thread_id,
-                capture_thread_id,
-                processor_number: h.processor_number,
-                payload_start,
-                payload_len: h.payload_size,
-                stack_start,
-                stack_len,
-                activity,
-            });
-            if !pushed {
-                return Err(c.err("more than 4 G events in one sequence-point region"));
-            }
-            if raw & flag::SORTED != 0 {
-                self.region.sorted_upto(timestamp);
-            }
+            self.push_pending(
+                Pending {
+                    timestamp: h.timestamp as i64,
+                    metadata_id: h.metadata_id,
+                    sequence_number: h.sequence_number,
+                    thread_id,
+                    capture_thread_id,
+                    processor_number: h.processor_number,
+                    payload_start,
+                    payload_len: h.payload_size,
+                    stack_start,
+                    stack_len,
+                    activity,
+                },
+                raw & flag::SORTED != 0,
+                &c,
+            )?;
         }
         Ok(())
     }
@@ -534,25 +531,35 @@ impl<R: Read> NetTraceReader<R> {
         } else {
             (h.thread_id, h.capture_thread_id, h.activity_id, h.related_activity_id)
         };
-        let timestamp = h.timestamp as i64;
         let activity = self.region.activity((activity_id, related_activity_id));
-        let pushed = self.region.push(Pending {
-            timestamp,
-            metadata_id: h.metadata_id,
-            sequence_number: h.sequence_number,
-            thread_id,
-            capture_thread_id,
-            processor_number: h.processor_number,
-            payload_start,
-            payload_len: h.payload_size,
-            stack_start,
-            stack_len,
-            activity,
-        });
-        if !pushed {
+        self.push_pending(
+            Pending {
+                timestamp: h.timestamp as i64,
+                metadata_id: h.metadata_id,
+                sequence_number: h.sequence_number,
+                thread_id,
+                capture_thread_id,
+                processor_number: h.processor_number,
+                payload_start,
+                payload_len: h.payload_size,
+                stack_start,
+                stack_len,
+                activity,
+            },
+            h.is_sorted,
+            c,
+        )
+    }
+
+    /// Adds one event to the sequence-point region (`sorted`: the writer says no earlier
+    /// event can follow it).
+    #[inline(always)]
+    fn push_pending(&mut self, p: Pending, sorted: bool, c: &Cursor<'_>) -> Result<(), BufError> {
+        let timestamp = p.timestamp;
+        if !self.region.push(p) {
             return Err(c.err("more than 4 G events in one sequence-point region"));
         }
-        if h.is_sorted {
+        if sorted {
             self.region.sorted_upto(timestamp);
         }
         Ok(())
