@@ -99,6 +99,25 @@ pub(crate) mod linux {
         after.split_whitespace().nth(19)?.parse().ok()
     }
 
+    /// `btime` of /proc/stat: the boot time, seconds since the epoch.
+    pub fn boot_time(proc_stat: &str) -> Option<u64> {
+        proc_stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse().ok()
+    }
+
+    /// Slack for a socket created at the process's start: the start time has clock-tick
+    /// resolution and `btime` whole seconds.
+    const START_SLACK: std::time::Duration = std::time::Duration::from_secs(2);
+
+    /// When the process started, wall clock, from its start time in clock ticks since boot.
+    /// Unlike the key in the socket name, unchanged by a time namespace.
+    fn started_at(proc_root: &Path, start_ticks: u64) -> Option<SystemTime> {
+        let btime = boot_time(&std::fs::read_to_string(proc_root.join("stat")).ok()?)?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|&h| h > 0)?;
+        let since_boot = std::time::Duration::from_millis(start_ticks.saturating_mul(1000) / hz);
+        Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(btime) + since_boot)
+    }
+
     fn tmpdir_from_environ(environ: &[u8]) -> Option<PathBuf> {
         environ
             .split(|&b| b == 0)
@@ -145,6 +164,10 @@ pub(crate) mod linux {
         let mut refused: Option<(PathBuf, String)> = None;
         let mut refused_exact = false;
         let start = std::fs::read_to_string(proc_dir.join("stat")).ok().and_then(|s| start_time(&s));
+        // A socket not named for this start time and last changed before the process started
+        // is an earlier process's with the same pid (pids are reused; killed runtimes leave
+        // their sockets): never a candidate.
+        let not_before = start.and_then(|t| started_at(proc_root, t)).and_then(|t| t.checked_sub(START_SLACK));
         let mut perm_error: Option<(PathBuf, io::Error)> = None;
 
         let root = proc_dir.join("root");
@@ -198,6 +221,10 @@ pub(crate) mod linux {
                 // DirEntry::metadata does not follow links.
                 let Ok(meta) = entry.metadata() else { continue };
                 let exact = start == Some(key);
+                let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+                if !exact && not_before.is_some_and(|t| mtime < t) {
+                    continue;
+                }
                 if let Some(reason) = untrusted(&meta, owner) {
                     // The socket named for this very process outranks a stale one of an
                     // earlier process with the same pid (pids are reused; their sockets stay).
@@ -209,7 +236,6 @@ pub(crate) mod linux {
                     }
                     continue;
                 }
-                let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
                 let better = match &best {
                     None => true,
                     Some((bexact, bmtime, _)) => (exact, mtime) > (*bexact, *bmtime),
@@ -287,6 +313,40 @@ pub(crate) mod linux {
                 Err(IpcError::UntrustedSocket { path, reason, .. }) => assert_eq!((path, reason.as_str()), (exact, "is not a socket")),
                 other => panic!("expected the refusal of the exact socket, got {other:?}"),
             }
+            std::fs::remove_dir_all(&base).unwrap();
+        }
+
+        /// With the boot time known, a socket not named for the process and older than the
+        /// process is an earlier process's: skipped, even when it is the only one (a newer one
+        /// is taken: a time namespace shifts the name's key, not the file's time).
+        #[test]
+        fn a_socket_older_than_the_process_is_not_taken() {
+            let base = std::env::temp_dir().join(format!("clrprobe-ipc-stale-{}", std::process::id()));
+            let (proc_root, tmp) = (base.join("proc"), base.join("tmp"));
+            let pid = 4_000_002u32;
+            let pdir = proc_root.join(pid.to_string());
+            std::fs::create_dir_all(&pdir).unwrap();
+            std::fs::create_dir_all(&tmp).unwrap();
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+            let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs();
+            // Booted 1000 s ago; the process started 100 s ago.
+            std::fs::write(proc_root.join("stat"), format!("cpu  1 2 3\nbtime {}\nprocesses 5\n", now - 1000)).unwrap();
+            let ticks = 900 * hz;
+            std::fs::write(pdir.join("status"), format!("Name:\tdotnet\nNSpid:\t{pid}\n")).unwrap();
+            std::fs::write(pdir.join("stat"), format!("{pid} (dotnet) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {ticks} 0 0")).unwrap();
+            std::fs::write(pdir.join("environ"), format!("TMPDIR={}\0", tmp.display())).unwrap();
+            let stale = tmp.join(format!("dotnet-diagnostic-{pid}-77-socket"));
+            let _l1 = std::os::unix::net::UnixListener::bind(&stale).unwrap();
+            set_mtime(&stale, SystemTime::now() - std::time::Duration::from_secs(500));
+            match find(pid, &proc_root) {
+                Err(IpcError::NoSocket { .. }) => {}
+                other => panic!("a socket older than the process was taken: {other:?}"),
+            }
+            let shifted = tmp.join(format!("dotnet-diagnostic-{pid}-78-socket"));
+            let _l2 = std::os::unix::net::UnixListener::bind(&shifted).unwrap();
+            set_mtime(&shifted, SystemTime::now() - std::time::Duration::from_secs(99));
+            assert_eq!(find(pid, &proc_root).unwrap(), Endpoint::UnixSocket(shifted));
             std::fs::remove_dir_all(&base).unwrap();
         }
 
