@@ -206,3 +206,33 @@ fn sigint_mid_session_leaves_the_target_without_a_session() {
     assert_eq!(status, StreamStatus::Complete);
     assert!(Path::new(&format!("/proc/{}", w.pid)).exists());
 }
+
+/// Another clrprobe setting the target up (its set-up lock in /run/clrprobe held): `trace`
+/// starts no session beside it; it waits, then gives up with one line naming the cause, and
+/// writes nothing.
+#[test]
+fn trace_waits_for_another_clrprobes_set_up_of_the_target() {
+    use std::os::{fd::AsRawFd, unix::fs::OpenOptionsExt};
+    require_root();
+    let w = Workload::new("Sleeper", Runtime::Net8).arg(300).start().unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", w.pid)).unwrap();
+    let start: u64 = stat[stat.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    std::fs::create_dir_all("/run/clrprobe").unwrap();
+    let lock_path = format!("/run/clrprobe/s-{}-{start}", w.pid);
+    let lock = std::fs::OpenOptions::new().create(true).truncate(false).read(true).write(true).mode(0o600).open(&lock_path).unwrap();
+    // SAFETY: flock on an open fd.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+    let out = trace_file("setup-lock");
+    let o = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["trace", "-p", &w.pid.to_string(), "--providers", "gc", "-d", "1", "-o"])
+        .arg(&out)
+        .output()
+        .expect("run clrprobe trace");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    std::fs::remove_file(&lock_path).ok();
+    drop(lock);
+    assert!(!o.status.success(), "trace ran beside another set-up: {stderr}");
+    assert!(stderr.contains("another clrprobe was still setting up process"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(!out.exists(), "a file was written: {}", out.display());
+}

@@ -21,6 +21,9 @@ use clrprobe_pipeline::heap::{HeapBuilder, HeapError, HeapGraph, WalkInfo};
 /// Why a snapshot was not taken. Nothing is written in any of these cases.
 #[derive(Debug, thiserror::Error)]
 pub enum TakeError {
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    SetUp(#[from] crate::lifecycle::setup::SetupError),
     #[error("EventPipe session on pid {pid}: {source}")]
     Ipc {
         pid: u32,
@@ -127,9 +130,15 @@ struct ReaderOut {
 pub fn take(opts: &TakeOptions, stop: &AtomicBool, mut on_progress: impl FnMut(&Progress, Duration)) -> Result<Taken, TakeError> {
     let pid = opts.pid;
     let started = Instant::now();
+    // Not while another clrprobe sets the target up (no wait for the runtime's start-up: this
+    // sends no EnablePerfMap, and a session may be started in a runtime suspended at start-up).
+    #[cfg(target_os = "linux")]
+    let setting_up = crate::lifecycle::setup::lock(pid, Instant::now() + crate::lifecycle::setup::SETUP_WAIT)?;
     let client = Client::for_pid(pid).map_err(|source| TakeError::Ipc { pid, source })?;
     forget_logged_types(&client).map_err(|source| TakeError::Ipc { pid, source })?;
     let session = client.start_session(&session_config(opts.buffer_mb)).map_err(|source| TakeError::Ipc { pid, source })?;
+    #[cfg(target_os = "linux")]
+    drop(setting_up);
     let stopper = session.stop_handle();
     let progress = Arc::new(Progress::default());
     let shared = Arc::clone(&progress);

@@ -29,6 +29,9 @@ pub enum TraceError {
     Write { path: PathBuf, #[source] source: std::io::Error },
     #[error(transparent)]
     Output(#[from] SafeFileError),
+    #[cfg(target_os = "linux")]
+    #[error(transparent)]
+    SetUp(#[from] crate::lifecycle::setup::SetupError),
 }
 
 #[derive(Debug, Serialize)]
@@ -55,8 +58,14 @@ pub fn record_to_file(args: &TraceArgs, stop: &AtomicBool) -> Result<TraceSummar
     let dir = OutputDir::of(&args.output)?;
     let mut pending = dir.create(name)?;
     let file = pending.take_file();
+    // Not while another clrprobe sets the target up (no wait for the runtime's start-up: this
+    // sends no EnablePerfMap, and a session may be started in a runtime suspended at start-up).
+    #[cfg(target_os = "linux")]
+    let setting_up = crate::lifecycle::setup::lock(pid, Instant::now() + crate::lifecycle::setup::SETUP_WAIT)?;
     let client = Client::for_pid(pid).map_err(|source| TraceError::Ipc { pid, source })?;
     let mut session = client.start_session(&config).map_err(|source| TraceError::Ipc { pid, source })?;
+    #[cfg(target_os = "linux")]
+    drop(setting_up);
     let session_id = session.id();
     let stop_handle = session.stop_handle();
     let started = Instant::now();
