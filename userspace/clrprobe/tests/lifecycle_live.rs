@@ -159,11 +159,13 @@ fn sigstopped(all: bool) {
     let dir = out_dir(if all { "stop-all" } else { "stop-p" });
     let prefix = dir.join("p");
     let pid = target.pid.to_string();
+    let me = std::process::id().to_string();
     let mut args = vec!["record", "--format", "pprof", "-o", prefix.to_str().unwrap()];
     if all {
         // CPU samples (and the EventPipe session every .NET process gets) of the whole host;
         // off-CPU stacks of every thread on a busy host make the unoptimized test build slow.
-        args.extend(["--all", "--cpu", "-F", "49"]);
+        // --parent: other tests' .NET processes are not set up (nor stopped under).
+        args.extend(["--all", "--parent", &me, "--cpu", "-F", "49"]);
     } else {
         args.extend(["-p", &pid]);
     }

@@ -209,11 +209,24 @@ pub fn finish_all_while(mut sessions: Vec<RuntimeSession>, deadline: Instant, mu
     for s in &sessions {
         s.begin_stop(deadline);
     }
-    while Instant::now() < deadline && !sessions.iter().all(RuntimeSession::is_finished) {
+    // A runtime whose process is stopped (SIGSTOP, a debugger) cannot answer before the
+    // deadline: given up on at once, not after waiting the deadline out.
+    let mut given_up = vec![false; sessions.len()];
+    let mut checked = Instant::now();
+    while Instant::now() < deadline && !sessions.iter().enumerate().all(|(i, s)| given_up[i] || s.is_finished()) {
         meanwhile();
+        if checked.elapsed() >= Duration::from_millis(50) {
+            checked = Instant::now();
+            for (i, s) in sessions.iter().enumerate() {
+                if !given_up[i] && !s.is_finished() && process_stopped(s.pid) {
+                    given_up[i] = true;
+                    s.stop.abort();
+                }
+            }
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let late: Vec<usize> = (0..sessions.len()).filter(|&i| !sessions[i].is_finished()).collect();
+    let late: Vec<usize> = (0..sessions.len()).filter(|&i| given_up[i] || !sessions[i].is_finished()).collect();
     for &i in &late {
         sessions[i].stop.abort();
     }
@@ -234,6 +247,14 @@ pub fn finish_all_while(mut sessions: Vec<RuntimeSession>, deadline: Instant, mu
             (s.pid, o)
         })
         .collect()
+}
+
+/// The process is stopped (state `T` or `t` in /proc/PID/stat): its runtime answers nothing
+/// until it is continued.
+fn process_stopped(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+    matches!(state, Some("T" | "t"))
 }
 
 impl Drop for RuntimeSession {
