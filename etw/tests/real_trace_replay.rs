@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 
 use clrprobe_etw::stackwalk::CorrelatorConfig;
 use clrprobe_etw::{Collector, RecordKinds};
@@ -17,10 +16,7 @@ use common::{Ev, PID, canonical, eventpipe_profile, etw_records, total};
 const TRACE: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
 
 fn trace_bytes() -> Vec<u8> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/testdata/nettrace"));
-    assert!(dir.is_dir(), "NetTrace corpus missing: expected {} (shared/ beside the checkout)", dir.display());
-    let path = dir.join(TRACE);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+    clrprobe_tests::corpus::read(TRACE)
 }
 
 fn events() -> Vec<Ev> {

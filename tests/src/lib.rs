@@ -4,6 +4,7 @@
 //! Nothing here skips: a missing runtime or compiler is an error naming the command that fixes it.
 mod cache;
 mod compile;
+pub mod corpus;
 mod running;
 
 pub use cache::cache_dir;

@@ -4,8 +4,6 @@
 //! `cargo bench -p clr-events --bench decode`
 
 use std::hint::black_box;
-use std::io::Read;
-use std::path::PathBuf;
 use std::time::Instant;
 
 use clr_events::{ClrEvent, RawEvent, decode, providers};
@@ -19,22 +17,7 @@ struct Owned {
     payload: Vec<u8>,
 }
 
-fn load(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/testdata/nettrace"
-    ))
-    .join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    if !name.ends_with(".zip") {
-        return bytes;
-    }
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("zip");
-    let mut f = zip.by_index(0).expect("entry");
-    let mut out = Vec::new();
-    f.read_to_end(&mut out).expect("unzip");
-    out
-}
+use clrprobe_tests::corpus::read as load;
 
 fn collect(name: &str) -> Vec<Owned> {
     let bytes = load(name);

@@ -2,43 +2,12 @@
 //! the project's NetTrace reader) and checks counts and values against TraceEvent's baselines.
 
 use std::collections::BTreeMap;
-use std::io::Read;
-use std::path::PathBuf;
 
 use clr_events::schema::EventSchema;
 use clr_events::{ClrEvent, Value, decode, decode_fields, providers};
 use clrprobe_eventpipe::nettrace::NetTraceReader;
 
-fn corpus_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/testdata/nettrace"
-    ));
-    assert!(
-        dir.is_dir(),
-        "NetTrace corpus missing: expected {} (shared/ beside the checkout)",
-        dir.display()
-    );
-    dir
-}
-
-fn load(name: &str) -> Vec<u8> {
-    let path = corpus_dir().join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    if !name.ends_with(".zip") {
-        return bytes;
-    }
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("valid zip");
-    for i in 0..zip.len() {
-        let mut f = zip.by_index(i).expect("zip entry");
-        if f.name().ends_with(".nettrace") {
-            let mut out = Vec::new();
-            f.read_to_end(&mut out).expect("unzip");
-            return out;
-        }
-    }
-    panic!("{name} holds no .nettrace entry")
-}
+use clrprobe_tests::corpus::read as load;
 
 fn is_runtime_provider(p: &str) -> bool {
     p == providers::RUNTIME || p == providers::RUNDOWN || p == providers::SAMPLE_PROFILER

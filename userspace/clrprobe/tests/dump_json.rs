@@ -4,21 +4,12 @@
 //! events without a decoder carry their payload as hex.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use clr_events::{ClrEvent, Value, decode, decode_fields};
 use clrprobe_eventpipe::nettrace::NetTraceReader;
 use serde_json::Value as Json;
 
-fn corpus(name: &str) -> PathBuf {
-    // shared/ beside the checkout (as CI has it), or where CLRPROBE_SHARED says.
-    let shared = std::env::var_os("CLRPROBE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    let p = shared.join("testdata/nettrace").join(name);
-    assert!(p.is_file(), "{} missing (../shared beside the checkout)", p.display());
-    p
-}
+use clrprobe_tests::corpus::path as corpus;
 
 const OBJVER4: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
 const ARRAYTYPES: &str = "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace";

@@ -239,12 +239,7 @@ fn validate_speedscope(file: &Path, schema: &Path) {
 #[test]
 fn nettrace_samples_to_speedscope_validate_against_the_schema() {
     // shared/ beside the checkout (as CI has it), or where CLRPROBE_SHARED says.
-    let shared = std::env::var_os("CLRPROBE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    let corpus = shared.join("testdata/nettrace");
-    let nettrace = corpus.join("perfview__speedscope__only_managed_samples.nettrace");
-    assert!(nettrace.is_file(), "{} missing (../shared beside the checkout)", nettrace.display());
+    let nettrace = clrprobe_tests::corpus::path("perfview__speedscope__only_managed_samples.nettrace");
     let dir = out_dir("trace");
     let out = dir.join("t.speedscope.json");
     clrprobe(&["trace", "--dump", nettrace.to_str().unwrap(), "--format", "speedscope", "-o", out.to_str().unwrap()]);

@@ -5,26 +5,12 @@
 //! `cargo bench -p clrprobe-eventpipe --bench reader`
 
 use std::hint::black_box;
-use std::io::Read;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clrprobe_eventpipe::nettrace::NetTraceReader;
 use criterion::{Criterion, Throughput};
 
-fn corpus(name: &str) -> Vec<u8> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
-    assert!(dir.is_dir(), "NetTrace corpus missing: {}", dir.display());
-    let bytes = std::fs::read(dir.join(name)).expect("corpus file");
-    if !name.ends_with(".zip") {
-        return bytes;
-    }
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("zip");
-    let mut f = zip.by_index(0).expect("entry");
-    let mut out = Vec::new();
-    f.read_to_end(&mut out).expect("unzip");
-    out
-}
+use clrprobe_tests::corpus::read as corpus;
 
 /// Reads every event, touching what a profiler needs per event. Returns the event count.
 fn read_all(bytes: &[u8]) -> u64 {

@@ -2,7 +2,6 @@
 //! (.NET Core 3.0: 35,458 allocation ticks, 8 lock waits), each event becomes a sample at its
 //! time on the profile clock, adding up to the aggregated values; without a clock the samples
 //! stay aggregated.
-use std::path::PathBuf;
 
 use clr_events::{ClrEvent, decode, providers};
 use clrprobe_eventpipe::nettrace::NetTraceReader;
@@ -19,8 +18,7 @@ impl FrameSource for NoFrames {
 
 /// The events, and the times of the allocation ticks and contention starts (source clock).
 fn profiles() -> (EventProfiles, Vec<u64>, Vec<u64>) {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
-    let bytes = std::fs::read(dir.join("perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace")).expect("NetTrace corpus in ../shared");
+    let bytes = clrprobe_tests::corpus::read("perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
     let mut reader = NetTraceReader::new(&bytes[..]).expect("header");
     let ps = reader.trace_info().pointer_size as u8;
     let mut p = EventProfiles::new(Kinds::ALL);

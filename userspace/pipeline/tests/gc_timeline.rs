@@ -1,16 +1,11 @@
 //! The GC timeline from a real recording (.NET Core 3.0, Windows x64: 478 GCs, checked against
 //! TraceEvent's baseline in shared/testdata/nettrace/baselines).
-use std::path::PathBuf;
 
 use clr_events::{ClrEvent, decode, providers};
 use clrprobe_eventpipe::nettrace::NetTraceReader;
 use clrprobe_pipeline::{EventInput, EventProfiles, Kinds};
 
-fn trace(name: &str) -> Vec<u8> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
-    assert!(dir.is_dir(), "NetTrace corpus missing: expected {}", dir.display());
-    std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("reading {name}: {e}"))
-}
+use clrprobe_tests::corpus::read as trace;
 
 fn profiles_of(name: &str) -> EventProfiles {
     let bytes = trace(name);

@@ -27,7 +27,7 @@ impl Namer for Names {
 }
 
 fn testdata(name: &str) -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace")).join(name)
+    clrprobe_tests::corpus::path(name)
 }
 
 /// What the stream holds: (first and last event time, suspensions, method ranges, events).

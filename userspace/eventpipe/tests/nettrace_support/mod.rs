@@ -4,41 +4,10 @@
 
 pub mod writer;
 
-use std::io::Read;
-use std::path::PathBuf;
-
 use clrprobe_eventpipe::nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus, TraceInfo};
 
-/// `<workspace root>/../shared/testdata/nettrace`; panics (fails the test) when absent.
-pub fn corpus_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/testdata/nettrace"));
-    assert!(
-        dir.is_dir(),
-        "NetTrace corpus missing: expected {} (the shared/ directory beside the checkout)",
-        dir.display()
-    );
-    dir
-}
-
-/// Bytes of a corpus file; `.zip` files are unpacked (their single .nettrace entry).
-pub fn load(name: &str) -> Vec<u8> {
-    let path = corpus_dir().join(name);
-    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    if !name.ends_with(".zip") {
-        return bytes;
-    }
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).expect("valid zip");
-    let mut found = None;
-    for i in 0..zip.len() {
-        let mut f = zip.by_index(i).expect("zip entry");
-        if f.name().ends_with(".nettrace") {
-            let mut out = Vec::new();
-            f.read_to_end(&mut out).expect("unzip");
-            found = Some(out);
-        }
-    }
-    found.unwrap_or_else(|| panic!("{name} holds no .nettrace entry"))
-}
+#[allow(unused_imports)] // not every test crate using this module reads the corpus
+pub use clrprobe_tests::corpus::{dir as corpus_dir, read as load};
 
 /// An owned copy of one event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
