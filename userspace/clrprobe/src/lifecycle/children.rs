@@ -23,16 +23,44 @@ pub fn descends_from(pid: u32, ancestor: u32) -> bool {
 
 /// Every live process descending from one of `roots` (roots excluded), with its parent.
 pub fn descendants(roots: &[u32]) -> Vec<(u32, u32)> {
-    let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();
-    for pid in std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
-    {
-        if let Some(pp) = parent(pid) {
-            kids.entry(pp).or_default().push(pid);
+    ChildScan::default().descendants(roots)
+}
+
+/// Repeated [`descendants`] scans that read the parent of each process once: a process's
+/// parent changes only when the parent exits (it is then reparented away from the roots,
+/// which the followed processes do not need to see), so a poll reads /proc/PID/stat only of
+/// processes new since the last one instead of every process on the host. (A pid reused
+/// between two polls would keep its predecessor's parent: that needs the whole pid space
+/// cycled within one poll interval.)
+#[derive(Default)]
+pub struct ChildScan {
+    parents: HashMap<u32, u32>,
+}
+
+impl ChildScan {
+    pub fn descendants(&mut self, roots: &[u32]) -> Vec<(u32, u32)> {
+        let live: HashSet<u32> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+            .collect();
+        self.parents.retain(|p, _| live.contains(p));
+        for &pid in &live {
+            if !self.parents.contains_key(&pid)
+                && let Some(pp) = parent(pid)
+            {
+                self.parents.insert(pid, pp);
+            }
         }
+        tree_below(&self.parents, roots)
+    }
+}
+
+fn tree_below(parents: &HashMap<u32, u32>, roots: &[u32]) -> Vec<(u32, u32)> {
+    let mut kids: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (&pid, &pp) in parents {
+        kids.entry(pp).or_default().push(pid);
     }
     let mut seen: HashSet<u32> = roots.iter().copied().collect();
     let mut out = Vec::new();

@@ -2,6 +2,7 @@
 //! ranges EventPipe reported (for code the perf map does not name). Named results are cached
 //! per (pid, address); unnamed ones are retried at the end, when more names are known.
 use std::{collections::HashMap, sync::Arc};
+use rustc_hash::FxHashMap;
 
 use clrprobe_profile::{Frame, FrameKind};
 use clrprobe_symbolizer::{
@@ -23,6 +24,9 @@ struct Process {
     /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
     /// frames named after that.
     last_maps: Option<clrprobe_symbolizer::maps::Maps>,
+    /// Bumped when what names its addresses may have grown (maps and perf map re-read,
+    /// JIT ranges added).
+    epoch: u32,
     /// Its executable when the symbolizer was made: a child followed from its fork that then
     /// exec'd (`sh` → `dotnet`) has a new address space to read.
     exe: Option<(u64, u64)>,
@@ -40,7 +44,9 @@ fn exe_identity(pid: u32) -> Option<(u64, u64)> {
 /// index per address, not a frame.
 #[derive(Default)]
 struct Named {
-    ids: HashMap<(u32, u64), u32>,
+    /// Looked up for every frame of every sample: Fx hashing (the default SipHash was most
+    /// of a lookup's cost).
+    ids: FxHashMap<(u32, u64), u32>,
     frames: Vec<Frame>,
     index: HashMap<Frame, u32>,
     /// `frames.len()` after the last [`Named::compact`].
@@ -98,8 +104,11 @@ pub struct FrameResolver {
     cache: Arc<ImageCache>,
     processes: HashMap<u32, Process>,
     named: Named,
-    /// Kinds of addresses not named (yet), to tell managed code from native.
-    unnamed: HashMap<(u32, u64), FrameKind>,
+    /// Kinds of addresses not named (yet), to tell managed code from native, with the
+    /// process's naming epoch when they were last tried: a sample retries them only once
+    /// its names have been refreshed since (not at every sample: stripped libraries leave
+    /// most native addresses unnamed for good).
+    unnamed: FxHashMap<(u32, u64), (FrameKind, u32)>,
     /// Sample-weighted managed frames seen, and how many of them had a name.
     managed_frames: u64,
     managed_named: u64,
@@ -129,7 +138,7 @@ impl FrameResolver {
             cache: Arc::new(ImageCache::new()),
             processes: HashMap::new(),
             named: Named::default(),
-            unnamed: HashMap::new(),
+            unnamed: FxHashMap::default(),
             managed_frames: 0,
             managed_named: 0,
             perf_map_names_corrected: 0,
@@ -178,13 +187,13 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false, epoch: 0 });
     }
 
     /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs; no
     /// executable identity, so a live process that reuses the pid is never read).
     pub fn add_symbolizer(&mut self, sym: ProcessSymbolizer) {
-        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None, retired: false });
+        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None, retired: false, epoch: 0 });
     }
 
     /// Replay: the build ids of mapped files as recorded, by path (no process file is read).
@@ -207,7 +216,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false, epoch: 0 });
         }
     }
 
@@ -255,12 +264,19 @@ impl FrameResolver {
             self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false });
+            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false, epoch: 0 });
         }
-        if let Some(p) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
-            let _ = p.refresh_maps();
-            let _ = p.refresh_perf_map();
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.epoch = p.epoch.wrapping_add(1);
+            if let Some(s) = p.sym.as_mut() {
+                let _ = s.refresh_maps();
+                let _ = s.refresh_perf_map();
+            }
         }
+    }
+
+    fn epoch(&self, pid: u32) -> u32 {
+        self.processes.get(&pid).map_or(0, |p| p.epoch)
     }
 
     /// Frees what naming an exited process needed (its symbolizer: maps, perf map table,
@@ -281,6 +297,7 @@ impl FrameResolver {
                 return;
             }
             let Some(addrs) = self.backlog.remove(&pid) else { continue };
+            let epoch = self.epoch(pid);
             let todo: Vec<u64> = addrs.into_iter().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
             if todo.is_empty() {
                 continue;
@@ -290,7 +307,7 @@ impl FrameResolver {
                     self.unnamed.remove(&(pid, a));
                     self.named.insert((pid, a), f);
                 } else {
-                    self.unnamed.insert((pid, a), f.kind);
+                    self.unnamed.insert((pid, a), (f.kind, epoch));
                 }
             }
         }
@@ -337,6 +354,9 @@ impl FrameResolver {
         let Some(p) = self.processes.get_mut(&pid) else { return };
         // Ranges that arrive after retirement are used, then freed, at the next retirement.
         p.retired &= methods.is_empty();
+        if !methods.is_empty() {
+            p.epoch = p.epoch.wrapping_add(1);
+        }
         p.jit.extend(methods.iter().map(|m| (m.start, m.start + m.size as u64, m.name.clone())));
         p.jit.sort_by_key(|m| m.0);
     }
@@ -351,7 +371,12 @@ impl FrameResolver {
             return;
         }
         let addrs: Vec<u64> = lookup_addrs(user).collect();
-        let todo: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
+        let epoch = self.epoch(pid);
+        let todo: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !self.named.contains_key(&(pid, *a)) && self.unnamed.get(&(pid, *a)).is_none_or(|u| u.1 != epoch))
+            .collect();
         if !todo.is_empty() {
             let frames = self.resolve(pid, &todo);
             for (a, f) in todo.into_iter().zip(frames) {
@@ -359,7 +384,7 @@ impl FrameResolver {
                     self.unnamed.remove(&(pid, a));
                     self.named.insert((pid, a), f);
                 } else {
-                    self.unnamed.insert((pid, a), f.kind);
+                    self.unnamed.insert((pid, a), (f.kind, epoch));
                 }
             }
         }
@@ -369,7 +394,7 @@ impl FrameResolver {
                     self.managed_frames += count;
                     self.managed_named += count;
                 }
-            } else if self.unnamed.get(&(pid, a)).is_some_and(|k| k.is_managed()) {
+            } else if self.unnamed.get(&(pid, a)).is_some_and(|k| k.0.is_managed()) {
                 self.managed_frames += count;
             }
         }

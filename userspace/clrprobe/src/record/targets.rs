@@ -41,6 +41,7 @@ pub(super) struct Targets {
     waiting: recipe::SocketWait,
     /// Followed processes that are not named or launched: child → parent.
     pub children: std::collections::HashMap<u32, u32>,
+    child_scan: crate::lifecycle::children::ChildScan,
     /// Set-ups in flight (threads), and their results.
     in_flight: HashSet<u32>,
     tx: mpsc::Sender<Attached>,
@@ -66,6 +67,7 @@ impl Targets {
         let (tx, rx) = mpsc::channel();
         Self {
             children: std::collections::HashMap::new(),
+            child_scan: Default::default(),
             in_flight: HashSet::new(),
             tx,
             rx,
@@ -110,14 +112,17 @@ impl Targets {
         if !self.all {
             self.follow_children(args, summary, bpf.as_deref_mut(), resolver);
         }
+        // Processes set up already are not looked at again (reading a .NET process's maps
+        // or walking its parents at every poll was a tenth of `record -p`'s CPU).
         let candidates: Vec<u32> = if self.all {
-            let mut found = self.scanner.scan();
+            let attached = &self.attached;
+            let mut found = self.scanner.scan_where(|p| !attached.contains(&p));
             if let Some(parent) = self.parent {
                 found.retain(|&p| crate::lifecycle::children::descends_from(p, parent));
             }
             found
         } else {
-            self.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
+            self.pids.iter().copied().filter(|p| !self.attached.contains(p) && is_dotnet(*p)).collect()
         };
         for pid in candidates {
             if self.attached.contains(&pid) {
@@ -182,7 +187,7 @@ impl Targets {
     /// Follows new descendants of the named (or launched) processes, as `perf -p` with
     /// inheritance would: sampled from now on, set up when they are .NET.
     fn follow_children(&mut self, args: &RecordArgs, summary: &mut RecordSummary, mut bpf: Option<&mut BpfSampler>, resolver: &mut FrameResolver) {
-        for (child, parent) in crate::lifecycle::children::descendants(&args.pids) {
+        for (child, parent) in self.child_scan.descendants(&args.pids) {
             if self.pids.contains(&child) {
                 continue;
             }
