@@ -149,7 +149,7 @@ fn server_gc_thread_cpu_from_bpf_matches_proc_within_10_percent() {
 fn without_bpf_gc_thread_cpu_is_pulled_from_proc() {
     require_root();
     let mut w = server_gc_workload().start().unwrap();
-    let (s, p, _, _) = record(&mut w, "pull", &["-d", "2", "--sampler", "perf"]);
+    let (s, p, _, _) = record(&mut w, "pull", &["-d", "4", "--sampler", "perf"]);
     w.kill();
     let gc = gc_report(&s);
     let cpu = &gc["cpu"];
