@@ -5,7 +5,7 @@ use std::{io::Write, path::Path};
 use clr_events::event_json::Hex;
 use clr_events::json::{self, Fields, Style, ToJson};
 use clr_events::schema::EventSchema;
-use clr_events::{ClrEvent, decode, write_fields_json};
+use clr_events::{ClrEvent, decode_as, write_fields_json};
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
 use serde::Serialize;
 
@@ -147,14 +147,15 @@ impl Lines {
             Some(id)
         };
         let md = ev.metadata();
+        let head = self.heads.get(md);
         // Decoded here and classified by reference (a moved `ClrEvent` is a large copy).
         let decoded;
-        let payload = match md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
-            Some(schema) => Payload::Schema(schema),
-            None => {
+        let payload = match md.schema.as_ref() {
+            Some(schema) if head.self_describing => Payload::Schema(schema),
+            _ => {
                 let mut raw = ev.raw_event();
                 raw.pointer_size = self.pointer_size;
-                decoded = decode(&raw);
+                decoded = decode_as(head.family, &raw);
                 match &decoded {
                     Ok(ClrEvent::Unknown) => Payload::Raw,
                     Ok(e) => Payload::Decoded(e),
@@ -163,7 +164,7 @@ impl Lines {
             }
         };
         let name = event_name(md, &payload);
-        let head = self.heads.get(md, name);
+        head.name_once(md, name);
         let name = name.unwrap_or(&head.fallback);
         let cached = head.has_name(name);
         let buf = &mut self.buf;
