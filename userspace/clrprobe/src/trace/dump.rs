@@ -134,7 +134,9 @@ struct Lines {
 
 impl Lines {
     /// Appends the event's line (JSON or text; in JSON after its stack's line the first time
-    /// the stack is seen); false when its payload did not decode.
+    /// the stack is seen); false when its payload did not decode. Inlined into the read loop:
+    /// the event is then read where the reader returned it, not copied to the stack first.
+    #[inline(always)]
     fn event(&mut self, ev: &EventRef<'_>) -> bool {
         let stack = ev.stack();
         let stack_id = if stack.is_empty() {
