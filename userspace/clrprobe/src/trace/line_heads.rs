@@ -7,6 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use clr_events::Family;
+use clr_events::event_json::method_verbose_name;
 use clr_events::json::{self, ToJson};
 use clrprobe_eventpipe::nettrace::EventMetadata;
 
@@ -23,6 +24,9 @@ pub(super) struct Head {
     pub(super) family: Family,
     /// Whether the metadata lists the payload's fields (an EventSource event).
     pub(super) self_describing: bool,
+    /// The decoder's name when the events are verbose method events, written straight from
+    /// the payload in JSON ([`clr_events::event_json::write_method_verbose_json`]).
+    pub(super) method_verbose: Option<&'static str>,
     /// The name the bytes below carry (set by the first event: [`Head::name_once`]), and
     /// where the name it was made from lies (the metadata's, held here, or a decoder's
     /// static name): the same place is the same name.
@@ -39,9 +43,13 @@ pub(super) struct Head {
 
 impl Head {
     fn new(md: &Arc<EventMetadata>) -> Head {
+        let family = Family::of(&md.provider);
+        let self_describing = md.schema.as_ref().is_some_and(|s| !s.fields.is_empty());
+        let id = u16::try_from(md.event_id).unwrap_or(u16::MAX);
         Head {
-            family: Family::of(&md.provider),
-            self_describing: md.schema.as_ref().is_some_and(|s| !s.fields.is_empty()),
+            family,
+            self_describing,
+            method_verbose: if self_describing { None } else { method_verbose_name(family, id) },
             name: None,
             name_at: (0, 0),
             fallback: format!("Event{}", md.event_id).into(),
@@ -109,6 +117,12 @@ impl Head {
             }
             _ => buf.extend_from_slice(&self.json[..n]),
         }
+    }
+
+    /// Whether [`Head::name_once`] has been called.
+    #[inline]
+    pub(super) fn named(&self) -> bool {
+        self.name.is_some()
     }
 
     /// Whether the cached bytes carry `name`.
