@@ -107,23 +107,52 @@ fn provider_is(provider: &str, name: &str) -> bool {
     provider == name || provider.eq_ignore_ascii_case(name)
 }
 
+/// Which typed decoders a provider has. Found once per provider name ([`Family::of`]), so a
+/// caller that decodes many events of one metadata compares no provider names per event
+/// ([`decode_as`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Runtime,
+    Rundown,
+    SampleProfiler,
+    /// A provider this crate has no decoders for: every event is [`ClrEvent::Unknown`].
+    Other,
+}
+
+impl Family {
+    pub fn of(provider: &str) -> Family {
+        if provider_is(provider, providers::RUNTIME) {
+            Family::Runtime
+        } else if provider_is(provider, providers::RUNDOWN) {
+            Family::Rundown
+        } else if provider_is(provider, providers::SAMPLE_PROFILER) {
+            Family::SampleProfiler
+        } else {
+            Family::Other
+        }
+    }
+}
+
 /// Decodes one event. Unknown (provider, id) pairs give `Ok(ClrEvent::Unknown)`; a payload
 /// shorter than its layout, or otherwise corrupt, gives a [`DecodeError`]; bytes beyond the
 /// layout are ignored.
 pub fn decode<'a>(ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
-    if provider_is(ev.provider, providers::RUNTIME) {
-        decode_runtime(ev)
-    } else if provider_is(ev.provider, providers::RUNDOWN) {
-        decode_rundown(ev)
-    } else if provider_is(ev.provider, providers::SAMPLE_PROFILER) {
-        match ev.event_id {
+    decode_as(Family::of(ev.provider), ev)
+}
+
+/// [`decode`] with the provider's [`Family`] already known (`ev.provider` is not looked at).
+#[inline]
+pub fn decode_as<'a>(family: Family, ev: &RawEvent<'a>) -> Result<ClrEvent<'a>, DecodeError> {
+    match family {
+        Family::Runtime => decode_runtime(ev),
+        Family::Rundown => decode_rundown(ev),
+        Family::SampleProfiler => match ev.event_id {
             ids::sample_profiler::THREAD_SAMPLE => Ok(ClrEvent::ThreadSample(
                 ThreadSample::decode(ev.payload, ev.pointer_size)?,
             )),
             _ => Ok(ClrEvent::Unknown),
-        }
-    } else {
-        Ok(ClrEvent::Unknown)
+        },
+        Family::Other => Ok(ClrEvent::Unknown),
     }
 }
 

@@ -364,6 +364,120 @@ fn plain16(units: &[u8; 32]) -> Option<u128> {
     Some(out)
 }
 
+/// Sixteen UTF-16LE units packed to bytes (a little-endian `u128`, as [`plain16`] makes
+/// them) and a mask with bit `k` set when unit `k` is not one JSON writes as is: a NUL, a
+/// control, a quote, a backslash or a unit of 0x80 and above (the packing saturates those to
+/// 0 or 0xff, both flagged).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn scan16(units: &[u8; 32]) -> (u32, u128) {
+    // SAFETY: the build targets x86-64 with SSE2 (cfg above), so the CPU has it.
+    unsafe { scan16_sse2(units) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn scan16_sse2(units: &[u8; 32]) -> (u32, u128) {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_cmplt_epi8, _mm_cvtsi128_si64, _mm_movemask_epi8, _mm_or_si128,
+        _mm_packus_epi16, _mm_set_epi64x, _mm_set1_epi8, _mm_unpackhi_epi64,
+    };
+    let q = |k: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&units[8 * k..8 * k + 8]);
+        i64::from_le_bytes(b)
+    };
+    let bytes = _mm_packus_epi16(_mm_set_epi64x(q(1), q(0)), _mm_set_epi64x(q(3), q(2)));
+    let bad = _mm_or_si128(
+        _mm_cmplt_epi8(bytes, _mm_set1_epi8(0x20)),
+        _mm_or_si128(
+            _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'"' as i8)),
+            _mm_cmpeq_epi8(bytes, _mm_set1_epi8(b'\\' as i8)),
+        ),
+    );
+    let low = _mm_cvtsi128_si64(bytes) as u64;
+    let high = _mm_cvtsi128_si64(_mm_unpackhi_epi64(bytes, bytes)) as u64;
+    (_mm_movemask_epi8(bad) as u32, u128::from(low) | u128::from(high) << 64)
+}
+
+/// [`scan16`] without SSE2: one unit at a time.
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn scan16(units: &[u8; 32]) -> (u32, u128) {
+    let (mut bad, mut packed) = (0u32, 0u128);
+    for k in 0..16 {
+        let u = u16::from_le_bytes([units[2 * k], units[2 * k + 1]]);
+        if u >= 0x80 || needs_escape(u as u8) {
+            bad |= 1 << k;
+        }
+        packed |= u128::from(u.min(0xff) as u8) << (8 * k);
+    }
+    (bad, packed)
+}
+
+/// Writes the NUL-terminated UTF-16LE string at the start of `raw` as a JSON string, finding
+/// its end in the same pass: sixteen units at a time are checked for a unit to escape (the
+/// terminator is one) and written narrowed when there is none. Writes what
+/// [`crate::reader::Cursor::utf16z`] then [`write_utf16`] write (the terminator is searched on
+/// 2-byte boundaries) and returns the bytes read, terminator included; `None` when `raw` has no
+/// terminator (`out` then holds part of a string: truncate it).
+pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    out.push(b'"');
+    let mut i = 0;
+    loop {
+        let mut pad = [0u8; 32];
+        // Near the end: the units left, padded with terminators that do not count.
+        let (units, avail) = match raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
+            Some(u) => (u, 16),
+            None => {
+                let n = (raw.len() - i) & !1;
+                pad[..n].copy_from_slice(&raw[i..i + n]);
+                (&pad, n / 2)
+            }
+        };
+        let (bad, packed) = scan16(units);
+        if bad == 0 {
+            out.extend_from_slice(&packed.to_le_bytes());
+            i += 32;
+            continue;
+        }
+        let plain = bad.trailing_zeros() as usize;
+        if plain >= avail {
+            return None;
+        }
+        let len = out.len();
+        out.extend_from_slice(&packed.to_le_bytes());
+        out.truncate(len + plain);
+        i += 2 * plain;
+        let unit = |i: usize| raw.get(i..i + 2).map(|u| u16::from_le_bytes([u[0], u[1]]));
+        let u = unit(i)?;
+        i += 2;
+        if u == 0 {
+            out.push(b'"');
+            return Some(i);
+        }
+        if u < 0x80 {
+            escape_byte(u as u8, out);
+            continue;
+        }
+        let c = match u {
+            0xd800..=0xdbff => match unit(i) {
+                Some(lo @ 0xdc00..=0xdfff) => {
+                    i += 2;
+                    let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
+                    char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)
+                }
+                // Unpaired (or before the terminator): the next unit is read on its own.
+                _ => char::REPLACEMENT_CHARACTER,
+            },
+            0xdc00..=0xdfff => char::REPLACEMENT_CHARACTER,
+            _ => char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
+        };
+        let mut buf = [0u8; 4];
+        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+    }
+}
+
 /// Writes a name this crate spells (an enum value's, plain ASCII with nothing to escape) as a
 /// JSON string, without looking for escapes.
 #[inline]
@@ -798,6 +912,48 @@ mod tests {
             let decoded: String =
                 char::decode_utf16(units.iter().copied()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)).collect();
             assert_eq!(json(&Utf16Str::from_raw(&raw)), serde_json_like(&decoded), "{units:x?}");
+        }
+    }
+
+    #[test]
+    fn utf16z_in_one_pass_equals_find_then_write() {
+        let mut next = rng(0x51f1_5eed_0bad_cafe);
+        let pick = |r: u64| -> u16 {
+            match r % 16 {
+                0 => b'"' as u16,
+                1 => b'\\' as u16,
+                2 => (r >> 8) as u16 % 0x20,
+                3 => 0x7f + (r >> 8) as u16 % 0x100,
+                4 => 0xd800 + (r >> 8) as u16 % 0x800,
+                5 => 0xe000 + (r >> 8) as u16 % 0x2000,
+                6 => 0x8000 + (r >> 8) as u16 % 0x100,
+                _ => 0x20 + (r >> 8) as u16 % 0x5f,
+            }
+        };
+        for _ in 0..30_000 {
+            let len = (next() % 70) as usize;
+            let plain_run = next().is_multiple_of(3);
+            let mut raw: Vec<u8> = (0..len)
+                .flat_map(|_| {
+                    let r = next();
+                    let u = if plain_run { b'a' as u16 + (r % 26) as u16 } else { pick(r) };
+                    u.to_le_bytes()
+                })
+                .collect();
+            // A terminator (or none), then a tail, maybe of odd length, maybe with a
+            // NUL byte pair off the 2-byte grid.
+            match next() % 4 {
+                0 => {}
+                1 => raw.push(0),
+                _ => raw.extend_from_slice(&[0, 0]),
+            }
+            let tail = (next() % 12) as usize;
+            raw.extend((0..tail).map(|_| if next().is_multiple_of(4) { 0 } else { b'x' }));
+            let mut c = crate::reader::Cursor::new(&raw, 8, "t").unwrap();
+            let want = c.utf16z("s").ok().map(|s| (json(&s), c.position()));
+            let mut out = b"head".to_vec();
+            let got = write_utf16z(&raw, &mut out).map(|n| (String::from_utf8(out[4..].to_vec()).unwrap(), n));
+            assert_eq!(got, want, "{raw:x?}");
         }
     }
 

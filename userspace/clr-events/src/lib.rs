@@ -74,7 +74,7 @@ pub mod schema;
 pub mod threads;
 pub mod utf16;
 
-pub use decode::{ClrEvent, decode};
+pub use decode::{ClrEvent, Family, decode, decode_as};
 pub use error::DecodeError;
 pub use eventsource::{Value, decode_fields};
 pub use eventsource_json::write_fields_json;

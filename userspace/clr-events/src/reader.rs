@@ -49,22 +49,28 @@ impl<'a> Cursor<'a> {
     }
 
     /// Takes the next `n` bytes.
+    #[inline]
     pub fn bytes(&mut self, n: usize, field: &str) -> Result<&'a [u8], DecodeError> {
-        let available = self.remaining();
-        if n > available {
-            return Err(DecodeError::Truncated {
-                event: self.event,
-                field: field.to_string(),
-                offset: self.pos,
-                needed: n,
-                available,
-            });
+        if n > self.remaining() {
+            return Err(self.truncated(n, field));
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(out)
     }
 
+    #[cold]
+    fn truncated(&self, needed: usize, field: &str) -> DecodeError {
+        DecodeError::Truncated {
+            event: self.event,
+            field: field.to_string(),
+            offset: self.pos,
+            needed,
+            available: self.remaining(),
+        }
+    }
+
+    #[inline]
     fn array<const N: usize>(&mut self, field: &str) -> Result<[u8; N], DecodeError> {
         let b = self.bytes(N, field)?;
         let mut out = [0u8; N];
@@ -72,47 +78,58 @@ impl<'a> Cursor<'a> {
         Ok(out)
     }
 
+    #[inline]
     pub fn u8(&mut self, field: &str) -> Result<u8, DecodeError> {
         Ok(self.array::<1>(field)?[0])
     }
 
+    #[inline]
     pub fn i8(&mut self, field: &str) -> Result<i8, DecodeError> {
         Ok(i8::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn u16(&mut self, field: &str) -> Result<u16, DecodeError> {
         Ok(u16::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn i16(&mut self, field: &str) -> Result<i16, DecodeError> {
         Ok(i16::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn u32(&mut self, field: &str) -> Result<u32, DecodeError> {
         Ok(u32::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn i32(&mut self, field: &str) -> Result<i32, DecodeError> {
         Ok(i32::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn u64(&mut self, field: &str) -> Result<u64, DecodeError> {
         Ok(u64::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn i64(&mut self, field: &str) -> Result<i64, DecodeError> {
         Ok(i64::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn f32(&mut self, field: &str) -> Result<f32, DecodeError> {
         Ok(f32::from_le_bytes(self.array(field)?))
     }
 
+    #[inline]
     pub fn f64(&mut self, field: &str) -> Result<f64, DecodeError> {
         Ok(f64::from_le_bytes(self.array(field)?))
     }
 
     /// A `win:Pointer`: 4 or 8 bytes depending on the target's pointer size, widened to u64.
+    #[inline]
     pub fn pointer(&mut self, field: &str) -> Result<u64, DecodeError> {
         if self.pointer_size == 4 {
             Ok(u64::from(self.u32(field)?))
@@ -122,10 +139,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// A `win:Boolean` (Win32 BOOL, 4 bytes); any non-zero value is true.
+    #[inline]
     pub fn bool32(&mut self, field: &str) -> Result<bool, DecodeError> {
         Ok(self.u32(field)? != 0)
     }
 
+    #[inline]
     pub fn guid(&mut self, field: &str) -> Result<Guid, DecodeError> {
         Ok(Guid::from_bytes_le(self.array(field)?))
     }

@@ -127,10 +127,26 @@ fn load() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// A filter (`cargo bench -p clrprobe --bench dump -- objver4`) also picks the summary's files.
+fn picked(name: &str) -> bool {
+    let filters: Vec<String> =
+        std::env::args().skip(1).filter(|a| !a.starts_with('-') && a.parse::<f64>().is_err()).collect();
+    filters.is_empty() || filters.iter().any(|f| name.contains(f.split('/').next().unwrap_or(f)))
+}
+
 fn main() {
-    let mut c = Criterion::default().sample_size(10).configure_from_args();
     let data: Vec<(&str, Vec<u8>)> = FILES.iter().map(|f| (*f, corpus(f))).collect();
-    for (name, bytes) in &data {
+    // `DUMP_BENCH_LOOP=N`: only N JSON dumps of each file the filter picks, for a profiler
+    // (`perf record`); `DUMP_BENCH_SUMMARY=1`: the summary without criterion's groups.
+    if let Some(n) = std::env::var("DUMP_BENCH_LOOP").ok().and_then(|n| n.parse::<usize>().ok()) {
+        for (name, bytes) in data.iter().filter(|(name, _)| picked(name)) {
+            let out: u64 = (0..n).map(|_| dump(bytes, true)).sum();
+            println!("{name}: {n} dumps, {out} bytes out");
+        }
+        return;
+    }
+    let mut c = Criterion::default().sample_size(10).configure_from_args();
+    for (name, bytes) in data.iter().filter(|_| std::env::var_os("DUMP_BENCH_SUMMARY").is_none()) {
         let mut g = c.benchmark_group(name.split("__").last().unwrap_or(name));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
         g.bench_function("nettrace_reader", |b| b.iter(|| black_box(read_all(black_box(bytes)))));
@@ -140,15 +156,9 @@ fn main() {
     }
     c.final_summary();
 
-    // A filter (`cargo bench -p clrprobe --bench dump -- objver4`) also picks the summary's files.
-    let filters: Vec<String> =
-        std::env::args().skip(1).filter(|a| !a.starts_with('-') && a.parse::<f64>().is_err()).collect();
     const RUNS: usize = 20;
     println!("\nsummary (best of {RUNS} interleaved runs each, same process; load {} at start):", load());
-    for (name, bytes) in &data {
-        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.split('/').next().unwrap_or(f))) {
-            continue;
-        }
+    for (name, bytes) in data.iter().filter(|(name, _)| picked(name)) {
         let mb = bytes.len() as f64 / 1e6;
         let never = (Duration::MAX, Duration::MAX);
         let (mut read, mut json, mut text, mut floor) = (never, never, never, never);

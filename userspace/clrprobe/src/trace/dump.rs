@@ -2,14 +2,14 @@
 //! names, runtime events by the typed decoders.
 use std::{io::Write, path::Path};
 
-use clr_events::event_json::Hex;
+use clr_events::event_json::{Hex, write_method_verbose_json};
 use clr_events::json::{self, Fields, Style, ToJson};
 use clr_events::schema::EventSchema;
-use clr_events::{ClrEvent, decode, write_fields_json};
+use clr_events::{ClrEvent, decode_as, write_fields_json};
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
 use serde::Serialize;
 
-use super::line_heads::{LineHeads, json_middle, text_middle};
+use super::line_heads::{Head, LineHeads, json_middle, text_middle};
 use super::stack_ids::StackIds;
 
 #[derive(Debug, Default, Serialize)]
@@ -134,7 +134,9 @@ struct Lines {
 
 impl Lines {
     /// Appends the event's line (JSON or text; in JSON after its stack's line the first time
-    /// the stack is seen); false when its payload did not decode.
+    /// the stack is seen); false when its payload did not decode. Inlined into the read loop:
+    /// the event is then read where the reader returned it, not copied to the stack first.
+    #[inline(always)]
     fn event(&mut self, ev: &EventRef<'_>) -> bool {
         let stack = ev.stack();
         let stack_id = if stack.is_empty() {
@@ -147,14 +149,34 @@ impl Lines {
             Some(id)
         };
         let md = ev.metadata();
+        let head = self.heads.get(md);
+        // A verbose method event in JSON: written from the payload, each name escaped in the
+        // pass that finds its end (the same bytes as decoding it, then writing it). Not for a
+        // head's first event, which names it.
+        if self.style == Style::Json
+            && let Some(decoder_name) = head.method_verbose
+            && head.named()
+        {
+            let name = if md.name.is_empty() { decoder_name } else { md.name.as_str() };
+            let buf = &mut self.buf;
+            let mark = buf.len();
+            json_line_head(buf, ev, head, md, name, stack_id);
+            let version = u8::try_from(md.version).unwrap_or(u8::MAX);
+            if write_method_verbose_json(ev.payload(), version, self.pointer_size, buf) {
+                buf.extend_from_slice(b"}\n");
+                return true;
+            }
+            // It does not decode: written below, with its error.
+            buf.truncate(mark);
+        }
         // Decoded here and classified by reference (a moved `ClrEvent` is a large copy).
         let decoded;
-        let payload = match md.schema.as_ref().filter(|s| !s.fields.is_empty()) {
-            Some(schema) => Payload::Schema(schema),
-            None => {
+        let payload = match md.schema.as_ref() {
+            Some(schema) if head.self_describing => Payload::Schema(schema),
+            _ => {
                 let mut raw = ev.raw_event();
                 raw.pointer_size = self.pointer_size;
-                decoded = decode(&raw);
+                decoded = decode_as(head.family, &raw);
                 match &decoded {
                     Ok(ClrEvent::Unknown) => Payload::Raw,
                     Ok(e) => Payload::Decoded(e),
@@ -163,25 +185,13 @@ impl Lines {
             }
         };
         let name = event_name(md, &payload);
-        let head = self.heads.get(md, name);
+        head.name_once(md, name);
         let name = name.unwrap_or(&head.fallback);
         let cached = head.has_name(name);
         let buf = &mut self.buf;
         match self.style {
             Style::Json => {
-                buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
-                ev.time_ns().write_json(buf);
-                if cached {
-                    head.put_json(buf);
-                } else {
-                    buf.extend_from_slice(&json_middle(md, name));
-                }
-                ev.thread_id().write_json(buf);
-                buf.extend_from_slice(b",\"seq\":");
-                ev.sequence_number().write_json(buf);
-                buf.extend_from_slice(b",\"stack_id\":");
-                stack_id.write_json(buf);
-                buf.extend_from_slice(b",\"fields\":");
+                json_line_head(buf, ev, head, md, name, stack_id);
                 let ok = write_payload(buf, ev.payload(), &payload, Style::Json);
                 buf.extend_from_slice(b"}\n");
                 ok
@@ -215,6 +225,24 @@ impl Lines {
             }
         }
     }
+}
+
+/// An event's JSON line up to its fields: `{"type":"event",…,"fields":`.
+#[inline(always)]
+fn json_line_head(buf: &mut Vec<u8>, ev: &EventRef<'_>, head: &Head, md: &EventMetadata, name: &str, stack_id: Option<u64>) {
+    buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
+    ev.time_ns().write_json(buf);
+    if head.has_name(name) {
+        head.put_json(buf);
+    } else {
+        buf.extend_from_slice(&json_middle(md, name));
+    }
+    ev.thread_id().write_json(buf);
+    buf.extend_from_slice(b",\"seq\":");
+    ev.sequence_number().write_json(buf);
+    buf.extend_from_slice(b",\"stack_id\":");
+    stack_id.write_json(buf);
+    buf.extend_from_slice(b",\"fields\":");
 }
 
 /// `ns` as milliseconds with six decimals, right-aligned in 14 columns: what `{:>14.6}` of

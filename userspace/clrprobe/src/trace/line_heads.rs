@@ -6,6 +6,8 @@ use std::hash::BuildHasherDefault;
 use std::io::Write;
 use std::sync::Arc;
 
+use clr_events::Family;
+use clr_events::event_json::method_verbose_name;
 use clr_events::json::{self, ToJson};
 use clrprobe_eventpipe::nettrace::EventMetadata;
 
@@ -18,9 +20,17 @@ const MAX_HEADS: usize = 4096;
 pub(super) struct Head {
     /// Held so that its address, the key, is not reused while cached.
     _md: Arc<EventMetadata>,
-    /// The name the bytes below carry, and where the name it was made from lies (the
-    /// metadata's, held here, or a decoder's static name): the same place is the same name.
-    pub(super) name: Box<str>,
+    /// The typed decoders of the metadata's provider (found once, not per event).
+    pub(super) family: Family,
+    /// Whether the metadata lists the payload's fields (an EventSource event).
+    pub(super) self_describing: bool,
+    /// The decoder's name when the events are verbose method events, written straight from
+    /// the payload in JSON ([`clr_events::event_json::write_method_verbose_json`]).
+    pub(super) method_verbose: Option<&'static str>,
+    /// The name the bytes below carry (set by the first event: [`Head::name_once`]), and
+    /// where the name it was made from lies (the metadata's, held here, or a decoder's
+    /// static name): the same place is the same name.
+    name: Option<Box<str>>,
     name_at: (usize, usize),
     /// `Event<id>`: the name of an event neither the metadata nor a decoder names.
     pub(super) fallback: Box<str>,
@@ -32,20 +42,35 @@ pub(super) struct Head {
 }
 
 impl Head {
-    fn new(md: &Arc<EventMetadata>, name: Option<&str>) -> Head {
-        let fallback: Box<str> = format!("Event{}", md.event_id).into();
-        let name_at = name.map_or((0, 0), |n| (n.as_ptr() as usize, n.len()));
-        let name: Box<str> = name.unwrap_or(&fallback).into();
-        let mut json = json_middle(md, &name);
-        json.resize(json.len() + PAD, 0);
+    fn new(md: &Arc<EventMetadata>) -> Head {
+        let family = Family::of(&md.provider);
+        let self_describing = md.schema.as_ref().is_some_and(|s| !s.fields.is_empty());
+        let id = u16::try_from(md.event_id).unwrap_or(u16::MAX);
         Head {
-            name_at,
-            json,
-            text: text_middle(md, &name),
+            family,
+            self_describing,
+            method_verbose: if self_describing { None } else { method_verbose_name(family, id) },
+            name: None,
+            name_at: (0, 0),
+            fallback: format!("Event{}", md.event_id).into(),
+            json: Vec::new(),
+            text: Vec::new(),
             _md: Arc::clone(md),
-            name,
-            fallback,
         }
+    }
+
+    /// Spells the head with the first event's name (`None`: `Event<id>`); later calls do nothing.
+    #[inline]
+    pub(super) fn name_once(&mut self, md: &EventMetadata, name: Option<&str>) {
+        if self.name.is_some() {
+            return;
+        }
+        self.name_at = name.map_or((0, 0), |n| (n.as_ptr() as usize, n.len()));
+        let name: Box<str> = name.unwrap_or(&self.fallback).into();
+        self.json = json_middle(md, &name);
+        self.json.resize(self.json.len() + PAD, 0);
+        self.text = text_middle(md, &name);
+        self.name = Some(name);
     }
 }
 
@@ -94,10 +119,16 @@ impl Head {
         }
     }
 
+    /// Whether [`Head::name_once`] has been called.
+    #[inline]
+    pub(super) fn named(&self) -> bool {
+        self.name.is_some()
+    }
+
     /// Whether the cached bytes carry `name`.
     #[inline]
     pub(super) fn has_name(&self, name: &str) -> bool {
-        self.name_at == (name.as_ptr() as usize, name.len()) || *self.name == *name
+        self.name_at == (name.as_ptr() as usize, name.len()) || self.name.as_deref() == Some(name)
     }
 }
 
@@ -115,21 +146,21 @@ pub(super) struct LineHeads {
 }
 
 impl LineHeads {
-    /// The head of `md`'s events; made with `name` (or `Event<id>` without one) on first use.
+    /// The head of `md`'s events (unnamed until [`Head::name_once`]).
     #[inline]
-    pub(super) fn get(&mut self, md: &Arc<EventMetadata>, name: Option<&str>) -> &Head {
+    pub(super) fn get(&mut self, md: &Arc<EventMetadata>) -> &mut Head {
         let key = Arc::as_ptr(md) as usize;
         let slot = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) & (SLOTS - 1);
         if let Some(&(k, i)) = self.recent.get(slot)
             && k == key
         {
-            return &self.heads[i];
+            return &mut self.heads[i];
         }
-        self.get_slow(md, name, key, slot)
+        self.get_slow(md, key, slot)
     }
 
     #[cold]
-    fn get_slow(&mut self, md: &Arc<EventMetadata>, name: Option<&str>, key: usize, slot: usize) -> &Head {
+    fn get_slow(&mut self, md: &Arc<EventMetadata>, key: usize, slot: usize) -> &mut Head {
         if self.heads.len() >= MAX_HEADS && !self.by_md.contains_key(&key) {
             self.heads.clear();
             self.by_md.clear();
@@ -142,12 +173,12 @@ impl LineHeads {
         let i = match self.by_md.get(&key) {
             Some(&i) => i,
             None => {
-                self.heads.push(Head::new(md, name));
+                self.heads.push(Head::new(md));
                 self.by_md.insert(key, self.heads.len() - 1);
                 self.heads.len() - 1
             }
         };
         self.recent[slot] = (key, i);
-        &self.heads[i]
+        &mut self.heads[i]
     }
 }

@@ -11,7 +11,7 @@ use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 
 /// Slots of the by-place cache (a power of two).
-const PLACES: usize = 4096;
+const PLACES: usize = 1024;
 
 /// The last stack seen at a by-place slot: the slice's address and length, its addresses, id.
 type Place = (usize, usize, Rc<[u64]>, u64);
@@ -30,7 +30,7 @@ impl StackIds {
             self.by_place.resize(PLACES, None);
         }
         let (addr, len) = (stack.as_ptr() as usize, stack.len());
-        let slot = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) & (PLACES - 1);
+        let slot = (addr.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) & (PLACES - 1);
         if let Some((a, l, s, id)) = &self.by_place[slot]
             && *a == addr
             && *l == len
