@@ -15,6 +15,10 @@ pub mod names {
     pub const PROG_UPROBE_COUNT: &str = "uprobe_count";
     pub const PROG_SCHED_SWITCH: &str = "sched_switch";
     pub const PROG_SYSCALL_EXIT: &str = "syscall_exit";
+    /// Programs that do nothing, on sched_switch as a raw and as a classic tracepoint: the
+    /// hook's own cost (`CLRPROBE_SWITCH_FLOOR`, for the benchmark).
+    pub const PROG_SCHED_SWITCH_FLOOR_RAW: &str = "sched_switch_floor_raw";
+    pub const PROG_SCHED_SWITCH_FLOOR_TP: &str = "sched_switch_floor_tp";
     pub const PROG_CXA_THROW: &str = "cxa_throw";
     pub const OFFCPU_START: &str = "OFFCPU_START";
     pub const OFFCPU_NS: &str = "OFFCPU_NS";
@@ -95,7 +99,8 @@ pub struct UserStack {
 
 /// Slots of the SWITCH_CONFIG array (u64 each), filled by userspace before attaching.
 pub mod switch_config {
-    /// Offset of `next_pid` in the sched_switch tracepoint record (from its format file).
+    /// Unused since sched_switch is a raw tracepoint (was: `next_pid`'s offset in the
+    /// classic tracepoint's record).
     pub const NEXT_PID_OFFSET: u32 = 0;
     /// Off-CPU intervals shorter than this many ns are not recorded.
     pub const MIN_OFFCPU_NS: u32 = 1;
@@ -133,6 +138,9 @@ pub struct OffCpuStart {
     pub user_ip: u64,
     pub user_sp: u64,
     pub end_ns: u64,
+    /// The thread (the map is keyed by its task, see `OFFCPU_START`).
+    pub tid: u32,
+    pub _pad: u32,
 }
 
 /// On-CPU time accounted to a thread.
@@ -233,7 +241,7 @@ mod tests {
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
-        assert_eq!(core::mem::size_of::<OffCpuStart>(), 64);
+        assert_eq!(core::mem::size_of::<OffCpuStart>(), 72);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
         assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
         assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);

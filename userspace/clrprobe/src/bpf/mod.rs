@@ -7,7 +7,7 @@ mod ring_reader;
 mod sched;
 mod ustack;
 
-pub use sched::{ThreadCpuTime, next_pid_offset};
+pub use sched::ThreadCpuTime;
 
 pub use logs::LogCollector;
 pub use ring_reader::RingReader;

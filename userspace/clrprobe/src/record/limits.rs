@@ -46,9 +46,9 @@ pub fn bpf_maps() -> Vec<MapLimit> {
         map("OFFCPU_NS", MAX_SAMPLE_KEYS, sample),
         map("STACKS", MAX_STACKS, (4 + STACK_DEPTH * 8) as usize),
         map("TARGET_PIDS", MAX_TARGETS, 5),
-        map("OFFCPU_START", MAX_THREADS, 4 + size_of::<OffCpuStart>()),
+        map("OFFCPU_START", MAX_THREADS, 8 + size_of::<OffCpuStart>()),
         map("ONCPU_NS", MAX_THREADS, 4 + size_of::<ThreadCpu>()),
-        map("ONCPU_START", MAX_THREADS, 12),
+        map("ONCPU_START", MAX_THREADS, 16),
         // tid → the user ip, sp, syscall and kernel stack id of its last blocking switch-out.
         map("KSTACK_AT", MAX_THREADS, 4 + 48),
         // tid → the user ip, sp, bp and copy generation of its last deferred off-CPU copy.
