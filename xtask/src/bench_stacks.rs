@@ -35,6 +35,9 @@ enum Config {
     /// Same on the classic tracepoint (`CLRPROBE_SWITCH_FLOOR=tp`), whose record the kernel
     /// fills on every switch before the program runs.
     FloorTp,
+    /// `record --offcpu` as by default, by another clrprobe binary (`CLRPROBE_BENCH_BASELINE`,
+    /// e.g. one built from main): before and after in the same run.
+    Baseline,
     /// `clrprobe record` with every kind (CPU, allocations, exceptions, contention, off-CPU).
     ClrprobeAll(u64),
     Perf(u64),
@@ -53,6 +56,7 @@ impl Config {
             Config::PerfSwitch => "perf record -g -e sched_switch".into(),
             Config::FloorRaw => "  floor: empty raw tracepoint".into(),
             Config::FloorTp => "  floor: empty classic tp".into(),
+            Config::Baseline => "  baseline binary, --offcpu".into(),
             Config::ClrprobeAll(f) => format!("clrprobe record (all) -F {f}"),
             Config::Perf(f) => format!("perf record -g -F {f}"),
         }
@@ -70,8 +74,9 @@ const CPU_CONFIGS: [Config; 7] = [
     Config::Perf(999),
 ];
 /// Context-switch-heavy workload: off-CPU recording with and without user stack copies.
-const SWITCH_CONFIGS: [Config; 8] = [
+const SWITCH_CONFIGS: [Config; 9] = [
     Config::Alone,
+    Config::Baseline,
     Config::OffcpuSwitchOut,
     Config::OffcpuSwitchOutFp,
     Config::Offcpu,
@@ -108,6 +113,8 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         if std::env::var("CLRPROBE_BENCH_ONLY").is_ok_and(|only| !only.split(',').any(|w| w == workload || workload.starts_with(&format!("{w}:")))) {
             continue;
         }
+        let baseline = std::env::var_os(BASELINE_ENV);
+        let configs: Vec<Config> = configs.iter().copied().filter(|c| !matches!(c, Config::Baseline) || baseline.is_some()).collect();
         let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         for run in 0..runs {
@@ -146,6 +153,9 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
+
+/// A second clrprobe binary to run `record --offcpu` with, next to this one's (`Config::Baseline`).
+const BASELINE_ENV: &str = "CLRPROBE_BENCH_BASELINE";
 
 /// One run of a workload under one configuration.
 struct RunResult {
@@ -190,8 +200,17 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
                 .stderr(Stdio::null())
                 .spawn()?,
         ),
-        Config::Offcpu | Config::OffcpuFp | Config::OffcpuSwitchOut | Config::OffcpuSwitchOutFp | Config::FloorRaw | Config::FloorTp => Some(
-            Command::new(bin)
+        Config::Offcpu
+        | Config::OffcpuFp
+        | Config::OffcpuSwitchOut
+        | Config::OffcpuSwitchOutFp
+        | Config::FloorRaw
+        | Config::FloorTp
+        | Config::Baseline => Some(
+            Command::new(match c {
+                Config::Baseline => std::env::var_os(BASELINE_ENV).map(std::path::PathBuf::from).context("CLRPROBE_BENCH_BASELINE")?,
+                _ => bin.to_path_buf(),
+            })
                 .args(["record", "--quiet", "--json", "-p", &pid, "--offcpu", "--no-eventpipe", "--format", "pprof", "-o"])
                 .arg(tmp.join("clrprobe"))
                 .env("CLRPROBE_UNWIND", if matches!(c, Config::OffcpuFp | Config::OffcpuSwitchOutFp) { "fp" } else { "dwarf" })

@@ -5,6 +5,7 @@ mod logs;
 mod object;
 mod ring_reader;
 mod sched;
+mod switch_cost;
 mod ustack;
 
 pub use sched::ThreadCpuTime;
