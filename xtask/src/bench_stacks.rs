@@ -117,11 +117,20 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         let configs: Vec<Config> = configs.iter().copied().filter(|c| !matches!(c, Config::Baseline) || baseline.is_some()).collect();
         let mut results: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+        let mut work: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         for run in 0..runs {
             // Interleaved, so drift in the machine's load hits every configuration alike.
             for (i, &c) in configs.iter().enumerate() {
                 let r = one(&bin, workload, c, seconds, &tmp)?;
-                eprintln!("{workload} run {}/{runs}: {:<30} {:>10.1} rounds/s, profiler CPU {:.1} %", run + 1, c.name(), r.rate, r.profiler_cpu);
+                eprintln!(
+                    "{workload} run {}/{runs}: {:<30} {:>10.1} rounds/s, workload CPU {:.2} µs/round, profiler CPU {:.1} %",
+                    run + 1,
+                    c.name(),
+                    r.rate,
+                    r.cpu_us_per_round.unwrap_or(f64::NAN),
+                    r.profiler_cpu
+                );
+                work[i].extend(r.cpu_us_per_round);
                 results[i].push(r.rate);
                 cpu[i].push(r.profiler_cpu);
                 attach_ms.extend(r.attach_ms);
@@ -133,12 +142,22 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         };
         let base = median(&mut results[0].clone());
         println!("\n{title}, {seconds} s per run, median of {runs} runs, 2 cores:");
-        println!("(profiler CPU: user + system time of the profiler's process while the workload ran, % of one core)");
-        println!("{:<32} {:>12} {:>12} {:>14}", "configuration", "rounds/s", "slowdown", "profiler CPU");
+        println!("(profiler CPU: user + system time of the profiler's process while the workload ran, % of one core;");
+        println!(" workload CPU: the workload's own CPU time per round, when it reports it: the kernel's work on its");
+        println!(" switches, a sched_switch program included, is its system time — less sensitive to the machine's load)");
+        let base_work = (!work[0].is_empty()).then(|| median(&mut work[0].clone()));
+        println!("{:<32} {:>12} {:>10} {:>14} {:>10} {:>13}", "configuration", "rounds/s", "slowdown", "CPU µs/round", "CPU extra", "profiler CPU");
         for (i, &c) in configs.iter().enumerate() {
             let m = median(&mut results[i].clone());
             let p = median(&mut cpu[i].clone());
-            println!("{:<32} {:>12.1} {:>11.2}% {:>13.1}%", c.name(), m, (1.0 - m / base) * 100.0, p);
+            let (w, extra) = match (base_work, work[i].is_empty()) {
+                (Some(b), false) => {
+                    let w = median(&mut work[i].clone());
+                    (format!("{w:.2}"), format!("{:.2}%", (w / b - 1.0) * 100.0))
+                }
+                _ => ("-".into(), "-".into()),
+            };
+            println!("{:<32} {:>12.1} {:>9.2}% {:>14} {:>10} {:>12.1}%", c.name(), m, (1.0 - m / base) * 100.0, w, extra, p);
         }
     }
     attach_ms.sort_by(|a, b| a.total_cmp(b));
@@ -164,6 +183,8 @@ struct RunResult {
     attach_ms: Option<f64>,
     /// The profiler's CPU time while the workload ran, in % of one core.
     profiler_cpu: f64,
+    /// The workload's CPU time per round (`cpu_us=` over `rounds=`), when it prints it.
+    cpu_us_per_round: Option<f64>,
 }
 
 /// User + system CPU seconds of a live process so far (0 when it is gone).
@@ -259,5 +280,7 @@ fn one(bin: &std::path::Path, workload: &str, c: Config, seconds: u32, tmp: &std
         .iter()
         .find_map(|l| l.strip_prefix("rounds=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()))
         .context("the workload did not print rounds=")?;
-    Ok(RunResult { rate: rounds / seconds as f64, attach_ms: attach, profiler_cpu })
+    let cpu_us: Option<f64> =
+        w.output().iter().find_map(|l| l.strip_prefix("cpu_us=").and_then(|r| r.split_whitespace().next()).and_then(|r| r.parse().ok()));
+    Ok(RunResult { rate: rounds / seconds as f64, attach_ms: attach, profiler_cpu, cpu_us_per_round: cpu_us.map(|c| c / rounds) })
 }
