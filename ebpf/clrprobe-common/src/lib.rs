@@ -15,10 +15,13 @@ pub mod names {
     pub const PROG_UPROBE_COUNT: &str = "uprobe_count";
     pub const PROG_SCHED_SWITCH: &str = "sched_switch";
     pub const PROG_SYSCALL_EXIT: &str = "syscall_exit";
+    /// Programs that do nothing, on sched_switch as a raw and as a classic tracepoint: the
+    /// hook's own cost (`CLRPROBE_SWITCH_FLOOR`, for the benchmark).
+    pub const PROG_SCHED_SWITCH_FLOOR_RAW: &str = "sched_switch_floor_raw";
+    pub const PROG_SCHED_SWITCH_FLOOR_TP: &str = "sched_switch_floor_tp";
     pub const PROG_CXA_THROW: &str = "cxa_throw";
-    pub const OFFCPU_START: &str = "OFFCPU_START";
+    pub const SWITCH_THREADS: &str = "SWITCH_THREADS";
     pub const OFFCPU_NS: &str = "OFFCPU_NS";
-    pub const ONCPU_START: &str = "ONCPU_START";
     pub const ONCPU_NS: &str = "ONCPU_NS";
     pub const SWITCH_CONFIG: &str = "SWITCH_CONFIG";
     pub const CXA_THROWS: &str = "CXA_THROWS";
@@ -95,7 +98,8 @@ pub struct UserStack {
 
 /// Slots of the SWITCH_CONFIG array (u64 each), filled by userspace before attaching.
 pub mod switch_config {
-    /// Offset of `next_pid` in the sched_switch tracepoint record (from its format file).
+    /// Unused since sched_switch is a raw tracepoint (was: `next_pid`'s offset in the
+    /// classic tracepoint's record).
     pub const NEXT_PID_OFFSET: u32 = 0;
     /// Off-CPU intervals shorter than this many ns are not recorded.
     pub const MIN_OFFCPU_NS: u32 = 1;
@@ -133,6 +137,45 @@ pub struct OffCpuStart {
     pub user_ip: u64,
     pub user_sp: u64,
     pub end_ns: u64,
+    /// The thread (the map is keyed by its task, see `OFFCPU_START`).
+    pub tid: u32,
+    pub _pad: u32,
+}
+
+/// What the sched_switch program keeps per thread of a target, keyed by the thread's task
+/// address (`SWITCH_THREADS`): one map entry read once at switch-out and once at switch-in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SwitchThread {
+    /// The open off-CPU interval (`state` says whether there is one).
+    pub off: OffCpuStart,
+    /// When the thread was last switched in (0: not seen yet).
+    pub oncpu_start: u64,
+    /// Where it last blocked: user ip, sp, bp and syscall number, with the stack ids taken
+    /// there (negative: none) and the generation of its `USTACKS` copy (0: none). A thread
+    /// blocking again at the same place reuses them instead of walking and copying again.
+    pub at_ip: u64,
+    pub at_sp: u64,
+    pub at_bp: u64,
+    pub at_nr: i64,
+    pub at_user_stack_id: i32,
+    pub at_kernel_stack_id: i32,
+    pub copy_generation: u32,
+    /// The last copy generation sent to userspace.
+    pub sent_generation: u32,
+    /// `switch_thread::*`.
+    pub state: u32,
+    pub _pad: u32,
+}
+
+/// `SwitchThread::state`.
+pub mod switch_thread {
+    /// On CPU, or off CPU without an interval to record.
+    pub const IDLE: u32 = 0;
+    /// Switched out: the interval ends at its switch-in.
+    pub const OUT: u32 = 1;
+    /// Deferred interval (`FLAG_DEFER_USER`) ended: recorded when its syscall returns.
+    pub const ENDED: u32 = 2;
 }
 
 /// On-CPU time accounted to a thread.
@@ -214,6 +257,7 @@ mod pod {
     unsafe impl aya::Pod for super::SampleValue {}
     unsafe impl aya::Pod for super::Stats {}
     unsafe impl aya::Pod for super::OffCpuStart {}
+    unsafe impl aya::Pod for super::SwitchThread {}
     unsafe impl aya::Pod for super::ThreadCpu {}
     unsafe impl aya::Pod for super::UserStackHeader {}
 }
@@ -233,7 +277,8 @@ mod tests {
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
-        assert_eq!(core::mem::size_of::<OffCpuStart>(), 64);
+        assert_eq!(core::mem::size_of::<OffCpuStart>(), 72);
+        assert_eq!(core::mem::size_of::<SwitchThread>(), 136);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
         assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
         assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);

@@ -4,7 +4,7 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuArray, StackTrace},
 };
 use clrprobe_common::{
-    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, OffCpuStart, STATS_SLOT, SampleKey, SampleValue, Stats, ThreadCpu,
+    MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, STATS_SLOT, SampleKey, SampleValue, Stats, ThreadCpu,
     switch_config,
 };
 
@@ -15,17 +15,9 @@ pub const MAX_THREADS: u32 = 16_384;
 #[map(name = "SWITCH_CONFIG")]
 pub static SWITCH_CONFIG: Array<u64> = Array::with_max_entries(switch_config::LEN, 0);
 
-/// tid → when and where it was switched out.
-#[map(name = "OFFCPU_START")]
-pub static OFFCPU_START: HashMap<u32, OffCpuStart> = HashMap::with_max_entries(MAX_THREADS, 0);
-
 /// Off-CPU nanoseconds aggregated by (pid, tid, stacks, comm).
 #[map(name = "OFFCPU_NS")]
 pub static OFFCPU_NS: HashMap<SampleKey, SampleValue> = HashMap::with_max_entries(MAX_SAMPLE_KEYS, 0);
-
-/// tid → when it was switched in.
-#[map(name = "ONCPU_START")]
-pub static ONCPU_START: HashMap<u32, u64> = HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// tid → on-CPU time accounted while recording.
 #[map(name = "ONCPU_NS")]

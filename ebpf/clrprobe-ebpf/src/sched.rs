@@ -1,99 +1,52 @@
 //! sched_switch: off-CPU time with the stack at switch-out, and on-CPU time per thread, for
-//! target processes. The current task at the tracepoint is the one switching out (prev); the
-//! one switching in (next) is known only by its tid, read from the record at the offset
-//! userspace found in the tracepoint's format file.
+//! target processes. A raw tracepoint: the kernel passes (preempt, prev, next, prev_state)
+//! straight to the program, without filling the classic tracepoint's record (two task names
+//! copied, the record buffer reserved) on every context switch of the host. The current task
+//! is the one switching out (prev).
+//!
+//! Everything kept per thread is one `SwitchThread` entry keyed by the task's address: the
+//! one switching in (next) is found by the pointer the tracepoint passes (no read of its tid),
+//! and a switch costs one lookup for each side. A task's last switch-out (`TASK_DEAD`) removes
+//! its entry, so a later task at the same address never finds one of the dead task's.
 use aya_ebpf::{
     EbpfContext,
     bindings::BPF_F_USER_STACK,
-    helpers::{bpf_get_current_pid_tgid, generated::bpf_ktime_get_ns},
-    macros::{map, raw_tracepoint, tracepoint},
-    maps::LruHashMap,
-    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
+    helpers::{bpf_get_current_pid_tgid, generated::{bpf_get_current_task, bpf_ktime_get_ns}},
+    macros::{map, raw_tracepoint},
+    maps::HashMap,
+    programs::{RawTracePointContext, tracing::StackIdContext},
 };
-use clrprobe_common::{OffCpuStart, SampleKey, SampleValue, ThreadCpu, UserStackHeader, switch_config, ustack};
+use clrprobe_common::{
+    OffCpuStart, SampleKey, SampleValue, SwitchThread, ThreadCpu, UserStackHeader, switch_config, switch_thread, ustack,
+};
 
-use crate::maps::{
-    OFFCPU_NS, OFFCPU_START, ONCPU_NS, ONCPU_START, STACKS, SWITCH_CONFIG, is_target, with_stats,
+use crate::{
+    maps::{OFFCPU_NS, ONCPU_NS, STACKS, SWITCH_CONFIG, is_target, with_stats},
+    ustack::UserRegs,
 };
 
 const BPF_NOEXIST: u64 = 1;
+/// Kernel frames of the hook itself at the leaf of a kernel stack taken here: the program,
+/// `bpf_trace_run4` and `__traceiter_sched_switch` (x86-64, Linux 6.x); the stack then starts
+/// at the return address into `__schedule`, as the classic tracepoint's did. Userspace names
+/// that leaf as a return address: here it is the first byte after `__schedule` (the call is
+/// the function's last instruction). `bpf_get_stackid`'s skip field.
+const KERNEL_SKIP: u64 = 3;
+/// `prev_state` of a task switching out for the last time (`TASK_DEAD`).
+const TASK_DEAD: u64 = 0x80;
 
-/// A thread's last stacks taken when it blocked in a syscall, and where: user ip, sp and
-/// bp, syscall number. With user stacks taken at the syscall's return, only the kernel stack
-/// (`user_stack_id` -1, `user_bp` 0).
-#[derive(Clone, Copy)]
-#[repr(C)]
-pub struct KernelStackAt {
-    user_ip: u64,
-    user_sp: u64,
-    nr: i64,
-    kernel_stack_id: i64,
-    user_bp: u64,
-    user_stack_id: i64,
-}
+/// Task (its `task_struct` address) → its `SwitchThread`, for threads of targets.
+#[map(name = "SWITCH_THREADS")]
+pub static SWITCH_THREADS: HashMap<u64, SwitchThread> = HashMap::with_max_entries(crate::maps::MAX_THREADS, 0);
 
-/// tid → `KernelStackAt`: a thread blocking again in the same syscall from the same user ip
-/// and sp takes the same kernel path; its stack id is reused instead of walked again (the
-/// walk is most of sched_switch's cost). Least recently used threads make room.
-#[map(name = "KSTACK_AT")]
-pub static KSTACK_AT: LruHashMap<u32, KernelStackAt> = LruHashMap::with_max_entries(crate::maps::MAX_THREADS, 0);
-
-/// The kernel stack of the current thread, blocking in syscall `nr` at user `ip`/`sp`.
+/// The entry of `task`, created (zeroed) when it has none; None when the map is full.
 #[inline(always)]
-fn kernel_stack_at(ctx: &TracePointContext, tid: u32, ip: u64, sp: u64, nr: i64, blocked: bool) -> i32 {
-    if blocked
-        && let Some(k) = KSTACK_AT.get_ptr(&tid)
-    {
-        // SAFETY: value in the map, read only.
-        let k = unsafe { *k };
-        if k.user_ip == ip && k.user_sp == sp && k.nr == nr {
-            crate::ustack::count(ustack::STAT_REUSED);
-            return k.kernel_stack_id as i32;
-        }
-
+fn thread_entry(task: u64) -> Option<*mut SwitchThread> {
+    if let Some(t) = SWITCH_THREADS.get_ptr_mut(&task) {
+        return Some(t);
     }
-    let id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
-    // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
-    if blocked && id >= 0 {
-        let _ = KSTACK_AT.insert(&tid, &KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: id as i64, user_bp: 0, user_stack_id: -1 }, 0);
-    }
-    id
-}
-
-/// Both stacks of the current thread switching out (`blocked`: not preempted). A thread
-/// blocking again in the same syscall from the same user ip, sp and bp takes the same paths:
-/// its last stack ids are reused instead of walked again (as its user stack copy is, see
-/// `ustack::save_offcpu`). Stack ids stay valid: userspace never removes them from `STACKS`.
-#[inline(always)]
-fn stacks_at_switch_out(ctx: &TracePointContext, tid: u32, blocked: bool) -> (i32, i32) {
-    let at = if blocked {
-        match crate::ustack::user_ip_sp_bp_orig_ax() {
-            Some((ip, sp, bp, nr)) if nr >= 0 => Some((ip, sp, bp, nr)),
-            _ => None,
-        }
-    } else {
-        None
-    };
-    if let Some((ip, sp, bp, nr)) = at
-        && let Some(k) = KSTACK_AT.get_ptr(&tid)
-    {
-        // SAFETY: value in the map, read only.
-        let k = unsafe { *k };
-        if k.user_stack_id >= 0 && k.user_ip == ip && k.user_sp == sp && k.user_bp == bp && k.nr == nr {
-            crate::ustack::count(ustack::STAT_REUSED);
-            return (k.user_stack_id as i32, k.kernel_stack_id as i32);
-        }
-    }
-    let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
-    let kernel_stack_id = ctx.get_stackid(&STACKS, 0).map(|i| i as i32).unwrap_or_else(|e| e);
-    if let Some((ip, sp, bp, nr)) = at
-        && user_stack_id >= 0
-        && kernel_stack_id >= 0
-    {
-        let k = KernelStackAt { user_ip: ip, user_sp: sp, nr, kernel_stack_id: kernel_stack_id as i64, user_bp: bp, user_stack_id: user_stack_id as i64 };
-        let _ = KSTACK_AT.insert(&tid, &k, 0);
-    }
-    (user_stack_id, kernel_stack_id)
+    let _ = SWITCH_THREADS.insert(&task, &SwitchThread::default(), BPF_NOEXIST);
+    SWITCH_THREADS.get_ptr_mut(&task)
 }
 
 #[inline(always)]
@@ -101,8 +54,89 @@ fn config(slot: u32) -> u64 {
     SWITCH_CONFIG.get(slot).copied().unwrap_or(0)
 }
 
-#[tracepoint]
-pub fn sched_switch(ctx: TracePointContext) -> u32 {
+#[inline(always)]
+fn same_place(t: &SwitchThread, r: &UserRegs) -> bool {
+    t.at_ip == r.ip && t.at_sp == r.sp && t.at_bp == r.bp
+}
+
+/// The kernel stack of the current thread, blocking in a syscall (`r`): the one taken at its
+/// last blocking switch-out from the same ip, sp and syscall when there is one (same user
+/// place, same kernel path; the walk is most of a switch's cost).
+#[inline(always)]
+fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs, blocked: bool) -> i32 {
+    if blocked && t.at_kernel_stack_id >= 0 && t.at_ip == r.ip && t.at_sp == r.sp && t.at_nr == r.orig_ax && t.at_ip != 0 {
+        crate::ustack::count(ustack::STAT_REUSED);
+        return t.at_kernel_stack_id;
+    }
+    let id = ctx.get_stackid(&STACKS, KERNEL_SKIP).map(|i| i as i32).unwrap_or_else(|e| e);
+    // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
+    if blocked && id >= 0 {
+        t.at_ip = r.ip;
+        t.at_sp = r.sp;
+        t.at_bp = 0;
+        t.copy_generation = 0;
+        t.at_nr = r.orig_ax;
+        t.at_kernel_stack_id = id;
+        t.at_user_stack_id = -1;
+    }
+    id
+}
+
+/// Both stacks of the current thread switching out (`r`: its user registers when it blocked,
+/// `NONE` when preempted). A thread blocking again in the same syscall from the same user ip,
+/// sp and bp takes the same paths: its last stack ids are reused instead of walked again (as
+/// its user stack copy is, see `user_copy`). Stack ids stay valid: userspace never removes
+/// them from `STACKS`.
+#[inline(always)]
+fn stacks_at_switch_out(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs) -> (i32, i32) {
+    let in_syscall = r.in_syscall();
+    if in_syscall && t.at_user_stack_id >= 0 && t.at_kernel_stack_id >= 0 && t.at_nr == r.orig_ax && same_place(t, r) {
+        crate::ustack::count(ustack::STAT_REUSED);
+        return (t.at_user_stack_id, t.at_kernel_stack_id);
+    }
+    let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
+    let kernel_stack_id = ctx.get_stackid(&STACKS, KERNEL_SKIP).map(|i| i as i32).unwrap_or_else(|e| e);
+    if r.present() {
+        if !same_place(t, r) {
+            // Another place: the copy kept for the last one no longer applies.
+            t.copy_generation = 0;
+        }
+        t.at_ip = r.ip;
+        t.at_sp = r.sp;
+        t.at_bp = r.bp;
+        t.at_nr = r.orig_ax;
+        let keep = in_syscall && user_stack_id >= 0 && kernel_stack_id >= 0;
+        t.at_user_stack_id = if keep { user_stack_id } else { -1 };
+        t.at_kernel_stack_id = if keep { kernel_stack_id } else { -1 };
+    }
+    (user_stack_id, kernel_stack_id)
+}
+
+/// The generation of the current thread's user stack copy for this switch-out (`r` present,
+/// the thread blocked): its last copy when it blocks at the same ip, sp and bp, else a new
+/// one (`ustack::save_offcpu`). 0 without a copy.
+#[inline(always)]
+fn user_copy(t: &mut SwitchThread, r: &UserRegs, hdr: UserStackHeader) -> u32 {
+    if t.copy_generation != 0 && same_place(t, r) {
+        crate::ustack::count(ustack::STAT_REUSED);
+        return t.copy_generation;
+    }
+    let generation = crate::ustack::save_offcpu(hdr.tid, *r, hdr);
+    t.at_ip = r.ip;
+    t.at_sp = r.sp;
+    t.at_bp = r.bp;
+    t.copy_generation = generation;
+    generation
+}
+
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch(ctx: RawTracePointContext) -> u32 {
+    // TP_PROTO(bool preempt, struct task_struct *prev, struct task_struct *next,
+    //          unsigned int prev_state): prev is the current task.
+    let preempt: u64 = ctx.arg(0);
+    let prev_task: u64 = ctx.arg(1);
+    let next_task: u64 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
     // SAFETY: ktime has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     let flags = config(switch_config::FLAGS);
@@ -110,99 +144,123 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let prev_tgid = (pid_tgid >> 32) as u32;
     let prev_tid = pid_tgid as u32;
     if prev_tid != 0 && is_target(prev_tgid) {
-        let comm = ctx.command().unwrap_or([0; 16]);
-        if flags & switch_config::FLAG_ONCPU != 0 {
-            account_on_cpu(prev_tgid, prev_tid, now, comm);
-        }
-        let deferred = if flags & (switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER)
-            == switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER
-        {
-            // An interval whose syscall has not returned yet (the thread ran again inside it):
-            // finished now, the user stack still the one it blocked with.
-            finish_pending(&ctx, prev_tid, flags);
-            match crate::ustack::user_ip_sp_orig_ax() {
-                Some((ip, sp, nr)) if nr >= 0 => Some((ip, sp, nr)),
-                _ => None,
-            }
-        } else {
-            None
-        };
-        if let Some((user_ip, user_sp, nr)) = deferred {
-            // In a syscall: the kernel stack now, the user stack when the syscall returns and
-            // only if the interval is long enough (`syscall_exit`).
-            let kernel_stack_id = kernel_stack_at(&ctx, prev_tid, user_ip, user_sp, nr, voluntary(&ctx));
-            let start = OffCpuStart { start_ns: now, pid: prev_tgid, kernel_stack_id, comm, user_ip, user_sp, ..Default::default() };
-            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
-                with_stats(|s| s.offcpu_dropped += 1);
-            }
-        } else if flags & switch_config::FLAG_OFFCPU != 0 {
-            let blocked = voluntary(&ctx);
-            let (user_stack_id, kernel_stack_id) = stacks_at_switch_out(&ctx, prev_tid, blocked);
-            let ustack_generation = if crate::ustack::flags() & ustack::COPY_OFFCPU != 0 && blocked {
-                let hdr = UserStackHeader { pid: prev_tgid, tid: prev_tid, kernel_stack_id, user_stack_id, comm, ..Default::default() };
-                crate::ustack::save_offcpu(prev_tid, hdr)
-            } else {
-                0
-            };
-            let start =
-                OffCpuStart { start_ns: now, pid: prev_tgid, user_stack_id, kernel_stack_id, ustack_generation, comm, ..Default::default() };
-            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
-                with_stats(|s| s.offcpu_dropped += 1);
-            }
-        } else if OFFCPU_START.insert(&prev_tid, &OffCpuStart { start_ns: now, pid: prev_tgid, comm, ..Default::default() }, 0).is_err() {
-            with_stats(|s| s.offcpu_dropped += 1);
-        }
+        switch_out(&ctx, prev_task, prev_tgid, prev_tid, preempt & 0xff != 0, prev_state, now, flags);
     }
-    // The verifier allows only constant offsets into the context: userspace checked the
-    // format file against the layouts known here.
-    // SAFETY: reads 4 bytes of the tracepoint record at the offset its format file gives.
-    let next_tid = match config(switch_config::NEXT_PID_OFFSET) {
-        56 => unsafe { ctx.read_at::<i32>(56) },
-        52 => unsafe { ctx.read_at::<i32>(52) },
-        _ => return 0,
-    };
-    let Ok(next_tid) = next_tid else { return 0 };
-    let next_tid = next_tid as u32;
-    if next_tid == 0 {
-        return 0;
-    }
-    // Only threads of targets were switched out with a start record.
-    let Some(start) = OFFCPU_START.get_ptr_mut(&next_tid) else { return 0 };
-    // SAFETY: value in the map; its thread is being switched in, `syscall_exit` runs after.
-    if unsafe { (*start).user_ip } != 0 {
-        if flags & switch_config::FLAG_ONCPU != 0 {
-            let _ = ONCPU_START.insert(&next_tid, &now, 0);
-        }
-        // SAFETY: as above.
-        let begin = unsafe { (*start).start_ns };
-        if now.saturating_sub(begin) < config(switch_config::MIN_OFFCPU_NS) {
-            let _ = OFFCPU_START.remove(&next_tid);
-        } else {
-            // SAFETY: as above.
-            unsafe { (*start).end_ns = now };
-        }
-        return 0;
-    }
-    // SAFETY: value in the map, copied before removal.
-    let start = unsafe { *start };
-    let _ = OFFCPU_START.remove(&next_tid);
+    // Only threads of targets have an entry.
+    let Some(t) = SWITCH_THREADS.get_ptr_mut(&next_task) else { return 0 };
+    // SAFETY: value in the map; its thread is being switched in (only its own switch-out,
+    // switch-in and syscall exit touch it, and they do not overlap).
+    let t = unsafe { &mut *t };
     if flags & switch_config::FLAG_ONCPU != 0 {
-        let _ = ONCPU_START.insert(&next_tid, &now, 0);
+        t.oncpu_start = now;
     }
-    if flags & switch_config::FLAG_OFFCPU == 0 {
+    if t.state != switch_thread::OUT {
         return 0;
     }
-    let delta = now.saturating_sub(start.start_ns);
-    if delta < config(switch_config::MIN_OFFCPU_NS) {
+    t.state = switch_thread::IDLE;
+    let delta = now.saturating_sub(t.off.start_ns);
+    if flags & switch_config::FLAG_OFFCPU == 0 || delta < config(switch_config::MIN_OFFCPU_NS) {
+        return 0;
+    }
+    if t.off.user_ip != 0 {
+        // Deferred: recorded when its syscall returns, with the user stack then.
+        t.off.end_ns = now;
+        t.state = switch_thread::ENDED;
         return 0;
     }
     // With a user stack copy sent, the key's `generation` names it: (tid, generation).
-    let generation = if start.ustack_generation != 0 && crate::ustack::send_offcpu(next_tid, start.ustack_generation) {
-        start.ustack_generation
+    let g = t.off.ustack_generation;
+    let generation = if g == 0 {
+        0
+    } else if t.sent_generation == g {
+        g
+    } else if crate::ustack::send_offcpu(t.off.tid, g) {
+        t.sent_generation = g;
+        g
     } else {
         0
     };
-    add_interval(next_tid, &start, start.user_stack_id, start.kernel_stack_id, generation, delta, flags);
+    add_interval(&t.off, t.off.user_stack_id, t.off.kernel_stack_id, generation, delta, flags);
+    0
+}
+
+/// The current thread of a target (`task`) switching out: its on-CPU time, and the start of
+/// an off-CPU interval with its stacks.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preempt: bool, prev_state: u64, now: u64, flags: u64) {
+    let Some(t) = thread_entry(task) else {
+        with_stats(|s| s.offcpu_dropped += 1);
+        return;
+    };
+    // SAFETY: value in the map; only this thread's own switches and syscall exits touch it.
+    let t = unsafe { &mut *t };
+    let comm = ctx.command().unwrap_or([0; 16]);
+    if flags & switch_config::FLAG_ONCPU != 0 && t.oncpu_start != 0 {
+        account_on_cpu(tgid, tid, now.saturating_sub(t.oncpu_start), comm);
+        t.oncpu_start = 0;
+    }
+    // Blocked (sleep, wait, I/O) rather than preempted: a preempted thread is still runnable
+    // and off CPU only until the scheduler picks it again; its stack is taken by frame
+    // pointers, without a copy (copies are for the blocked threads users read).
+    let blocked = !preempt && prev_state & 0xffff_ffff != 0;
+    let defer = flags & (switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER)
+        == switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER;
+    // One read of the user registers serves every use below.
+    let regs = if defer || (blocked && flags & switch_config::FLAG_OFFCPU != 0) {
+        crate::ustack::user_regs_now()
+    } else {
+        UserRegs::NONE
+    };
+    if defer {
+        // An interval whose syscall has not returned yet (the thread ran again inside it):
+        // finished now, the user stack still the one it blocked with.
+        finish_pending(ctx, t, &regs, flags);
+    }
+    if prev_state & TASK_DEAD != 0 {
+        // Its last switch-out: nothing waits for a switch-in.
+        let _ = SWITCH_THREADS.remove(&task);
+        return;
+    }
+    t.off = if defer && regs.in_syscall() {
+        // In a syscall: the kernel stack now, the user stack when the syscall returns and only
+        // if the interval is long enough (`syscall_exit`).
+        let kernel_stack_id = kernel_stack_at(ctx, t, &regs, blocked);
+        OffCpuStart {
+            start_ns: now,
+            pid: tgid,
+            tid,
+            kernel_stack_id,
+            comm,
+            user_ip: regs.ip,
+            user_sp: regs.sp,
+            ..Default::default()
+        }
+    } else if flags & switch_config::FLAG_OFFCPU != 0 {
+        let regs = if blocked { regs } else { UserRegs::NONE };
+        let (user_stack_id, kernel_stack_id) = stacks_at_switch_out(ctx, t, &regs);
+        let ustack_generation = if regs.present() && crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
+            user_copy(t, &regs, UserStackHeader { pid: tgid, tid, kernel_stack_id, user_stack_id, comm, ..Default::default() })
+        } else {
+            0
+        };
+        OffCpuStart { start_ns: now, pid: tgid, tid, user_stack_id, kernel_stack_id, ustack_generation, comm, ..Default::default() }
+    } else {
+        OffCpuStart { start_ns: now, pid: tgid, tid, comm, ..Default::default() }
+    };
+    t.state = switch_thread::OUT;
+}
+
+/// Floors for `cargo xtask bench-stacks` (`CLRPROBE_SWITCH_FLOOR`): programs that do nothing,
+/// attached where `sched_switch` is (raw) and to the classic tracepoint it used before, which
+/// fills its record for every switch before the program runs.
+#[raw_tracepoint(tracepoint = "sched_switch")]
+pub fn sched_switch_floor_raw(_ctx: RawTracePointContext) -> u32 {
+    0
+}
+
+#[aya_ebpf::macros::tracepoint]
+pub fn sched_switch_floor_tp(_ctx: aya_ebpf::programs::TracePointContext) -> u32 {
     0
 }
 
@@ -211,25 +269,33 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
 /// blocked with, as it has not been back in user mode since.
 #[raw_tracepoint(tracepoint = "sys_exit")]
 pub fn syscall_exit(ctx: RawTracePointContext) -> u32 {
-    let tid = bpf_get_current_pid_tgid() as u32;
-    if tid != 0 {
-        finish_pending(&ctx, tid, config(switch_config::FLAGS));
+    if bpf_get_current_pid_tgid() as u32 == 0 {
+        return 0;
+    }
+    // SAFETY: no preconditions.
+    let task = unsafe { bpf_get_current_task() };
+    let Some(t) = SWITCH_THREADS.get_ptr_mut(&task) else { return 0 };
+    // SAFETY: value in the map; this is its thread, running.
+    let t = unsafe { &mut *t };
+    if t.state == switch_thread::ENDED {
+        // The registers are read only for a thread with an interval (not on every syscall).
+        finish_pending(&ctx, t, &crate::ustack::user_regs_now(), config(switch_config::FLAGS));
     }
     0
 }
 
-/// Records `tid`'s deferred interval if it ended (the thread ran again), walking and copying
-/// the current user stack when it is still the one the thread blocked with.
+/// Records the current thread's deferred interval (`t`, user registers `regs`) if it ended
+/// (the thread ran again), walking and copying the current user stack when it is still the
+/// one the thread blocked with.
 #[inline(always)]
-fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
-    let Some(start) = OFFCPU_START.get_ptr(&tid) else { return };
-    // SAFETY: value in the map, copied before removal.
-    let start = unsafe { *start };
-    if start.end_ns == 0 || start.user_ip == 0 {
+fn finish_pending<C: StackIdContext>(ctx: &C, t: &mut SwitchThread, regs: &UserRegs, flags: u64) {
+    if t.state != switch_thread::ENDED {
         return;
     }
-    let _ = OFFCPU_START.remove(&tid);
-    let same = matches!(crate::ustack::user_ip_sp_orig_ax(), Some((ip, sp, _)) if ip == start.user_ip && sp == start.user_sp);
+    t.state = switch_thread::IDLE;
+    let start = t.off;
+    let tid = start.tid;
+    let same = regs.present() && regs.ip == start.user_ip && regs.sp == start.user_sp;
     // Not the same (a fault, not a syscall, blocked it and the thread went on): no user stack.
     let user_stack_id = if same {
         ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e)
@@ -241,6 +307,7 @@ fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
     let generation = if same && crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
         crate::ustack::send_offcpu_deferred(
             tid,
+            *regs,
             UserStackHeader {
                 pid: start.pid,
                 tid,
@@ -255,15 +322,15 @@ fn finish_pending<C: StackIdContext>(ctx: &C, tid: u32, flags: u64) {
         0
     };
     let delta = start.end_ns.saturating_sub(start.start_ns);
-    add_interval(tid, &start, user_stack_id, start.kernel_stack_id, generation, delta, flags);
+    add_interval(&start, user_stack_id, start.kernel_stack_id, generation, delta, flags);
 }
 
-/// Adds one off-CPU interval of `tid` to `OFFCPU_NS`.
+/// Adds one off-CPU interval of `start.tid` to `OFFCPU_NS`.
 #[inline(always)]
-fn add_interval(tid: u32, start: &OffCpuStart, user_stack_id: i32, kernel_stack_id: i32, generation: u32, delta: u64, flags: u64) {
+fn add_interval(start: &OffCpuStart, user_stack_id: i32, kernel_stack_id: i32, generation: u32, delta: u64, flags: u64) {
     let key = SampleKey {
         pid: start.pid,
-        tid,
+        tid: start.tid,
         user_stack_id,
         kernel_stack_id,
         comm: start.comm,
@@ -288,29 +355,9 @@ fn add_interval(tid: u32, start: &OffCpuStart, user_stack_id: i32, kernel_stack_
     }
 }
 
-/// Did the thread switching out block (sleep, wait, I/O) rather than get preempted? A
-/// preempted thread is still runnable (`prev_state` R, or R+ with the preemption bit above
-/// the state bits) and is off CPU only until the scheduler picks it again: its stack is taken
-/// by frame pointers, without a copy (copies are for the blocked threads users read).
+/// Adds `delta` ns on CPU to `tid`'s total.
 #[inline(always)]
-fn voluntary(ctx: &TracePointContext) -> bool {
-    // prev_state sits at 32 in the layout with next_pid at 56 (the one userspace checked).
-    if config(switch_config::NEXT_PID_OFFSET) != 56 {
-        return true;
-    }
-    // SAFETY: reads 8 bytes of the tracepoint record at the offset its format file gives.
-    match unsafe { ctx.read_at::<i64>(32) } {
-        Ok(state) => state & 0xff != 0,
-        Err(_) => true,
-    }
-}
-
-#[inline(always)]
-fn account_on_cpu(pid: u32, tid: u32, now: u64, comm: [u8; 16]) {
-    let Some(start) = ONCPU_START.get_ptr(&tid) else { return };
-    // SAFETY: value in the map.
-    let delta = now.saturating_sub(unsafe { *start });
-    let _ = ONCPU_START.remove(&tid);
+fn account_on_cpu(pid: u32, tid: u32, delta: u64, comm: [u8; 16]) {
     match ONCPU_NS.get_ptr_mut(&tid) {
         Some(v) => unsafe {
             (*v).on_cpu_ns += delta;

@@ -66,17 +66,41 @@ fn user_pt_regs() -> Option<pt_regs> {
     (regs.rip != 0 && regs.rsp != 0).then_some(regs)
 }
 
-/// The current thread's user-mode ip, sp and `orig_ax` (the syscall number inside a syscall,
-/// negative for an interrupt); None for kernel threads.
-#[inline(always)]
-pub fn user_ip_sp_orig_ax() -> Option<(u64, u64, i64)> {
-    user_pt_regs().map(|r| (r.rip, r.rsp, r.orig_rax as i64))
+/// A thread's user-mode registers that clrprobe uses: ip, sp, bp and `orig_ax` (the syscall
+/// number inside a syscall, negative for an interrupt or fault). All zero (`NONE`) when there
+/// are none (kernel thread, not read): a plain value rather than an `Option`, whose copies of
+/// an uninitialised payload the verifier rejects.
+#[derive(Clone, Copy)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub orig_ax: i64,
 }
 
-/// The current thread's user-mode ip, sp, bp and `orig_ax`; None for kernel threads.
+impl UserRegs {
+    pub const NONE: UserRegs = UserRegs { ip: 0, sp: 0, bp: 0, orig_ax: -1 };
+
+    #[inline(always)]
+    pub fn present(&self) -> bool {
+        self.ip != 0
+    }
+
+    /// Present and inside a syscall.
+    #[inline(always)]
+    pub fn in_syscall(&self) -> bool {
+        self.ip != 0 && self.orig_ax >= 0
+    }
+}
+
+/// The current thread's user-mode registers, read once per program run (`NONE` for kernel
+/// threads).
 #[inline(always)]
-pub fn user_ip_sp_bp_orig_ax() -> Option<(u64, u64, u64, i64)> {
-    user_pt_regs().map(|r| (r.rip, r.rsp, r.rbp, r.orig_rax as i64))
+pub fn user_regs_now() -> UserRegs {
+    match user_pt_regs() {
+        Some(r) => UserRegs { ip: r.rip, sp: r.rsp, bp: r.rbp, orig_ax: r.orig_rax as i64 },
+        None => UserRegs::NONE,
+    }
 }
 
 /// The current thread's user-mode ip, sp and bp; None for kernel threads.
@@ -158,8 +182,8 @@ pub static USTACK_SENT: LruHashMap<u32, SentCopy> = LruHashMap::with_max_entries
 /// stack copy — the one it sent last if it blocked at the same place, else a new one sent now
 /// under `hdr.generation`. 0 when there is no copy (kernel thread, ring full).
 #[inline(always)]
-pub fn send_offcpu_deferred(tid: u32, hdr: UserStackHeader) -> u32 {
-    let Some((ip, sp, bp)) = user_regs() else { return 0 };
+pub fn send_offcpu_deferred(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
+    let (ip, sp, bp) = (regs.ip, regs.sp, regs.bp);
     if let Some(last) = USTACK_SENT.get_ptr(&tid) {
         // SAFETY: value in the map, read only.
         let last = unsafe { *last };
@@ -174,11 +198,11 @@ pub fn send_offcpu_deferred(tid: u32, hdr: UserStackHeader) -> u32 {
     hdr.generation
 }
 
-/// Off-CPU switch-out: makes sure the thread's `USTACKS` entry holds its current stack and
-/// returns the entry's generation (0 when there is no copy).
+/// Off-CPU switch-out: makes sure the thread's `USTACKS` entry holds its current stack (user
+/// registers `regs`) and returns the entry's generation (0 when there is no copy).
 #[inline(always)]
-pub fn save_offcpu(tid: u32, hdr: UserStackHeader) -> u32 {
-    let Some((ip, sp, bp)) = user_regs() else { return 0 };
+pub fn save_offcpu(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
+    let (ip, sp, bp) = (regs.ip, regs.sp, regs.bp);
     let entry = match USTACKS.get_ptr_mut(&tid) {
         Some(e) => e,
         None => {

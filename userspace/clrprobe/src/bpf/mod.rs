@@ -5,9 +5,10 @@ mod logs;
 mod object;
 mod ring_reader;
 mod sched;
+mod switch_cost;
 mod ustack;
 
-pub use sched::{ThreadCpuTime, next_pid_offset};
+pub use sched::ThreadCpuTime;
 
 pub use logs::LogCollector;
 pub use ring_reader::RingReader;

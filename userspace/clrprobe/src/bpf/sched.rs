@@ -10,10 +10,11 @@ use clrprobe_common::{SampleKey, ThreadCpu, names, switch_config};
 
 use super::{BpfError, Loaded};
 
-const FORMAT: &str = "events/sched/sched_switch/format";
-const TRACEFS: &str = "/sys/kernel/tracing";
-/// next_pid offsets the BPF program reads (the verifier needs constants).
-const SUPPORTED_NEXT_PID_OFFSETS: [u64; 2] = [56, 52];
+/// `CLRPROBE_SWITCH_FLOOR=raw|tp` (for `cargo xtask bench-stacks`): attach a program that
+/// does nothing to sched_switch instead of clrprobe's, as the raw tracepoint clrprobe uses
+/// (`raw`) or as the classic tracepoint (`tp`, whose record the kernel fills before the
+/// program runs): the cost of the hook alone.
+const FLOOR_ENV: &str = "CLRPROBE_SWITCH_FLOOR";
 
 /// On-CPU time of one thread over the recording.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -24,40 +25,6 @@ pub struct ThreadCpuTime {
     pub on_cpu_ns: u64,
 }
 
-/// The sched_switch format file, mounting tracefs first when it is not mounted (root only).
-fn sched_switch_format() -> Result<String, BpfError> {
-    for dir in [TRACEFS, "/sys/kernel/debug/tracing"] {
-        if let Ok(s) = std::fs::read_to_string(Path::new(dir).join(FORMAT)) {
-            return Ok(s);
-        }
-    }
-    let src = c"nodev";
-    let target = c"/sys/kernel/tracing";
-    let fstype = c"tracefs";
-    // SAFETY: mount(2) with NUL-terminated strings and no data.
-    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
-    if rc == 0
-        && let Ok(s) = std::fs::read_to_string(Path::new(TRACEFS).join(FORMAT)) {
-            return Ok(s);
-        }
-    Err(BpfError::Tracefs(format!(
-        "cannot read {TRACEFS}/{FORMAT} ({}); fix: mount -t tracefs nodev {TRACEFS}",
-        std::io::Error::last_os_error()
-    )))
-}
-
-/// Offset of `next_pid` in the sched_switch record, from its format text.
-pub fn next_pid_offset(format: &str) -> Option<u64> {
-    format
-        .lines()
-        .find(|l| l.contains(" next_pid;"))?
-        .split(';')
-        .find_map(|f| f.trim().strip_prefix("offset:"))?
-        .trim()
-        .parse()
-        .ok()
-}
-
 fn comm(c: &[u8; 16]) -> String {
     let end = c.iter().position(|&b| b == 0).unwrap_or(16);
     String::from_utf8_lossy(&c[..end]).into_owned()
@@ -66,13 +33,6 @@ fn comm(c: &[u8; 16]) -> String {
 impl Loaded {
     /// Attaches sched_switch: off-CPU stacks (intervals ≥ `min_offcpu_ns`) and/or on-CPU time.
     pub fn attach_sched_switch(&mut self, offcpu: bool, oncpu: bool, min_offcpu_ns: u64) -> Result<(), BpfError> {
-        let format = sched_switch_format()?;
-        let offset = next_pid_offset(&format).ok_or_else(|| BpfError::Tracefs("no next_pid in the sched_switch format".into()))?;
-        if !SUPPORTED_NEXT_PID_OFFSETS.contains(&offset) {
-            return Err(BpfError::Tracefs(format!(
-                "sched_switch has next_pid at offset {offset}; this build knows {SUPPORTED_NEXT_PID_OFFSETS:?}"
-            )));
-        }
         // User stacks are taken at switch-out (a thread blocking again at the same place
         // reuses its copy). `CLRPROBE_DEFER_USER=1` takes them when the blocking syscall
         // returns instead, only for intervals long enough to record: that program first, then
@@ -85,17 +45,32 @@ impl Loaded {
             let flags = if offcpu { switch_config::FLAG_OFFCPU } else { 0 } | if oncpu { switch_config::FLAG_ONCPU } else { 0 }
                 | if defer_user { switch_config::FLAG_DEFER_USER } else { 0 };
             for (slot, v) in [
-                (switch_config::NEXT_PID_OFFSET, offset),
                 (switch_config::MIN_OFFCPU_NS, min_offcpu_ns),
                 (switch_config::FLAGS, flags),
             ] {
                 cfg.set(slot, v, 0).map_err(|source| BpfError::Map { name, source })?;
             }
         }
-        let name = names::PROG_SCHED_SWITCH;
-        let prog: &mut TracePoint = self.program(name)?;
+        match std::env::var(FLOOR_ENV).as_deref() {
+            Ok("tp") => {
+                let name = names::PROG_SCHED_SWITCH_FLOOR_TP;
+                let prog: &mut TracePoint = self.program(name)?;
+                prog.load().map_err(|source| BpfError::Program { name, source })?;
+                prog.attach("sched", "sched_switch").map_err(|source| BpfError::Program { name, source })?;
+                return Ok(());
+            }
+            Ok("raw") => return self.attach_raw_sched_switch(names::PROG_SCHED_SWITCH_FLOOR_RAW),
+            _ => {}
+        }
+        self.attach_raw_sched_switch(names::PROG_SCHED_SWITCH)
+    }
+
+    /// Attaches `name` to the raw tracepoint `sched_switch`. It reads the tracepoint's fourth
+    /// argument (`prev_state`, Linux 5.18 and later): older kernels refuse the attach.
+    fn attach_raw_sched_switch(&mut self, name: &'static str) -> Result<(), BpfError> {
+        let prog: &mut RawTracePoint = self.program(name)?;
         prog.load().map_err(|source| BpfError::Program { name, source })?;
-        prog.attach("sched", "sched_switch").map_err(|source| BpfError::Program { name, source })?;
+        prog.attach("sched_switch").map_err(|source| BpfError::Program { name, source })?;
         Ok(())
     }
 
@@ -139,15 +114,5 @@ impl Loaded {
     /// `__cxa_throw` calls per pid.
     pub fn cxa_throws(&self) -> Result<HashMap<u32, u64>, BpfError> {
         self.pid_counts(names::CXA_THROWS)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn finds_next_pid_offset() {
-        let f = "\tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n";
-        assert_eq!(super::next_pid_offset(f), Some(56));
-        assert_eq!(super::next_pid_offset("nothing"), None);
     }
 }

@@ -3,7 +3,7 @@
 //! was dropped (full maps, stack collisions, EventPipe buffer overruns).
 use std::{fmt::Write, mem::size_of};
 
-use clrprobe_common::{MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, OffCpuStart, SampleKey, SampleValue, ThreadCpu};
+use clrprobe_common::{MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, SampleKey, SampleValue, SwitchThread, ThreadCpu};
 use serde::Serialize;
 
 use super::{RecordSummary, targets::EVENTPIPE_BUFFER_MB};
@@ -46,11 +46,9 @@ pub fn bpf_maps() -> Vec<MapLimit> {
         map("OFFCPU_NS", MAX_SAMPLE_KEYS, sample),
         map("STACKS", MAX_STACKS, (4 + STACK_DEPTH * 8) as usize),
         map("TARGET_PIDS", MAX_TARGETS, 5),
-        map("OFFCPU_START", MAX_THREADS, 4 + size_of::<OffCpuStart>()),
+        // task → its open off-CPU interval, last switch-in, last blocking place and stacks.
+        map("SWITCH_THREADS", MAX_THREADS, 8 + size_of::<SwitchThread>()),
         map("ONCPU_NS", MAX_THREADS, 4 + size_of::<ThreadCpu>()),
-        map("ONCPU_START", MAX_THREADS, 12),
-        // tid → the user ip, sp, syscall and kernel stack id of its last blocking switch-out.
-        map("KSTACK_AT", MAX_THREADS, 4 + 48),
         // tid → the user ip, sp, bp and copy generation of its last deferred off-CPU copy.
         map("USTACK_SENT", MAX_THREADS, 4 + 32),
         map("CXA_THROWS", MAX_TARGETS, 12),

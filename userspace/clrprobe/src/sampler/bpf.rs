@@ -254,7 +254,7 @@ impl BpfSampler {
                 pid: k.pid,
                 tid: k.tid,
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
-                kernel: self.stack(k.kernel_stack_id)?,
+                kernel: leaf_as_return_address(self.stack(k.kernel_stack_id)?),
                 user,
                 time_ns: k.time << 10,
                 count: ns,
@@ -275,6 +275,21 @@ impl BpfSampler {
             c.offcpu.retain(|&(tid, g), _| latest.get(&tid).is_some_and(|e| g >= e[1]));
         }
         Ok(out)
+    }
+}
+
+/// An off-CPU kernel stack, taken in the sched_switch hook with the hook's own frames skipped:
+/// its leaf is a return address (into `__schedule`), not an interrupted instruction, and is
+/// named as one (minus one, like every frame above it; the call can be the function's last
+/// instruction).
+fn leaf_as_return_address(kernel: Arc<[u64]>) -> Arc<[u64]> {
+    match kernel.first() {
+        Some(&leaf) if leaf != 0 => {
+            let mut v = kernel.to_vec();
+            v[0] = leaf - 1;
+            v.into()
+        }
+        _ => kernel,
     }
 }
 
