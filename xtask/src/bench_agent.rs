@@ -66,7 +66,7 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -81,6 +81,7 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
         // --parent: the .NET processes of this benchmark only (CPU is sampled host-wide all the
         // same), so other .NET processes on the host are left alone.
         .args(["agent", "--all", "--listen", &format!("127.0.0.1:{PORT}"), "--parent", &std::process::id().to_string()])
+        .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -95,10 +96,13 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
     let mut next_scrape = Duration::ZERO;
     let mut next_profile = Duration::from_secs(30);
     let mut next_minute = Duration::from_secs(60);
-    while t0.elapsed() < Duration::from_secs(seconds) {
+    println!("agent arguments: {agent_args:?}; /metrics every {scrape_s} s");
+    let mut last_cpu = cpu0;
+    // Until the last minute's line is printed (the workloads run a little longer).
+    while (per_minute.len() as u64) < minutes {
         let e = t0.elapsed();
         if e >= next_scrape {
-            next_scrape += Duration::from_secs(15);
+            next_scrape += Duration::from_secs(scrape_s.max(1));
             get("/metrics");
         }
         if e >= next_profile {
@@ -111,17 +115,20 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
             let (rss, cpu) = usage(pid);
             per_minute.push((rss, cpu));
             println!(
-                "minute {:>2}: agent RSS {:.1} MB, CPU {:.2} % of a core so far; load {}",
+                "minute {:>2}: agent RSS {:.1} MB, CPU {:.2} % of a core so far, {:.2} % this minute; load {}",
                 per_minute.len(),
                 rss as f64 / 1e6,
                 (cpu - cpu0) * 100.0 / e.as_secs_f64(),
+                (cpu - last_cpu) * 100.0 / 60.0,
                 load()
             );
+            last_cpu = cpu;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     let with = rates(ws, seconds)?;
     let (rss_end, cpu_end) = usage(pid);
+    let elapsed = t0.elapsed().as_secs_f64();
     // SIGTERM: the agent stops its sessions and switches the perf maps off.
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = agent.wait();
@@ -131,17 +138,18 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
         let base = (before[i] + after[i]) / 2.0;
         println!("{w:<11} slowdown {:+.2} % (against the mean of the runs before and after)", (1.0 - with[i] / base) * 100.0);
     }
-    let cpu_pct = (cpu_end - cpu0) * 100.0 / seconds as f64;
+    let cpu_pct = (cpu_end - cpu0) * 100.0 / elapsed;
     println!("agent CPU: {cpu_pct:.2} % of one core over {minutes} min");
     if per_minute.len() >= 2 {
         let (rss2, cpu2) = per_minute[1];
+        let rss_end = per_minute.last().map_or(rss_end, |m| m.0);
         let growth = rss_end as f64 / rss2 as f64 - 1.0;
         println!(
-            "agent RSS: minute 2 {:.1} MB, end {:.1} MB ({:+.1} %); CPU from minute 2 to the end {:.2} % of one core",
+            "agent RSS: minute 2 {:.1} MB, minute {minutes} {:.1} MB ({:+.1} %); CPU from minute 2 to the end {:.2} % of one core",
             rss2 as f64 / 1e6,
             rss_end as f64 / 1e6,
             growth * 100.0,
-            (cpu_end - cpu2) * 100.0 / (seconds as f64 - 120.0).max(1.0)
+            (cpu_end - cpu2) * 100.0 / (elapsed - 120.0).max(1.0)
         );
     }
     println!("load average after: {}", load());

@@ -89,9 +89,15 @@ impl Aggregator {
         f.per_process(&rows, "dotnet_gc_pause_time_seconds_total", "counter", "Time the runtime was suspended for GC (GCSuspendEEBegin to GCRestartEEEnd).", |c| {
             Some(secs(c.gc_pause_ns))
         });
-        f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated, summed from AllocationTick events (100 KB granularity).", |c| {
-            some(c.alloc_bytes)
-        });
+        if self.cfg.alloc_bytes_from_counters {
+            f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated while followed (GC.GetTotalAllocatedBytes increments: the runtime's alloc-rate counter, at its last poll).", |c| {
+                some(c.alloc_counter_bytes)
+            });
+        } else {
+            f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated, summed from AllocationTick events (100 KB granularity).", |c| {
+                some(c.alloc_bytes)
+            });
+        }
         f.per_process(&rows, "dotnet_monitor_lock_contentions_total", "counter", "Lock contentions (ContentionStart events).", |c| some(c.contentions));
         f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoadVerbose events).", |c| {
             some(c.jit_methods)

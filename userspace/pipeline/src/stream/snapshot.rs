@@ -146,6 +146,11 @@ impl Aggregator {
             }
             ProfileKind::Allocs | ProfileKind::Mutex | ProfileKind::Exceptions => {
                 for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
+                    // Allocation events collected in slices stand for the whole time followed.
+                    let scale = match (kind, &p.alloc_slices) {
+                        (ProfileKind::Allocs, Some(s)) => s.scale(p.exited_at.unwrap_or(self.now_ns).min(self.now_ns)),
+                        _ => 1.0,
+                    };
                     for s in p.events.pending() {
                         let mut values = vec![0i64; types.len()];
                         let mut any = false;
@@ -157,6 +162,11 @@ impl Aggregator {
                         }
                         if !any {
                             continue;
+                        }
+                        if scale != 1.0 {
+                            for v in &mut values {
+                                *v = (*v as f64 * scale).round() as i64;
+                            }
                         }
                         let mut frames = build.namer.stack(s.pid, &[], &s.stack);
                         frames.extend(s.leaf.clone());
