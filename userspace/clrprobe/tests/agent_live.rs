@@ -405,6 +405,12 @@ fn allocated_bytes_equal_the_runtimes_own_total_while_allocation_events_are_slic
     let got = metric(&metrics, "dotnet_gc_heap_total_allocated_bytes_total", w.pid).unwrap_or_else(|| panic!("no allocated bytes in\n{metrics}"));
     eprintln!("allocated: runtime {runtime} bytes while allocating ({ba:?}); agent {got} ({:+.3} %)", (got / runtime - 1.0) * 100.0);
     assert!(runtime > 50e6, "the workload allocated too little: {ba:?}");
+    // The allocation events were sliced: a fifth of the time or so (the first slice opens as
+    // the process is found).
+    let ratio = metric(&metrics, "clrprobe_alloc_sampled_ratio", w.pid).unwrap_or_else(|| panic!("no sampled ratio in
+{metrics}"));
+    eprintln!("allocation events collected {:.1} % of the time", ratio * 100.0);
+    assert!(ratio > 0.05 && ratio < 0.5, "{ratio}");
     // The agent's total spans the allocating phase and a few idle seconds around it (the
     // counters' own payloads, the prints): never less, at most 2 MB more.
     assert!(got >= runtime && got <= runtime + 2e6, "agent {got} bytes vs the runtime's {runtime}");

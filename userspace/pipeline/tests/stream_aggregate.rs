@@ -289,6 +289,8 @@ fn allocations_sampled_in_slices_are_scaled_to_the_time_followed_and_bytes_come_
     // Exact bytes: the counter's increments, not the sampled ticks.
     let text = a.metrics_text();
     assert!(text.contains(&format!("dotnet_gc_heap_total_allocated_bytes_total{{{LABELS}}} 4000001000\n")), "{text}");
+    let ratio: f64 = line(&text, "clrprobe_alloc_sampled_ratio{").rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((ratio - 3_500.0 / 15_500.0).abs() < 1e-9, "{ratio}");
     // Without slices nothing is scaled; without the counter the ticks are summed.
     let mut b = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
     b.absorb(Record::Started(ProcessInfo { pid: PID, name: "app".into(), container_id: String::new(), runtime_version: "8.0.4".into() }));

@@ -146,6 +146,13 @@ impl Aggregator {
             some(c.dropped_events)
         });
         f.per_process(&rows, "clrprobe_undecoded_events_total", "counter", "Runtime events that could not be decoded.", |c| some(c.decode_errors));
+        f.head("clrprobe_alloc_sampled_ratio", "gauge", "Share of the time followed that allocation events were collected (slices); the allocs profile is scaled by its inverse.");
+        for p in self.procs.values() {
+            if let Some(s) = &p.alloc_slices {
+                let now = p.exited_at.unwrap_or(self.now_ns).min(self.now_ns);
+                let _ = writeln!(f.out, "clrprobe_alloc_sampled_ratio{{{}}} {}", proc_labels(&p.info), 1.0 / s.scale(now));
+            }
+        }
         let h = &self.health;
         f.head("clrprobe_lost_total", "counter", "Data the agent lost, by source.");
         for (source, n) in &h.lost {
