@@ -16,7 +16,6 @@ use clrprobe_tests::{Runtime, Running, Workload};
 use crate::{dotnet, ebpf, util};
 
 const WORKLOADS: [&str; 3] = ["Cpu", "AllocThrow", "AllocThrow"];
-const PORT: u16 = 19_464;
 
 fn start(seconds: u64) -> Result<Vec<Running>> {
     WORKLOADS.iter().map(|w| Workload::new(w, Runtime::Net8).arg(seconds).start().context("starting a workload")).collect()
@@ -37,8 +36,8 @@ fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
     Ok(out)
 }
 
-fn get(path: &str) -> usize {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", PORT)) else { return 0 };
+fn get(port: u16, path: &str) -> usize {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = write!(s, "GET {path} HTTP/1.0\r\n\r\n");
     let mut b = Vec::new();
@@ -66,7 +65,7 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str) -> Result<()> {
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port: u16) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -80,7 +79,7 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str) -> Re
     let mut agent = Command::new(&bin)
         // --parent: the .NET processes of this benchmark only (CPU is sampled host-wide all the
         // same), so other .NET processes on the host are left alone.
-        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{PORT}"), "--parent", &std::process::id().to_string()])
+        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
         .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -103,11 +102,11 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str) -> Re
         let e = t0.elapsed();
         if e >= next_scrape {
             next_scrape += Duration::from_secs(scrape_s.max(1));
-            get("/metrics");
+            get(port, "/metrics");
         }
         if e >= next_profile {
             next_profile += Duration::from_secs(60);
-            let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(p)).collect();
+            let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(port, p)).collect();
             eprintln!("profiles: {sizes:?} bytes");
         }
         if e >= next_minute {
