@@ -88,29 +88,44 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port:
     let pid = agent.id();
     std::thread::sleep(Duration::from_secs(2));
     let seconds = minutes * 60;
-    let ws = start(seconds)?;
+    // The workloads outlive the last minute's line (their start-up takes seconds).
+    let run_s = seconds + 20;
+    let ws = start(run_s)?;
     let t0 = Instant::now();
     let (_, cpu0) = usage(pid);
     let mut per_minute = Vec::new();
-    let mut next_scrape = Duration::ZERO;
-    let mut next_profile = Duration::from_secs(30);
-    let mut next_minute = Duration::from_secs(60);
     println!("agent arguments: {agent_args:?}; /metrics every {scrape_s} s");
+    // The scrapes on their own thread: a slow answer (a profile naming every binary of a
+    // loaded host) must not delay the minute lines.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let mut next_scrape = Duration::ZERO;
+            let mut next_profile = Duration::from_secs(30);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let e = t.elapsed();
+                if e >= next_scrape {
+                    next_scrape = e + Duration::from_secs(scrape_s.max(1));
+                    if get(port, "/metrics") == 0 {
+                        eprintln!("{:.0} s: /metrics: no answer", e.as_secs_f64());
+                    }
+                }
+                if e >= next_profile {
+                    next_profile += Duration::from_secs(60);
+                    let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(port, p)).collect();
+                    eprintln!("{:.0} s: profiles {sizes:?} bytes in {:.1} s", e.as_secs_f64(), (t.elapsed() - e).as_secs_f64());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
     let mut last_cpu = cpu0;
-    // Until the last minute's line is printed (the workloads run a little longer).
-    while (per_minute.len() as u64) < minutes {
+    for m in 1..=minutes {
+        std::thread::sleep(Duration::from_secs(60 * m).saturating_sub(t0.elapsed()));
         let e = t0.elapsed();
-        if e >= next_scrape {
-            next_scrape += Duration::from_secs(scrape_s.max(1));
-            get(port, "/metrics");
-        }
-        if e >= next_profile {
-            next_profile += Duration::from_secs(60);
-            let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(port, p)).collect();
-            eprintln!("profiles: {sizes:?} bytes");
-        }
-        if e >= next_minute {
-            next_minute += Duration::from_secs(60);
+        {
             let (rss, cpu) = usage(pid);
             per_minute.push((rss, cpu));
             println!(
@@ -123,11 +138,12 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port:
             );
             last_cpu = cpu;
         }
-        std::thread::sleep(Duration::from_millis(200));
     }
-    let with = rates(ws, seconds)?;
     let (rss_end, cpu_end) = usage(pid);
     let elapsed = t0.elapsed().as_secs_f64();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = scraper.join();
+    let with = rates(ws, run_s)?;
     // SIGTERM: the agent stops its sessions and switches the perf maps off.
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = agent.wait();
