@@ -6,12 +6,13 @@ use crate::cli::SamplerChoice;
 #[derive(Debug, Args)]
 #[command(after_help = "Defaults keep the cost low for always-on use: CPU at 49 Hz with frame-pointer stacks (no \
 stack copies: --unwind-copies), off-CPU intervals of 5 ms and more, the runtime's counters every 5 s, allocation \
-events (AllocationTick, one per ~100 KB allocated, each with a stack walk) of .NET 5+ processes in slices: a second, \
-allocation-only session open 1 s of every 5 s (--alloc-slice, --alloc-period). The allocs profile is scaled up by \
-time followed / time sampled (unbiased for steady allocation; bursts shorter than the period can be missed or \
-over-weighted); dotnet_gc_heap_total_allocated comes from the runtime's alloc-rate counter, exact at each counter \
-poll. Measured with three busy .NET 8 processes (~7,000 allocation events/s): the agent ~2.5 % of one core with \
-every event, ~1 % sliced. --alloc-period 0 takes every allocation event (older runtimes always do); --no-alloc none.\n\n\
+events (AllocationTick, one per ~100 KB allocated, each with a stack walk in the target) of .NET 5+ processes \
+in slices: a second, allocation-only session open 1 s of every 5 s (--alloc-slice, --alloc-period), which cuts \
+what those events cost the agent and the targets to about a fifth. The loss: the allocs profile is an estimate, \
+scaled up by time followed / time sampled (clrprobe_alloc_sampled_ratio) - unbiased for steady allocation, while \
+bursts shorter than the period can be missed or over-weighted. dotnet_gc_heap_total_allocated does not depend \
+on it: it sums the runtime's alloc-rate counter (GC.GetTotalAllocatedBytes), exact at each counter poll. \
+--alloc-period 0 takes every allocation event (runtimes before .NET 5 always do); --no-alloc none.\n\n\
 Endpoints: /metrics (Prometheus text, OpenTelemetry .NET runtime metric names), /debug/pprof/profile?seconds=N, \
 /debug/pprof/allocs, /debug/pprof/mutex, /debug/pprof/block (off-CPU), /debug/pprof/exceptions; &pid=P keeps one process.")]
 pub struct AgentCmd {

@@ -299,3 +299,38 @@ fn allocations_sampled_in_slices_are_scaled_to_the_time_followed_and_bytes_come_
     assert_eq!(b.profile(ProfileKind::Allocs, Some(PID), 0, &mut Names).unwrap().total(1), 100_000);
     assert!(b.metrics_text().contains(&format!("dotnet_gc_heap_total_allocated_bytes_total{{{LABELS}}} 100000\n")));
 }
+
+/// Counts how many kernel stacks were noted before the first was named.
+#[derive(Default)]
+struct Noting {
+    noted: usize,
+    noted_before_first_name: Option<usize>,
+}
+
+impl Namer for Noting {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        self.noted_before_first_name.get_or_insert(self.noted);
+        Names.stack(pid, kernel, user)
+    }
+    fn process_name(&mut self, pid: u32) -> String {
+        Names.process_name(pid)
+    }
+    fn note_kernel(&mut self, _kernel: &[u64]) {
+        self.noted += 1;
+    }
+}
+
+#[test]
+fn every_kernel_stack_of_a_profile_is_noted_before_the_first_is_named() {
+    let mut r = records();
+    r.push(Record::OffCpu(StackRecord { pid: PID, tid: 11, comm: Arc::from("worker"), time_ns: T0, kernel: Arc::from(vec![0xffff_0001]), user: Arc::from(vec![0x5000]), count: 5 * MS }));
+    r.push(Record::OffCpu(StackRecord { pid: PID, tid: 12, comm: Arc::from("worker"), time_ns: T0, kernel: Arc::from(vec![0xffff_0002]), user: Arc::from(vec![0x5000]), count: 7 * MS }));
+    let a = fed(r);
+    let mut n = Noting::default();
+    a.profile(ProfileKind::Cpu, None, 0, &mut n).unwrap();
+    // Six samples on four distinct stacks (thread and stack).
+    assert_eq!((n.noted, n.noted_before_first_name), (4, Some(4)));
+    let mut n = Noting::default();
+    a.profile(ProfileKind::Block, None, 0, &mut n).unwrap();
+    assert_eq!((n.noted, n.noted_before_first_name), (2, Some(2)));
+}

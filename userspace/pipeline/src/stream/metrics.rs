@@ -99,7 +99,7 @@ impl Aggregator {
             });
         }
         f.per_process(&rows, "dotnet_monitor_lock_contentions_total", "counter", "Lock contentions (ContentionStart events).", |c| some(c.contentions));
-        f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoadVerbose events).", |c| {
+        f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoad or MethodLoadVerbose events).", |c| {
             some(c.jit_methods)
         });
         f.per_process(&rows, "dotnet_thread_pool_thread_count", "gauge", "Thread-pool threads (ThreadPool.ThreadCount, the runtime's threadpool-thread-count counter).", |c| {

@@ -67,6 +67,9 @@ pub trait Namer {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame>;
     /// The process's name (for processes not followed as .NET ones).
     fn process_name(&mut self, pid: u32) -> String;
+    /// A kernel stack (leaf first) that [`Namer::stack`] will be asked for: every stack of a
+    /// profile is noted before the first is named, so kernel names are read in one pass.
+    fn note_kernel(&mut self, _kernel: &[u64]) {}
 }
 
 struct Build<'n> {
@@ -129,12 +132,18 @@ impl Aggregator {
                 }
                 let mut rows: Vec<(&StackKey, u64)> = merged.into_iter().collect();
                 rows.sort_unstable();
+                for (k, _) in &rows {
+                    build.namer.note_kernel(&k.3);
+                }
                 for ((p, tid, comm, kernel, user), n) in rows {
                     let frames = build.namer.stack(*p, kernel, user);
                     build.add(*p, *tid, Some(comm), frames, &[n as i64, (n * period) as i64], &[])?;
                 }
             }
             ProfileKind::Block => {
+                for k in self.procs.values().filter(|p| wanted(p.info.pid)).flat_map(|p| p.offcpu.keys()) {
+                    build.namer.note_kernel(&k.3);
+                }
                 for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
                     let mut rows: Vec<(&StackKey, &(u64, u64))> = p.offcpu.iter().collect();
                     rows.sort_unstable();
