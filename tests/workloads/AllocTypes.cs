@@ -1,7 +1,9 @@
 // Allocates five types of known sizes in known counts, after arg2 ms (default 1500) so a
 // session can attach, for arg1 seconds (default 3). Per round: 400 One (24 B), 200 Four (48 B),
 // 100 long[16] (152 B), 20 int[256] (1048 B), and every 10 rounds one double[20000]
-// (160024 B, large object heap). Prints "count <type>=<n>" per type at the end.
+// (160024 B, large object heap). Prints "count <type>=<n>" per type at the end, and
+// "allocated before=<b> after=<a>" (GC.GetTotalAllocatedBytes() as the allocating starts and
+// ends); then idles arg3 ms (default 0) before it exits.
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -24,12 +26,21 @@ public static class AllocTypes
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void MakeLarge() { keep = new double[20000]; }
 
+    // Through reflection: mcs compiles against mono's mscorlib.
+    static long TotalAllocated()
+    {
+        var m = typeof(GC).GetMethod("GetTotalAllocatedBytes", new[] { typeof(bool) });
+        return m == null ? -1 : Convert.ToInt64(m.Invoke(null, new object[] { false }));
+    }
+
     public static int Main(string[] args)
     {
         double seconds = Workload.Seconds(args);
         int delayMs = Workload.IntArg(args, 1, 1500);
+        int lingerMs = Workload.IntArg(args, 2, 0);
         Workload.Ready();
         Thread.Sleep(delayMs);
+        long before = TotalAllocated();
         var clock = Workload.Clock();
         long rounds = 0, large = 0;
         while (clock.Elapsed.TotalSeconds < seconds)
@@ -41,11 +52,14 @@ public static class AllocTypes
             if (rounds % 10 == 0) { MakeLarge(); large++; }
             rounds++;
         }
+        long after = TotalAllocated();
         Console.WriteLine("count One=" + rounds * 400);
         Console.WriteLine("count Four=" + rounds * 200);
         Console.WriteLine("count System.Int64[]=" + rounds * 100);
         Console.WriteLine("count System.Int32[]=" + rounds * 20);
         Console.WriteLine("count System.Double[]=" + large);
+        Console.WriteLine("allocated before=" + before + " after=" + after);
+        Thread.Sleep(lingerMs);
         Workload.Done();
         return keep == null ? 1 : 0;
     }

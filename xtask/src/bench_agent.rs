@@ -16,7 +16,6 @@ use clrprobe_tests::{Runtime, Running, Workload};
 use crate::{dotnet, ebpf, util};
 
 const WORKLOADS: [&str; 3] = ["Cpu", "AllocThrow", "AllocThrow"];
-const PORT: u16 = 19_464;
 
 fn start(seconds: u64) -> Result<Vec<Running>> {
     WORKLOADS.iter().map(|w| Workload::new(w, Runtime::Net8).arg(seconds).start().context("starting a workload")).collect()
@@ -37,8 +36,8 @@ fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
     Ok(out)
 }
 
-fn get(path: &str) -> usize {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", PORT)) else { return 0 };
+fn get(port: u16, path: &str) -> usize {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
     let _ = write!(s, "GET {path} HTTP/1.0\r\n\r\n");
     let mut b = Vec::new();
@@ -66,7 +65,7 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port: u16) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -80,7 +79,8 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
     let mut agent = Command::new(&bin)
         // --parent: the .NET processes of this benchmark only (CPU is sampled host-wide all the
         // same), so other .NET processes on the host are left alone.
-        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{PORT}"), "--parent", &std::process::id().to_string()])
+        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
+        .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -88,40 +88,62 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
     let pid = agent.id();
     std::thread::sleep(Duration::from_secs(2));
     let seconds = minutes * 60;
-    let ws = start(seconds)?;
+    // The workloads outlive the last minute's line (their start-up takes seconds).
+    let run_s = seconds + 20;
+    let ws = start(run_s)?;
     let t0 = Instant::now();
     let (_, cpu0) = usage(pid);
     let mut per_minute = Vec::new();
-    let mut next_scrape = Duration::ZERO;
-    let mut next_profile = Duration::from_secs(30);
-    let mut next_minute = Duration::from_secs(60);
-    while t0.elapsed() < Duration::from_secs(seconds) {
+    println!("agent arguments: {agent_args:?}; /metrics every {scrape_s} s");
+    // The scrapes on their own thread: a slow answer (a profile naming every binary of a
+    // loaded host) must not delay the minute lines.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let mut next_scrape = Duration::ZERO;
+            let mut next_profile = Duration::from_secs(30);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let e = t.elapsed();
+                if e >= next_scrape {
+                    next_scrape = e + Duration::from_secs(scrape_s.max(1));
+                    if get(port, "/metrics") == 0 {
+                        eprintln!("{:.0} s: /metrics: no answer", e.as_secs_f64());
+                    }
+                }
+                if e >= next_profile {
+                    next_profile += Duration::from_secs(60);
+                    let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(port, p)).collect();
+                    eprintln!("{:.0} s: profiles {sizes:?} bytes in {:.1} s", e.as_secs_f64(), (t.elapsed() - e).as_secs_f64());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    let mut last_cpu = cpu0;
+    for m in 1..=minutes {
+        std::thread::sleep(Duration::from_secs(60 * m).saturating_sub(t0.elapsed()));
         let e = t0.elapsed();
-        if e >= next_scrape {
-            next_scrape += Duration::from_secs(15);
-            get("/metrics");
-        }
-        if e >= next_profile {
-            next_profile += Duration::from_secs(60);
-            let sizes: Vec<usize> = ["/debug/pprof/profile?seconds=10", "/debug/pprof/allocs", "/debug/pprof/mutex", "/debug/pprof/block"].iter().map(|p| get(p)).collect();
-            eprintln!("profiles: {sizes:?} bytes");
-        }
-        if e >= next_minute {
-            next_minute += Duration::from_secs(60);
+        {
             let (rss, cpu) = usage(pid);
             per_minute.push((rss, cpu));
             println!(
-                "minute {:>2}: agent RSS {:.1} MB, CPU {:.2} % of a core so far; load {}",
+                "minute {:>2}: agent RSS {:.1} MB, CPU {:.2} % of a core so far, {:.2} % this minute; load {}",
                 per_minute.len(),
                 rss as f64 / 1e6,
                 (cpu - cpu0) * 100.0 / e.as_secs_f64(),
+                (cpu - last_cpu) * 100.0 / 60.0,
                 load()
             );
+            last_cpu = cpu;
         }
-        std::thread::sleep(Duration::from_millis(200));
     }
-    let with = rates(ws, seconds)?;
     let (rss_end, cpu_end) = usage(pid);
+    let elapsed = t0.elapsed().as_secs_f64();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _ = scraper.join();
+    let with = rates(ws, run_s)?;
     // SIGTERM: the agent stops its sessions and switches the perf maps off.
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = agent.wait();
@@ -131,17 +153,18 @@ pub fn run(minutes: u64, baseline_s: u64) -> Result<()> {
         let base = (before[i] + after[i]) / 2.0;
         println!("{w:<11} slowdown {:+.2} % (against the mean of the runs before and after)", (1.0 - with[i] / base) * 100.0);
     }
-    let cpu_pct = (cpu_end - cpu0) * 100.0 / seconds as f64;
+    let cpu_pct = (cpu_end - cpu0) * 100.0 / elapsed;
     println!("agent CPU: {cpu_pct:.2} % of one core over {minutes} min");
     if per_minute.len() >= 2 {
         let (rss2, cpu2) = per_minute[1];
+        let rss_end = per_minute.last().map_or(rss_end, |m| m.0);
         let growth = rss_end as f64 / rss2 as f64 - 1.0;
         println!(
-            "agent RSS: minute 2 {:.1} MB, end {:.1} MB ({:+.1} %); CPU from minute 2 to the end {:.2} % of one core",
+            "agent RSS: minute 2 {:.1} MB, minute {minutes} {:.1} MB ({:+.1} %); CPU from minute 2 to the end {:.2} % of one core",
             rss2 as f64 / 1e6,
             rss_end as f64 / 1e6,
             growth * 100.0,
-            (cpu_end - cpu2) * 100.0 / (seconds as f64 - 120.0).max(1.0)
+            (cpu_end - cpu2) * 100.0 / (elapsed - 120.0).max(1.0)
         );
     }
     println!("load average after: {}", load());

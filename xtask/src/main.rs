@@ -78,6 +78,15 @@ enum Cmd {
         /// Seconds of the runs without the agent, before and after.
         #[arg(long, default_value_t = 60)]
         baseline: u64,
+        /// Seconds between /metrics scrapes.
+        #[arg(long, default_value_t = 15)]
+        scrape: u64,
+        /// More arguments for the agent (whitespace-separated), e.g. "--alloc-period 0".
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
+        agent_args: String,
+        /// Port the agent serves on (two benchmarks side by side need two).
+        #[arg(long, default_value_t = 19_464)]
+        port: u16,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -152,7 +161,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline } => bench_agent::run(minutes, baseline)?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, port } => bench_agent::run(minutes, baseline, scrape, &agent_args, port)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;

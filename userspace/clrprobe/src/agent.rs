@@ -59,6 +59,8 @@ pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(So
         exited_grace_ns: args.exited_grace_s * 1_000_000_000,
         kinds: args.host.kinds,
         unix_offset_ns: unix_offset_ns(),
+        // Exact allocated bytes from the runtime's counter (allocation events may be sliced).
+        alloc_bytes_from_counters: args.host.counters_interval_s.is_some(),
         ..AggregatorConfig::default()
     };
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(AgentError::Runtime)?;

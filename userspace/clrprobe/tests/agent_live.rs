@@ -253,8 +253,16 @@ fn go_tool_pprof_reads_cpu_allocs_mutex_and_block_endpoints() {
     assert!(raw.contains("samples/count[dflt] cpu/nanoseconds"), "{raw}");
     assert!(raw.contains("Cpu::Spin"), "CPU profile lacks the workload's managed frames:\n{raw}");
     assert!(!raw.contains("AllocTypes::"), "the pid filter keeps one process:\n{raw}");
-    std::thread::sleep(Duration::from_secs(3));
-    let raw = go_pprof_raw(&format!("{base}/allocs?pid={}", alloc.pid));
+    // Allocation events come in slices (1 s of every 5 s by default): the allocations start
+    // 2.5 s after "ready", so within two periods a slice has seen them.
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let raw = loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let raw = go_pprof_raw(&format!("{base}/allocs?pid={}", alloc.pid));
+        if (raw.contains("Four") && raw.contains("One")) || Instant::now() >= deadline {
+            break raw;
+        }
+    };
     assert!(raw.contains("alloc_objects/count[dflt] alloc_space/bytes"), "{raw}");
     assert!(raw.contains("Four") && raw.contains("One"), "allocs lack the allocated types:\n{raw}");
     let raw = go_pprof_raw(&format!("{base}/mutex?pid={}", cont.pid));
@@ -374,4 +382,36 @@ fn thread_pool_metrics_equal_the_runtimes_own_counts() {
     assert_eq!(got("dotnet_thread_pool_thread_count"), threads);
     assert_eq!(got("dotnet_thread_pool_queue_length"), queue);
     assert_eq!(got("dotnet_thread_pool_work_item_count_total"), done);
+}
+
+#[test]
+fn allocated_bytes_equal_the_runtimes_own_total_while_allocation_events_are_sliced() {
+    require_root();
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The default slices (1 s of every 5 s): AllocationTick amounts cover a fifth of the time;
+    // the metric must still be the runtime's GC.GetTotalAllocatedBytes() increments.
+    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "--counters-interval", "1"]);
+    // Allocates for 6 s, 2.5 s after "ready"; idles 2.5 s after its last reading.
+    let mut w = Workload::new("AllocTypes", Runtime::Net8).arg(6).arg(2500).arg(2500).start().unwrap();
+    assert!(w.wait_for_line("ready", Duration::from_secs(20)).is_some(), "{:?}", w.output());
+    agent.wait_followed(w.pid, Duration::from_secs(2));
+    assert!(w.wait_for_line("allocated before=", Duration::from_secs(30)).is_some(), "{:?}", w.output());
+    // The runtime polls its counters every second: two polls after the reading.
+    std::thread::sleep(Duration::from_millis(2000));
+    let metrics = agent.metrics();
+    assert!(w.wait(Duration::from_secs(10)).success(), "{:?}", w.output());
+    let ba = numbers_after(&w, "allocated before=");
+    let runtime = (ba[1] - ba[0]) as f64;
+    let got = metric(&metrics, "dotnet_gc_heap_total_allocated_bytes_total", w.pid).unwrap_or_else(|| panic!("no allocated bytes in\n{metrics}"));
+    eprintln!("allocated: runtime {runtime} bytes while allocating ({ba:?}); agent {got} ({:+.3} %)", (got / runtime - 1.0) * 100.0);
+    assert!(runtime > 50e6, "the workload allocated too little: {ba:?}");
+    // The allocation events were sliced: a fifth of the time or so (the first slice opens as
+    // the process is found).
+    let ratio = metric(&metrics, "clrprobe_alloc_sampled_ratio", w.pid).unwrap_or_else(|| panic!("no sampled ratio in
+{metrics}"));
+    eprintln!("allocation events collected {:.1} % of the time", ratio * 100.0);
+    assert!(ratio > 0.05 && ratio < 0.5, "{ratio}");
+    // The agent's total spans the allocating phase and a few idle seconds around it (the
+    // counters' own payloads, the prints): never less, at most 2 MB more.
+    assert!(got >= runtime && got <= runtime + 2e6, "agent {got} bytes vs the runtime's {runtime}");
 }

@@ -254,3 +254,83 @@ fn samples_wait_for_their_own_threads_events_not_another_threads() {
     let text = a.metrics_text();
     assert!(text.contains("thread_kind=\"user_threads\"} 0.03\n"), "{text}");
 }
+
+/// An AllocationTick (V4) of `amount` bytes of `ty` objects of `size` bytes.
+fn alloc_tick(tid: u64, t: u64, amount: u64, ty: &str, size: u64) -> Record {
+    let p = Payload::new(8).u32(amount as u32).u32(0).u16(0).u64(amount).ptr(0x7000).str(ty).u32(0).ptr(0x9000).u64(size);
+    clr(tid, t, id::GC_ALLOCATION_TICK, 4, p, &[0x5400, 0x6000])
+}
+
+#[test]
+fn allocations_sampled_in_slices_are_scaled_to_the_time_followed_and_bytes_come_from_the_counter() {
+    let mut a = Aggregator::new(AggregatorConfig { freq_hz: 100, alloc_bytes_from_counters: true, ..AggregatorConfig::default() });
+    a.absorb(Record::Started(ProcessInfo { pid: PID, name: "app".into(), container_id: String::new(), runtime_version: "8.0.4".into() }));
+    // Slices of 1 s every 5 s from T0: three closed ones (3 s) over 12 s, then one open for 0.5 s
+    // at 15 s: 3.5 s covered of 15.5 s followed since the first slice.
+    for k in 0..3u64 {
+        let start = T0 + k * 5_000 * MS;
+        a.absorb(Record::AllocSampling { pid: PID, time_ns: start, on: true });
+        for i in 0..10 {
+            a.absorb(alloc_tick(11, start + 50 * MS + i * 90 * MS, 100_000, "One", 24));
+        }
+        a.absorb(Record::AllocSampling { pid: PID, time_ns: start + 1_000 * MS, on: false });
+        a.absorb(Record::Tick { time_ns: start + 1_000 * MS });
+    }
+    a.absorb(Record::AllocSampling { pid: PID, time_ns: T0 + 15_000 * MS, on: true });
+    a.absorb(Record::Counter { pid: PID, name: Arc::from("alloc-rate"), value: 4_000_000_123 });
+    a.absorb(Record::Counter { pid: PID, name: Arc::from("alloc-rate"), value: 877 });
+    a.absorb(Record::Tick { time_ns: T0 + 15_500 * MS });
+    let p = a.profile(ProfileKind::Allocs, Some(PID), 0, &mut Names).unwrap();
+    let scale = 15_500.0 / 3_500.0;
+    let bytes = p.total(1) as f64;
+    assert!((bytes / (30.0 * 100_000.0 * scale) - 1.0).abs() < 1e-6, "{bytes} bytes for 30 ticks of 100 KB scaled by {scale}");
+    let objects = p.total(0) as f64;
+    assert!((objects / (30.0 * 100_000.0 / 24.0 * scale) - 1.0).abs() < 1e-3, "{objects} objects");
+    // Exact bytes: the counter's increments, not the sampled ticks.
+    let text = a.metrics_text();
+    assert!(text.contains(&format!("dotnet_gc_heap_total_allocated_bytes_total{{{LABELS}}} 4000001000\n")), "{text}");
+    let ratio: f64 = line(&text, "clrprobe_alloc_sampled_ratio{").rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((ratio - 3_500.0 / 15_500.0).abs() < 1e-9, "{ratio}");
+    // Without slices nothing is scaled; without the counter the ticks are summed.
+    let mut b = Aggregator::new(AggregatorConfig { freq_hz: 100, ..AggregatorConfig::default() });
+    b.absorb(Record::Started(ProcessInfo { pid: PID, name: "app".into(), container_id: String::new(), runtime_version: "8.0.4".into() }));
+    b.absorb(alloc_tick(11, T0, 100_000, "One", 24));
+    b.absorb(Record::Tick { time_ns: T0 + 10_000 * MS });
+    assert_eq!(b.profile(ProfileKind::Allocs, Some(PID), 0, &mut Names).unwrap().total(1), 100_000);
+    assert!(b.metrics_text().contains(&format!("dotnet_gc_heap_total_allocated_bytes_total{{{LABELS}}} 100000\n")));
+}
+
+/// Counts how many kernel stacks were noted before the first was named.
+#[derive(Default)]
+struct Noting {
+    noted: usize,
+    noted_before_first_name: Option<usize>,
+}
+
+impl Namer for Noting {
+    fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        self.noted_before_first_name.get_or_insert(self.noted);
+        Names.stack(pid, kernel, user)
+    }
+    fn process_name(&mut self, pid: u32) -> String {
+        Names.process_name(pid)
+    }
+    fn note_kernel(&mut self, _kernel: &[u64]) {
+        self.noted += 1;
+    }
+}
+
+#[test]
+fn every_kernel_stack_of_a_profile_is_noted_before_the_first_is_named() {
+    let mut r = records();
+    r.push(Record::OffCpu(StackRecord { pid: PID, tid: 11, comm: Arc::from("worker"), time_ns: T0, kernel: Arc::from(vec![0xffff_0001]), user: Arc::from(vec![0x5000]), count: 5 * MS }));
+    r.push(Record::OffCpu(StackRecord { pid: PID, tid: 12, comm: Arc::from("worker"), time_ns: T0, kernel: Arc::from(vec![0xffff_0002]), user: Arc::from(vec![0x5000]), count: 7 * MS }));
+    let a = fed(r);
+    let mut n = Noting::default();
+    a.profile(ProfileKind::Cpu, None, 0, &mut n).unwrap();
+    // Six samples on three distinct (thread, stack) keys.
+    assert_eq!((n.noted, n.noted_before_first_name), (3, Some(3)));
+    let mut n = Noting::default();
+    a.profile(ProfileKind::Block, None, 0, &mut n).unwrap();
+    assert_eq!((n.noted, n.noted_before_first_name), (2, Some(2)));
+}

@@ -63,6 +63,19 @@ pub fn session(kinds: Kinds, perf_map_names: bool, rundown: bool) -> SessionConf
     config
 }
 
+/// The allocation-only session of the agent's slices: the runtime provider's GC keyword at
+/// Verbose (AllocationTick, with a stack), no rundown (it opens and closes every few seconds).
+/// Its other GC events (the first session has them) are dropped by its reader.
+pub fn alloc_session() -> SessionConfig {
+    use clrprobe_eventpipe::ipc::{Level, ProviderConfig, RUNTIME_PROVIDER};
+    SessionConfig {
+        circular_buffer_mb: EVENTPIPE_BUFFER_MB,
+        request_rundown: false,
+        request_stackwalk: true,
+        providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, kind_keywords(Kinds { alloc: true, exceptions: false, contention: false }) & !0x10000, Level::Verbose)],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

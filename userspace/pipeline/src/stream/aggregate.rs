@@ -43,6 +43,9 @@ pub struct AggregatorConfig {
     /// Runtime events stamped after this time (host monotonic ns) make no samples (replay of
     /// a recording that ended before its processes did).
     pub events_end_ns: Option<u64>,
+    /// `dotnet_gc_heap_total_allocated` from the runtime's `alloc-rate` counter (exact: the
+    /// sources ask for the counters), not from AllocationTick amounts.
+    pub alloc_bytes_from_counters: bool,
 }
 
 impl Default for AggregatorConfig {
@@ -58,6 +61,7 @@ impl Default for AggregatorConfig {
             unix_offset_ns: 0,
             keep_gc_history: false,
             events_end_ns: None,
+            alloc_bytes_from_counters: false,
         }
     }
 }
@@ -97,6 +101,29 @@ pub(crate) struct Proc {
     thread_events_ns: HashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
     threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    /// Allocation events sampled in slices (None: all of them).
+    pub alloc_slices: Option<AllocSlices>,
+}
+
+/// The slices of time a process's allocation events were collected in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AllocSlices {
+    /// The first slice's start.
+    pub first_ns: u64,
+    /// Time covered by closed slices.
+    pub covered_ns: u64,
+    /// The open slice's start.
+    pub open_since: Option<u64>,
+}
+
+impl AllocSlices {
+    /// Time followed since the first slice over time covered by slices, at `now` (1 before
+    /// any time was covered): what the events' counts and bytes are multiplied by.
+    pub fn scale(&self, now: u64) -> f64 {
+        let covered = self.covered_ns + self.open_since.map_or(0, |s| now.saturating_sub(s));
+        let span = now.saturating_sub(self.first_ns);
+        if covered == 0 || span <= covered { 1.0 } else { span as f64 / covered as f64 }
+    }
 }
 
 /// The dedicated GC threads of CoreCLR by their (15-byte) names.
@@ -215,6 +242,20 @@ impl Aggregator {
                     p.counters.dropped_events += count;
                 }
             }
+            Record::AllocSampling { pid, time_ns, on } => {
+                self.advance(time_ns);
+                if let Some(p) = self.procs.get_mut(&pid) {
+                    let s = p.alloc_slices.get_or_insert(AllocSlices { first_ns: time_ns, ..AllocSlices::default() });
+                    match (on, s.open_since) {
+                        (true, None) => s.open_since = Some(time_ns),
+                        (false, Some(start)) => {
+                            s.covered_ns += time_ns.saturating_sub(start);
+                            s.open_since = None;
+                        }
+                        _ => {}
+                    }
+                }
+            }
             Record::Tick { time_ns } => self.tick(time_ns),
         }
     }
@@ -251,6 +292,7 @@ impl Aggregator {
                 windows: VecDeque::new(),
                 thread_events_ns: HashMap::new(),
                 threads: HashMap::new(),
+                alloc_slices: None,
             },
         );
     }
@@ -337,8 +379,12 @@ impl Aggregator {
                 return;
             }
         };
-        let last = p.thread_events_ns.entry(c.tid).or_insert(0);
-        *last = (*last).max(c.time_ns);
+        // Allocation events may come from a second session (slices), whose stream runs apart
+        // from the first's: they say nothing of which GC events of their thread arrived.
+        if !crate::stream::allocation(&c.provider, c.event_id) {
+            let last = p.thread_events_ns.entry(c.tid).or_insert(0);
+            *last = (*last).max(c.time_ns);
+        }
         p.counters.on_event(&ev);
         match &ev {
             ClrEvent::MethodLoadVerbose(m) | ClrEvent::MethodDcStartVerbose(m) | ClrEvent::MethodDcEndVerbose(m)

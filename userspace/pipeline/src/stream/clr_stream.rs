@@ -15,6 +15,10 @@ pub struct ClrStream<R: Read> {
     pointer_size: u8,
     /// Provider names repeat: one allocation per provider.
     providers: Vec<Arc<str>>,
+    /// The events [`ClrStream::next_item`] gives (by provider and id).
+    keep: fn(&str, u16) -> bool,
+    /// Give EventCounters values too.
+    counters: bool,
 }
 
 impl<R: Read> ClrStream<R> {
@@ -25,7 +29,16 @@ impl<R: Read> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new() })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true })
+    }
+
+    /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
+    /// second session on a process, e.g. allocation events only, whose other events the
+    /// first session already has).
+    pub fn only(mut self, keep: fn(&str, u16) -> bool) -> Self {
+        self.keep = keep;
+        self.counters = false;
+        self
     }
 
     /// The next event, None at the end of the stream.
@@ -36,21 +49,21 @@ impl<R: Read> ClrStream<R> {
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
-    /// aggregator uses ([`super::wanted`]; the others are dropped before their payload is
-    /// copied). None at the end of the stream.
+    /// aggregator uses ([`super::wanted`], or what [`ClrStream::only`] keeps; the others are
+    /// dropped before their payload is copied). None at the end of the stream.
     pub fn next_item(&mut self) -> Result<Option<StreamItem>, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
             let raw = ev.raw_event();
-            if raw.provider == COUNTERS_PROVIDER {
+            if raw.provider == COUNTERS_PROVIDER && self.counters {
                 if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
                     let value = if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 };
                     return Ok(Some(StreamItem::Counter { name, value }));
                 }
                 continue;
             }
-            if !super::wanted(raw.provider, raw.event_id) {
+            if !(self.keep)(raw.provider, raw.event_id) {
                 continue;
             }
             return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &ev))));

@@ -1,8 +1,9 @@
 //! Per-process counters behind `/metrics`, each the sum of what the runtime's events say:
 //! exceptions by type (ExceptionThrown), collections by condemned generation (GCStart),
 //! pause time (GCSuspendEEBegin → GCRestartEEEnd of the suspending thread, from the GC
-//! timeline), allocated bytes (AllocationTick amounts), lock contentions (ContentionStart) and
-//! their wait (ContentionStop), JIT-compiled methods (MethodLoadVerbose).
+//! timeline), allocated bytes (the runtime's `alloc-rate` counter, or AllocationTick
+//! amounts), lock contentions (ContentionStart) and their wait (ContentionStop), JIT-compiled
+//! methods (MethodLoad or MethodLoadVerbose).
 use std::collections::BTreeMap;
 
 use clr_events::ClrEvent;
@@ -19,7 +20,12 @@ pub struct Counters {
     /// Pauses per bucket of [`PAUSE_BUCKETS_S`] (not cumulative), then +Inf.
     pub gc_pause_buckets: [u64; PAUSE_BUCKETS_S.len() + 1],
     pub gc_pauses: u64,
+    /// Sum of AllocationTick amounts (100 KB granularity; a sample only when allocation
+    /// events are duty-cycled).
     pub alloc_bytes: u64,
+    /// Sum of the runtime's `alloc-rate` increments (`GC.GetTotalAllocatedBytes()` over each
+    /// counter interval): exact bytes allocated while followed, up to the last poll.
+    pub alloc_counter_bytes: u64,
     pub contentions: u64,
     pub contention_ns: u64,
     pub jit_methods: u64,
@@ -52,7 +58,9 @@ impl Counters {
             ClrEvent::GcStart(s) => *self.gc_collections.entry(s.depth.unwrap_or(0)).or_insert(0) += 1,
             ClrEvent::AllocationTick(t) => self.alloc_bytes += t.allocation_amount64.unwrap_or(u64::from(t.allocation_amount)),
             ClrEvent::ContentionStart(_) => self.contentions += 1,
-            ClrEvent::MethodLoadVerbose(_) => self.jit_methods += 1,
+            // The runtime sends one of the two per method: Verbose while any session asks for
+            // the provider at Verbose (the allocation slices), else the one without names.
+            ClrEvent::MethodLoadVerbose(_) | ClrEvent::MethodLoad(_) => self.jit_methods += 1,
             _ => {}
         }
     }
@@ -63,6 +71,7 @@ impl Counters {
             "threadpool-thread-count" => self.thread_pool_threads = Some(v),
             "threadpool-queue-length" => self.thread_pool_queue = Some(v),
             "threadpool-completed-items-count" => self.thread_pool_completed += v,
+            "alloc-rate" => self.alloc_counter_bytes += v,
             _ => {}
         }
     }

@@ -89,11 +89,17 @@ impl Aggregator {
         f.per_process(&rows, "dotnet_gc_pause_time_seconds_total", "counter", "Time the runtime was suspended for GC (GCSuspendEEBegin to GCRestartEEEnd).", |c| {
             Some(secs(c.gc_pause_ns))
         });
-        f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated, summed from AllocationTick events (100 KB granularity).", |c| {
-            some(c.alloc_bytes)
-        });
+        if self.cfg.alloc_bytes_from_counters {
+            f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated while followed (GC.GetTotalAllocatedBytes increments: the runtime's alloc-rate counter, at its last poll).", |c| {
+                some(c.alloc_counter_bytes)
+            });
+        } else {
+            f.per_process(&rows, "dotnet_gc_heap_total_allocated_bytes_total", "counter", "Bytes allocated, summed from AllocationTick events (100 KB granularity).", |c| {
+                some(c.alloc_bytes)
+            });
+        }
         f.per_process(&rows, "dotnet_monitor_lock_contentions_total", "counter", "Lock contentions (ContentionStart events).", |c| some(c.contentions));
-        f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoadVerbose events).", |c| {
+        f.per_process(&rows, "dotnet_jit_compiled_methods_total", "counter", "Methods JIT-compiled while followed (MethodLoad or MethodLoadVerbose events).", |c| {
             some(c.jit_methods)
         });
         f.per_process(&rows, "dotnet_thread_pool_thread_count", "gauge", "Thread-pool threads (ThreadPool.ThreadCount, the runtime's threadpool-thread-count counter).", |c| {
@@ -140,6 +146,13 @@ impl Aggregator {
             some(c.dropped_events)
         });
         f.per_process(&rows, "clrprobe_undecoded_events_total", "counter", "Runtime events that could not be decoded.", |c| some(c.decode_errors));
+        f.head("clrprobe_alloc_sampled_ratio", "gauge", "Share of the time followed that allocation events were collected (slices); the allocs profile is scaled by its inverse.");
+        for p in self.procs.values() {
+            if let Some(s) = &p.alloc_slices {
+                let now = p.exited_at.unwrap_or(self.now_ns).min(self.now_ns);
+                let _ = writeln!(f.out, "clrprobe_alloc_sampled_ratio{{{}}} {}", proc_labels(&p.info), 1.0 / s.scale(now));
+            }
+        }
         let h = &self.health;
         f.head("clrprobe_lost_total", "counter", "Data the agent lost, by source.");
         for (source, n) in &h.lost {

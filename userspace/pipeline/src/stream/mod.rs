@@ -14,10 +14,10 @@ mod replay;
 mod snapshot;
 mod wanted;
 
-pub use aggregate::{Aggregator, AggregatorConfig, Health, is_gc_thread};
+pub use aggregate::{AllocSlices, Aggregator, AggregatorConfig, Health, is_gc_thread};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
 pub use records::{ClrRecord, ProcessInfo, Record, StackRecord};
 pub use snapshot::{ProfileKind, Namer};
 pub use clr_stream::{COUNTERS_PROVIDER, ClrStream, StreamItem};
 pub use replay::{Replay, ReplayError, ReplayStats};
-pub use wanted::wanted;
+pub use wanted::{allocation, wanted};

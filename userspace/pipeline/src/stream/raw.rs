@@ -200,8 +200,9 @@ pub fn write_item(w: &mut impl Write, item: &RawItem) -> Result<(), RawError> {
                 e.u64(*time_ns);
                 9
             }
-            // Both come from the saved nettrace stream, not from the records file.
-            Record::Clr(_) | Record::Counter { .. } => return Err(RawError::NotAnItem),
+            // Both come from the saved nettrace stream, not from the records file; `record`
+            // samples allocations without slices.
+            Record::Clr(_) | Record::Counter { .. } | Record::AllocSampling { .. } => return Err(RawError::NotAnItem),
         },
         RawItem::Maps { pid, time_ns, text } => {
             e.u32(*pid);

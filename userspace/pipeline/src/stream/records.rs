@@ -64,6 +64,10 @@ pub enum Record {
     /// Events the runtime dropped (EventPipe buffer full), samples the kernel side lost:
     /// increments, by source ("eventpipe", "bpf-samples", …), for one process or none.
     Lost { pid: Option<u32>, source: &'static str, count: u64 },
+    /// The allocation events of `pid` are sampled in slices (the agent's duty cycle): a slice
+    /// opened (`on`) or closed at `time_ns`. Every event of a slice arrives before its close.
+    /// The allocs profile is scaled by the time followed over the time covered.
+    AllocSampling { pid: u32, time_ns: u64, on: bool },
     /// The sources' clock reached `time_ns`, and every CPU sample taken before it has been
     /// sent: windows roll, timed samples are checked, exited processes are let go.
     Tick { time_ns: u64 },

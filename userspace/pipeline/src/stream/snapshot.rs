@@ -67,6 +67,9 @@ pub trait Namer {
     fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame>;
     /// The process's name (for processes not followed as .NET ones).
     fn process_name(&mut self, pid: u32) -> String;
+    /// A kernel stack (leaf first) that [`Namer::stack`] will be asked for: every stack of a
+    /// profile is noted before the first is named, so kernel names are read in one pass.
+    fn note_kernel(&mut self, _kernel: &[u64]) {}
 }
 
 struct Build<'n> {
@@ -129,12 +132,18 @@ impl Aggregator {
                 }
                 let mut rows: Vec<(&StackKey, u64)> = merged.into_iter().collect();
                 rows.sort_unstable();
+                for (k, _) in &rows {
+                    build.namer.note_kernel(&k.3);
+                }
                 for ((p, tid, comm, kernel, user), n) in rows {
                     let frames = build.namer.stack(*p, kernel, user);
                     build.add(*p, *tid, Some(comm), frames, &[n as i64, (n * period) as i64], &[])?;
                 }
             }
             ProfileKind::Block => {
+                for k in self.procs.values().filter(|p| wanted(p.info.pid)).flat_map(|p| p.offcpu.keys()) {
+                    build.namer.note_kernel(&k.3);
+                }
                 for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
                     let mut rows: Vec<(&StackKey, &(u64, u64))> = p.offcpu.iter().collect();
                     rows.sort_unstable();
@@ -146,6 +155,11 @@ impl Aggregator {
             }
             ProfileKind::Allocs | ProfileKind::Mutex | ProfileKind::Exceptions => {
                 for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
+                    // Allocation events collected in slices stand for the whole time followed.
+                    let scale = match (kind, &p.alloc_slices) {
+                        (ProfileKind::Allocs, Some(s)) => s.scale(p.exited_at.unwrap_or(self.now_ns).min(self.now_ns)),
+                        _ => 1.0,
+                    };
                     for s in p.events.pending() {
                         let mut values = vec![0i64; types.len()];
                         let mut any = false;
@@ -157,6 +171,11 @@ impl Aggregator {
                         }
                         if !any {
                             continue;
+                        }
+                        if scale != 1.0 {
+                            for v in &mut values {
+                                *v = (*v as f64 * scale).round() as i64;
+                            }
                         }
                         let mut frames = build.namer.stack(s.pid, &[], &s.stack);
                         frames.extend(s.leaf.clone());

@@ -24,6 +24,7 @@ pub fn wanted(provider: &str, event_id: u16) -> bool {
                 | runtime::CONTENTION_STOP
                 | runtime::THREAD_CREATED
                 | runtime::METHOD_LOAD_VERBOSE
+                | runtime::METHOD_LOAD
                 | runtime::ALLOCATION_SAMPLED
         )
     } else if provider == providers::RUNDOWN {
@@ -31,6 +32,11 @@ pub fn wanted(provider: &str, event_id: u16) -> bool {
     } else {
         false
     }
+}
+
+/// Is this an allocation event (what an allocation-only session keeps)?
+pub fn allocation(provider: &str, event_id: u16) -> bool {
+    provider == providers::RUNTIME && matches!(event_id, runtime::GC_ALLOCATION_TICK | runtime::ALLOCATION_SAMPLED)
 }
 
 #[cfg(test)]

@@ -18,12 +18,23 @@ pub struct EventPipeSource {
 impl EventPipeSource {
     /// Opens the session and starts reading it into `tx`.
     pub fn start(pid: u32, config: &SessionConfig, tx: Sender<Record>) -> Result<Self, SessionError> {
-        let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
+        Self::start_keeping(pid, config, tx, None)
+    }
+
+    /// [`EventPipeSource::start`], sending only the events `keep` says yes to (and no
+    /// counters): a second session beside the first.
+    pub fn start_keeping(pid: u32, config: &SessionConfig, tx: Sender<Record>, keep: Option<fn(&str, u16) -> bool>) -> Result<Self, SessionError> {
+        let mut client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
+        if keep.is_some() {
+            // Slices open and close on the host source's thread: a stalled runtime holds it
+            // up this long at most.
+            client = client.with_timeout(SLICE_IPC_TIMEOUT);
+        }
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))
-            .spawn(move || read(pid, session, &tx))
+            .spawn(move || read(pid, session, &tx, keep))
             .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
         Ok(Self { pid, stop, thread: Some(thread) })
     }
@@ -56,9 +67,15 @@ impl Drop for EventPipeSource {
     }
 }
 
-fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
+/// Bound of each IPC exchange (start, stop) of a second session.
+const SLICE_IPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<fn(&str, u16) -> bool>) {
     let mut stream = match ClrStream::new(pid, stream) {
-        Ok(s) => s,
+        Ok(s) => match keep {
+            Some(k) => s.only(k),
+            None => s,
+        },
         Err(e) => {
             log::warn!("EventPipe stream of {pid}: {e}");
             return;

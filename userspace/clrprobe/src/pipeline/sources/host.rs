@@ -43,6 +43,16 @@ pub struct HostConfig {
     pub stack_copies: bool,
     /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
     pub counters_interval_s: Option<u32>,
+    /// Allocation events in slices of time (a second, allocation-only session per process
+    /// open for `slice` of every `period`); None: all of them, in the process's session.
+    pub alloc_slices: Option<AllocDuty>,
+}
+
+/// The duty cycle of allocation events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocDuty {
+    pub slice: Duration,
+    pub period: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +65,15 @@ pub enum SourceError {
 struct Followed {
     _guard: Option<PerfMapGuard>,
     session: Option<EventPipeSource>,
+    /// Its allocation slices (None: no allocation events, or all in `session`).
+    alloc: Option<Slices>,
+}
+
+/// A process's allocation-only session, opened and closed on a schedule.
+struct Slices {
+    next_open: Instant,
+    /// The session and when it opened (host monotonic ns).
+    open: Option<(EventPipeSource, u64)>,
 }
 
 pub struct HostSource {
@@ -133,10 +152,16 @@ impl HostSource {
                 }
                 log::debug!("drain took {:?}", last_drain.elapsed());
             }
+            if self.slices().is_err() {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         // Stop the sessions first (each ends its stream), then the guards switch maps off.
         for (_, f) in self.followed.drain() {
+            if let Some((s, _)) = f.alloc.and_then(|a| a.open) {
+                s.stop();
+            }
             if let Some(s) = f.session {
                 s.stop();
             }
@@ -190,6 +215,7 @@ impl HostSource {
             Some((g, names)) => (Some(g), names),
             None => (None, false),
         };
+        let runtime_version = info.runtime_version.clone();
         if self.tx.send(Record::Started(info)).is_err() {
             return;
         }
@@ -198,8 +224,18 @@ impl HostSource {
         {
             log::warn!("sampling {pid}: {e}");
         }
+        // Allocation events in slices need the process's own session at Informational (no
+        // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session without
+        // rundown: .NET 5+).
+        let sliced = self.cfg.alloc_slices.is_some()
+            && self.cfg.kinds.alloc
+            && self.cfg.eventpipe
+            && ipc
+            && perf_map_names
+            && !runtime_before_5(&runtime_version);
         let session = if self.cfg.eventpipe && ipc {
-            let mut config = recipe::session(self.cfg.kinds, perf_map_names, true);
+            let kinds = if sliced { Kinds { alloc: false, ..self.cfg.kinds } } else { self.cfg.kinds };
+            let mut config = recipe::session(kinds, perf_map_names, true);
             if let Some(s) = self.cfg.counters_interval_s {
                 config.providers.push(super::eventpipe::runtime_counters(s));
             }
@@ -213,7 +249,44 @@ impl HostSource {
         } else {
             None
         };
-        self.followed.insert(pid, Followed { _guard: guard, session });
+        let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
+        self.followed.insert(pid, Followed { _guard: guard, session, alloc });
+    }
+
+    /// Opens and closes the allocation slices that are due. Err: the aggregator is gone.
+    fn slices(&mut self) -> Result<(), crossbeam_channel::SendError<Record>> {
+        let Some(duty) = self.cfg.alloc_slices else { return Ok(()) };
+        let now = Instant::now();
+        for (&pid, f) in &mut self.followed {
+            let Some(a) = f.alloc.as_mut() else { continue };
+            match a.open.take() {
+                Some((s, opened)) if Duration::from_nanos((monotonic_ns() as u64).saturating_sub(opened)) >= duty.slice => {
+                    // Events stop when the runtime has the stop; the reader then sends the
+                    // slice's last events before the close record.
+                    let closed = monotonic_ns() as u64;
+                    s.stop();
+                    self.tx.send(Record::AllocSampling { pid, time_ns: closed, on: false })?;
+                }
+                Some(open) => a.open = Some(open),
+                None if now >= a.next_open => {
+                    a.next_open += duty.period;
+                    if a.next_open < now {
+                        // Late (a stalled runtime, a loaded host): the next one a period on.
+                        a.next_open = now + duty.period;
+                    }
+                    match EventPipeSource::start_keeping(pid, &recipe::alloc_session(), self.tx.clone(), Some(clrprobe_pipeline::stream::allocation)) {
+                        Ok(s) => {
+                            let opened = monotonic_ns() as u64;
+                            self.tx.send(Record::AllocSampling { pid, time_ns: opened, on: true })?;
+                            a.open = Some((s, opened));
+                        }
+                        Err(e) => log::warn!("no allocation slice for {pid}: {e}"),
+                    }
+                }
+                None => {}
+            }
+        }
+        Ok(())
     }
 
     /// Sends the samples, off-CPU time and CPU times gathered since the last drain, lets
@@ -274,5 +347,21 @@ impl HostSource {
     /// Is the session of `pid` still reading?
     pub fn session_alive(&self, pid: u32) -> bool {
         self.followed.get(&pid).and_then(|f| f.session.as_ref()).is_some_and(|s| !s.ended() && s.pid() == pid)
+    }
+}
+
+/// Is this runtime version (`3.1.23`) older than .NET 5 (no CollectTracing2)? Unknown: no.
+fn runtime_before_5(version: &str) -> bool {
+    version.split('.').next().and_then(|m| m.parse::<u32>().ok()).is_some_and(|m| m < 5)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runtimes_before_5_are_told_apart() {
+        assert!(super::runtime_before_5("3.1.23"));
+        assert!(!super::runtime_before_5("8.0.4"));
+        assert!(!super::runtime_before_5("10.0.0"));
+        assert!(!super::runtime_before_5(""));
     }
 }
