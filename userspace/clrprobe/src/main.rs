@@ -297,7 +297,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         w
     });
     written.extend(record::http::write_outputs(&summary, &prefix));
-    log::info!("outputs: {} files written in {:?}", written.len(), writing.elapsed());
+    log::info!("outputs: {} files written in {:?} (CPU used so far {:.2} s)", written.len(), writing.elapsed(), record::stop_priority::cpu_s());
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),

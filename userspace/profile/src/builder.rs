@@ -63,6 +63,11 @@ impl ProfileBuilder {
         self.strings.len()
     }
 
+    /// (frames, stacks, label sets, samples) held so far.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        (self.p.frames.len(), self.p.stacks.len(), self.p.label_sets.len(), self.p.samples.len())
+    }
+
     pub fn sample_types(&self) -> &[SampleType] {
         &self.p.sample_types
     }

@@ -41,6 +41,11 @@ impl OffCpuTimes {
         self.intervals.view()
     }
 
+    /// Intervals held.
+    pub fn held(&self) -> usize {
+        self.intervals.len()
+    }
+
     /// Intervals have times (and none was dropped for room).
     pub fn has_times(&self) -> bool {
         !self.full && self.intervals.len() > 0
