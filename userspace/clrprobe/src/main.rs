@@ -327,6 +327,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         out!("{}", clrprobe::record::summary_text(&summary));
     }
+    log::info!("record: done {:?} after writing began", writing.elapsed());
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 

@@ -9,7 +9,7 @@ use std::{
 use super::AggKey;
 
 /// How often the census is logged.
-const EVERY: Duration = Duration::from_secs(60);
+const EVERY: Duration = Duration::from_secs(30);
 
 pub(super) struct Census {
     next: Instant,
@@ -57,10 +57,14 @@ impl Census {
         let (cpu, cpu_t, cpu_f) = agg(p.cpu, p.targets);
         let (off, off_t, off_f) = agg(p.offcpu, p.targets);
         let (frames, stacks, labels, samples) = p.builder.counts();
+        let fs = p.builder.frames();
+        let unnamed_frames = fs.iter().filter(|f| f.is_unnamed()).count();
+        let kernel = fs.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).count();
+        let with_attrs = fs.iter().filter(|f| !f.attrs.is_empty()).count();
         let (procs, named, unnamed) = p.resolver.held();
         let (in_use, held) = heap();
         log::info!(
-            "census: heap {} KiB in use of {} KiB; cpu agg {cpu} ({cpu_t} of targets, {cpu_f} frames), offcpu agg {off} ({off_t} of targets, {off_f} frames), timed {} + offcpu {}; builder frames {frames} stacks {stacks} labels {labels} samples {samples} strings {}; resolver processes {procs} named {named} unnamed {unnamed} modules {}; thread names {}; summary events {} eventpipe {} warnings {}",
+            "census: heap {} KiB in use of {} KiB; cpu agg {cpu} ({cpu_t} of targets, {cpu_f} frames), offcpu agg {off} ({off_t} of targets, {off_f} frames), timed {} + offcpu {}; builder frames {frames} ({unnamed_frames} unnamed, {kernel} kernel, {with_attrs} with attributes) stacks {stacks} labels {labels} samples {samples} strings {}; resolver processes {procs} named {named} unnamed {unnamed} modules {}; thread names {}; summary events {} eventpipe {} warnings {}",
             in_use >> 10,
             held >> 10,
             p.timed.held(),

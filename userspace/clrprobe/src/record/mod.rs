@@ -534,6 +534,7 @@ pub fn run(
     }
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
+    log::info!("stop: summary filled after {:?}", stopping.elapsed());
     Ok((profile, summary))
 }
 
