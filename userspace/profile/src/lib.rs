@@ -33,7 +33,7 @@
 
 mod builder;
 mod error;
-mod hash;
+pub mod hash;
 mod strings;
 pub mod model;
 pub(crate) mod output;

@@ -35,14 +35,17 @@ fn exe_identity(pid: u32) -> Option<(u64, u64)> {
     std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
+// Keys are addresses and frames clrprobe made: a fast hash (SipHash was a fifth of a stop's CPU).
+use clrprobe_profile::hash::FastMap;
+
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
 /// library code named in hundreds of short-lived processes of a long `--all` run costs an
 /// index per address, not a frame.
 #[derive(Default)]
 struct Named {
-    ids: HashMap<(u32, u64), u32>,
+    ids: FastMap<(u32, u64), u32>,
     frames: Vec<Frame>,
-    index: HashMap<Frame, u32>,
+    index: FastMap<Frame, u32>,
     /// `frames.len()` after the last [`Named::compact`].
     compacted: usize,
 }
@@ -396,7 +399,7 @@ impl FrameResolver {
 
     fn cached_or_resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
         let missing: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
-        let mut fresh: HashMap<u64, Frame> = HashMap::new();
+        let mut fresh: FastMap<u64, Frame> = FastMap::default();
         if !missing.is_empty() {
             for (a, f) in missing.iter().copied().zip(self.resolve(pid, &missing)) {
                 if f.attr(UNNAMED_ATTR).is_none() {

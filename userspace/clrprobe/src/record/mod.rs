@@ -784,8 +784,8 @@ fn add_aggregates<'a>(
     // (pid, kernel, user, GC work) → (frame ids, wait kind); thread roots are added per thread.
     type Named = (Vec<clrprobe_profile::FrameId>, Option<&'static str>);
     type Key<'k> = (u32, &'k [u64], &'k [u64], bool);
-    let mut stacks: HashMap<Key<'a>, Named> = HashMap::new();
-    let mut labels_of: HashMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut stacks: clrprobe_profile::hash::FastMap<Key<'a>, Named> = Default::default();
+    let mut labels_of: clrprobe_profile::hash::FastMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = Default::default();
     let mut values = vec![0i64; width];
     let mut ids = Vec::new();
     for ((pid, tid, comm, kernel, user), count, gc_work) in samples {

@@ -98,11 +98,11 @@ mod secs {
 
 impl RecordSummary {
     pub fn fill_from(&mut self, p: &Profile) {
-        let mut self_counts: std::collections::HashMap<usize, u64> = Default::default();
-        let mut total_counts: std::collections::HashMap<(&str, &str), u64> = Default::default();
+        let mut self_counts: clrprobe_profile::hash::FastMap<usize, u64> = Default::default();
+        let mut total_counts: clrprobe_profile::hash::FastMap<(&str, &str), u64> = Default::default();
         // Per distinct stack first: a host-wide minute holds ~50,000 timed samples on a few
         // thousand stacks, and naming every frame of every sample was seconds of a stop.
-        let mut per_stack: std::collections::HashMap<clrprobe_profile::StackId, u64> = Default::default();
+        let mut per_stack: clrprobe_profile::hash::FastMap<clrprobe_profile::StackId, u64> = Default::default();
         for s in p.samples() {
             let n = s.values.first().copied().unwrap_or(0).max(0) as u64;
             self.samples += n;

@@ -88,8 +88,8 @@ pub(super) fn add_timed<'a>(
 ) -> Result<(), ProfileError> {
     // A thread's timed samples repeat the same stacks: each distinct one is named and
     // interned once (most of the time the profile took to build after Ctrl-C).
-    let mut stacks: HashMap<StackKey<'a>, clrprobe_profile::StackId> = HashMap::new();
-    let mut threads: HashMap<(u32, u32, &'a str), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut stacks: clrprobe_profile::hash::FastMap<StackKey<'a>, clrprobe_profile::StackId> = Default::default();
+    let mut threads: clrprobe_profile::hash::FastMap<(u32, u32, &'a str), clrprobe_profile::LabelSetId> = Default::default();
     for s in samples {
         let (pid, tid, comm, kernel, user) = s.key;
         let in_gc = s.in_gc || gc::is_gc_thread(comm);
