@@ -86,6 +86,11 @@ impl ImageCache {
         &self.repairs
     }
 
+    /// Files held classified (and parsed) now.
+    pub fn module_count(&self) -> usize {
+        lock(&self.modules).len()
+    }
+
     /// How many files were read and classified/parsed (cache misses).
     pub fn parses(&self) -> usize {
         self.parses.load(Ordering::Relaxed)

@@ -17,6 +17,11 @@ use clrprobe_tests::{Runtime, Workload};
 
 use crate::{dotnet, ebpf, util};
 
+/// `--busy N`: clrprobe exits within this many seconds of SIGINT, everything written.
+const BUSY_EXIT_S: f64 = 2.0;
+/// `--busy N`: clrprobe's peak RSS while recording, MB.
+const BUSY_RSS_MB: u64 = 64;
+
 fn status_kb(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -202,6 +207,8 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
     }
     std::thread::sleep(Duration::from_secs(3));
     sample("end", n);
+    // Peak RSS while recording (before the stop builds and writes the outputs).
+    let recording_hwm_kb = status_kb(cp, "VmHWM:");
     let t0 = Instant::now();
     Command::new("kill").args(["-INT", &cp.to_string()]).status()?;
     let status = loop {
@@ -214,7 +221,8 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    println!("clrprobe exited {status} {:.2} s after SIGINT; {n} EarlyExit started", t0.elapsed().as_secs_f64());
+    let exit_s = t0.elapsed().as_secs_f64();
+    println!("clrprobe exited {status} {exit_s:.2} s after SIGINT (load {}); {n} EarlyExit started", load());
     for c in &mut busy_children {
         let _ = c.kill();
         let _ = c.wait();
@@ -247,6 +255,17 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
     }
     if !hung.is_empty() || !crashed.is_empty() {
         bail!("{} soak processes hung, {} ended by a signal", hung.len(), crashed.len());
+    }
+    if !status.success() {
+        bail!("clrprobe exited {status}; see {}", out.join("stderr.txt").display());
+    }
+    // Issue 11's bounds for `--all` with busy processes: exit within 2 s of Ctrl-C with every
+    // file written, at most 64 MB resident while recording.
+    if busy > 0 {
+        println!("bounds: exit {exit_s:.2} s after SIGINT (at most {BUSY_EXIT_S} s), peak RSS while recording {:.1} MB (at most {BUSY_RSS_MB} MB)", recording_hwm_kb as f64 / 1024.0);
+        if exit_s > BUSY_EXIT_S || recording_hwm_kb > BUSY_RSS_MB * 1024 {
+            bail!("--busy {busy}: outside issue 11's bounds");
+        }
     }
     Ok(())
 }

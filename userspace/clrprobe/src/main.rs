@@ -297,7 +297,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         w
     });
     written.extend(record::http::write_outputs(&summary, &prefix));
-    log::info!("outputs: {} files written in {:?}", written.len(), writing.elapsed());
+    log::info!("outputs: {} files written in {:?} (CPU used so far {:.2} s)", written.len(), writing.elapsed(), record::stop_priority::cpu_s());
     if let Some(l) = launched {
         match l.finish() {
             Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),
@@ -327,6 +327,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     } else {
         out!("{}", clrprobe::record::summary_text(&summary));
     }
+    log::info!("record: done {:?} after writing began", writing.elapsed());
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 

@@ -63,6 +63,16 @@ impl ProfileBuilder {
         self.strings.len()
     }
 
+    /// The frames interned so far.
+    pub fn frames(&self) -> &[Frame] {
+        &self.p.frames
+    }
+
+    /// (frames, stacks, label sets, samples) held so far.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        (self.p.frames.len(), self.p.stacks.len(), self.p.label_sets.len(), self.p.samples.len())
+    }
+
     pub fn sample_types(&self) -> &[SampleType] {
         &self.p.sample_types
     }

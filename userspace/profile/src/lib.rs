@@ -33,7 +33,7 @@
 
 mod builder;
 mod error;
-mod hash;
+pub mod hash;
 mod strings;
 pub mod model;
 pub(crate) mod output;
@@ -42,6 +42,7 @@ pub mod events;
 pub mod firefox;
 pub mod folded;
 pub mod pprof;
+pub mod remap;
 pub mod safe_file;
 pub mod speedscope;
 pub mod summary;

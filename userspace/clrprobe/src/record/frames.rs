@@ -2,7 +2,6 @@
 //! ranges EventPipe reported (for code the perf map does not name). Named results are cached
 //! per (pid, address); unnamed ones are retried at the end, when more names are known.
 use std::{collections::HashMap, sync::Arc};
-use rustc_hash::FxHashMap;
 
 use clrprobe_profile::{Frame, FrameKind};
 use clrprobe_symbolizer::{
@@ -39,16 +38,17 @@ fn exe_identity(pid: u32) -> Option<(u64, u64)> {
     std::fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()))
 }
 
+// Keys are addresses and frames clrprobe made: a fast hash (SipHash was a fifth of a stop's CPU).
+use clrprobe_profile::hash::FastMap;
+
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
 /// library code named in hundreds of short-lived processes of a long `--all` run costs an
 /// index per address, not a frame.
 #[derive(Default)]
 struct Named {
-    /// Looked up for every frame of every sample: Fx hashing (the default SipHash was most
-    /// of a lookup's cost).
-    ids: FxHashMap<(u32, u64), u32>,
+    ids: FastMap<(u32, u64), u32>,
     frames: Vec<Frame>,
-    index: HashMap<Frame, u32>,
+    index: FastMap<Frame, u32>,
     /// `frames.len()` after the last [`Named::compact`].
     compacted: usize,
 }
@@ -108,7 +108,7 @@ pub struct FrameResolver {
     /// process's naming epoch when they were last tried: a sample retries them only once
     /// its names have been refreshed since (not at every sample: stripped libraries leave
     /// most native addresses unnamed for good).
-    unnamed: FxHashMap<(u32, u64), (FrameKind, u32)>,
+    unnamed: FastMap<(u32, u64), (FrameKind, u32)>,
     /// Sample-weighted managed frames seen, and how many of them had a name.
     managed_frames: u64,
     managed_named: u64,
@@ -138,7 +138,7 @@ impl FrameResolver {
             cache: Arc::new(ImageCache::new()),
             processes: HashMap::new(),
             named: Named::default(),
-            unnamed: FxHashMap::default(),
+            unnamed: FastMap::default(),
             managed_frames: 0,
             managed_named: 0,
             perf_map_names_corrected: 0,
@@ -421,7 +421,7 @@ impl FrameResolver {
 
     fn cached_or_resolve(&mut self, pid: u32, addrs: &[u64]) -> Vec<Frame> {
         let missing: Vec<u64> = addrs.iter().copied().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
-        let mut fresh: HashMap<u64, Frame> = HashMap::new();
+        let mut fresh: FastMap<u64, Frame> = FastMap::default();
         if !missing.is_empty() {
             for (a, f) in missing.iter().copied().zip(self.resolve(pid, &missing)) {
                 if f.attr(UNNAMED_ATTR).is_none() {

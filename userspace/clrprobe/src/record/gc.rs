@@ -129,6 +129,11 @@ impl TimedSamples {
         self.samples.take_pids(pids)
     }
 
+    /// Timed samples held.
+    pub fn held(&self) -> usize {
+        self.samples.len()
+    }
+
     /// Samples counted in [`TimedSamples::entries`].
     pub fn total(&self) -> u64 {
         self.samples.view().iter().map(|s| *s.2).sum()

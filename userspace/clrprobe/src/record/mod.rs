@@ -3,6 +3,7 @@
 //! kallsyms — all into one profile with a sample type per kind.
 mod clr_collect;
 pub(crate) mod clr_session;
+mod census;
 mod cxa;
 mod fold_files;
 mod frames;
@@ -16,6 +17,7 @@ pub mod recipe;
 pub mod save_raw;
 mod retire;
 mod split;
+pub mod stop_priority;
 mod summary;
 mod targets;
 mod timed_keys;
@@ -273,6 +275,7 @@ pub fn run(
     // When the sessions must have stopped (set when the recording ends).
     let mut sessions_by = Instant::now();
     let mut stop_sent: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    let mut census = census::Census::default();
     let done_at = loop {
         // 100 ms between rounds; Ctrl-C is seen within 10 ms.
         let tick = Instant::now() + Duration::from_millis(100);
@@ -285,6 +288,11 @@ pub fn run(
             || args.duration.is_some_and(|d| elapsed >= d + summary.time_to_attach)
             || targets.all_exited();
         if done {
+            log::info!("stop: CPU used so far {:.2} s", stop_priority::cpu_s());
+            if let Some(nice) = stop_priority::stop_nice() {
+                let raised = stop_priority::raise(nice);
+                log::info!("stop: {raised} threads raised to nice {nice}");
+            }
             // The runtimes' rundowns run while the last samples are read and named.
             sessions_by = Instant::now() + clr_session::STOP_DEADLINE;
             clr_session::begin_stop_all(&targets.sessions, sessions_by);
@@ -396,6 +404,16 @@ pub fn run(
                 }
             }
             memory::trim();
+            census.log(&census::Parts {
+                cpu: &cpu,
+                offcpu: &offcpu,
+                timed: &timed,
+                builder: &builder,
+                resolver: &resolver,
+                thread_names: thread_names.len(),
+                summary: &summary,
+                targets: &targets.pids,
+            });
             on_status(&Status {
                 elapsed,
                 samples: cpu.values().sum(),
@@ -497,7 +515,7 @@ pub fn run(
     let clock = http::Clock { started_mono_ns: started_mono, start_unix_ns, cpu_period_ms: period_ns as f64 / 1e6, offcpu: summary.offcpu };
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
-    log::info!("stop: profile built after {:?}", stopping.elapsed());
+    log::info!("stop: profile built after {:?} (CPU used so far {:.2} s)", stopping.elapsed(), stop_priority::cpu_s());
     summary.warnings.extend(restores.wait(restore_by));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
@@ -516,6 +534,7 @@ pub fn run(
     }
     summary.fill_from(&profile);
     summary.limits = Limits::measure(&summary);
+    log::info!("stop: summary filled after {:?}", stopping.elapsed());
     Ok((profile, summary))
 }
 
@@ -765,8 +784,8 @@ fn add_aggregates<'a>(
     // (pid, kernel, user, GC work) → (frame ids, wait kind); thread roots are added per thread.
     type Named = (Vec<clrprobe_profile::FrameId>, Option<&'static str>);
     type Key<'k> = (u32, &'k [u64], &'k [u64], bool);
-    let mut stacks: HashMap<Key<'a>, Named> = HashMap::new();
-    let mut labels_of: HashMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut stacks: clrprobe_profile::hash::FastMap<Key<'a>, Named> = Default::default();
+    let mut labels_of: clrprobe_profile::hash::FastMap<(u32, u32, &'a str, Option<&'static str>), clrprobe_profile::LabelSetId> = Default::default();
     let mut values = vec![0i64; width];
     let mut ids = Vec::new();
     for ((pid, tid, comm, kernel, user), count, gc_work) in samples {

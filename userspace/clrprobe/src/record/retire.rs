@@ -48,6 +48,14 @@ pub(super) struct HostLabels<'a> {
 pub const PIDS_KEPT: usize = 200;
 
 impl HostLabels<'_> {
+    /// A frame as the host profile keeps it: code without a name (JIT stubs, unnamed
+    /// addresses, named by their address and so distinct in every process) becomes its module,
+    /// as for the host's other processes; the process's own files keep the address.
+    fn reframe(&self, f: &Frame) -> Option<Frame> {
+        (f.is_unnamed() && f.kind != FrameKind::Kernel)
+            .then(|| Frame::new(if f.module.is_empty() { "[unknown]".to_string() } else { f.module.to_string() }, f.module.to_string(), f.kind))
+    }
+
     fn relabel(&self, mut l: clrprobe_profile::LabelSet) -> clrprobe_profile::LabelSet {
         l.tid = None;
         if l.pid.is_some_and(|p| !self.keep_pid.contains(&p)) {
@@ -251,7 +259,15 @@ fn record_to_profile(e: super::RecordError) -> ProfileError {
 /// Adds the samples of `p` to `b` without their times (summed per stack and labels, the
 /// labels as `host` keeps them).
 fn add_totals(b: &mut ProfileBuilder, p: &Profile, host: Option<&HostLabels<'_>>) -> Result<(), ProfileError> {
-    let frames = p.frames().iter().map(|f| b.intern_frame(f.clone())).collect::<Result<Vec<_>, _>>()?;
+    // (id in `b`, coarsened: consecutive ones are one frame).
+    let frames = p
+        .frames()
+        .iter()
+        .map(|f| match host.and_then(|h| h.reframe(f)) {
+            Some(coarse) => b.intern_frame(coarse).map(|id| (id, true)),
+            None => b.intern_frame(f.clone()).map(|id| (id, false)),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let labels = p
         .label_sets()
         .iter()
@@ -267,7 +283,12 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile, host: Option<&HostLabels<'_>>
             Some(&id) => id,
             None => {
                 ids.clear();
-                ids.extend(p.stack(s.stack).unwrap_or(&[]).iter().map(|f| frames[f.index()]));
+                for f in p.stack(s.stack).unwrap_or(&[]) {
+                    let (id, coarse) = frames[f.index()];
+                    if !(coarse && ids.last() == Some(&id)) {
+                        ids.push(id);
+                    }
+                }
                 let id = b.intern_stack(&ids)?;
                 stacks.insert(s.stack, id);
                 id
@@ -341,6 +362,19 @@ mod tests {
         assert_eq!(beyond.strings.len(), 1, "event labels stay");
         // Two processes beyond the first ones: one label set.
         assert_eq!(h.relabel(l(9)), beyond);
+    }
+
+    #[test]
+    fn host_keeps_unnamed_code_of_folded_processes_by_module() {
+        let keep: std::collections::HashSet<u32> = [7].into();
+        let h = super::HostLabels { keep_pid: &keep };
+        let unnamed = Frame::new("0x7f0000001234", "memfd:doublemapper", FrameKind::Jit).with_attr("unnamed", "1");
+        let coarse = h.reframe(&unnamed).expect("coarsened");
+        assert_eq!((coarse.name.as_ref(), coarse.is_unnamed()), ("memfd:doublemapper", false));
+        assert!(h.reframe(&Frame::new("Program::Main", "app.dll", FrameKind::Jit)).is_none());
+        // Two processes' unnamed addresses: one frame in the host profile.
+        let other = Frame::new("0x7f0000009999", "memfd:doublemapper", FrameKind::Jit).with_attr("unnamed", "1");
+        assert_eq!(h.reframe(&other), Some(coarse));
     }
 
     #[test]

@@ -2,21 +2,22 @@
 //! types, period and clock; frames and stacks re-interned; markers and reports of that pid.
 use std::collections::BTreeMap;
 
-use clrprobe_profile::{Profile, ProfileBuilder, ProfileError};
+use clrprobe_profile::{Profile, ProfileBuilder, ProfileError, remap::Remap};
 
 use crate::report::REPORT_COMMENT;
 
 /// The samples of each pid (samples without a pid label are only in the whole profile); only
 /// of the pids in `only` when given.
 pub fn split_by_process(profile: &Profile, only: Option<&std::collections::HashSet<u32>>) -> Result<BTreeMap<u32, Profile>, ProfileError> {
-    let mut out: BTreeMap<u32, ProfileBuilder> = BTreeMap::new();
+    // Each frame, stack and label set is interned once per process, not once per sample.
+    let mut out: BTreeMap<u32, (ProfileBuilder, Remap)> = BTreeMap::new();
     for s in profile.samples() {
         let Some(labels) = profile.labels(s.labels) else { continue };
         let Some(pid) = labels.pid else { continue };
         if only.is_some_and(|o| !o.contains(&pid)) {
             continue;
         }
-        let b = out.entry(pid).or_insert_with(|| {
+        let (b, remap) = out.entry(pid).or_insert_with(|| {
             let mut b = ProfileBuilder::new(profile.sample_types().to_vec());
             if let Some(p) = profile.period() {
                 b.set_period(p.clone());
@@ -30,22 +31,16 @@ pub fn split_by_process(profile: &Profile, only: Option<&std::collections::HashS
             for c in profile.comments().iter().filter(|c| c.starts_with(&prefix)) {
                 b.add_comment(c.clone());
             }
-            b
+            (b, Remap::new())
         });
-        let mut ids = Vec::new();
-        for &f in profile.stack(s.stack).unwrap_or(&[]) {
-            if let Some(frame) = profile.frame(f) {
-                ids.push(b.intern_frame(frame.clone())?);
-            }
-        }
-        let stack = b.intern_stack(&ids)?;
-        let l = b.intern_labels(labels.clone())?;
+        let stack = remap.stack(b, profile, s.stack)?;
+        let l = remap.labels(b, profile, s.labels)?;
         match s.timestamp_ns {
             Some(t) => b.add_timed_sample(stack, s.values, l, t)?,
             None => b.add_sample(stack, s.values, l)?,
         }
     }
-    Ok(out.into_iter().map(|(pid, b)| (pid, b.build())).collect())
+    Ok(out.into_iter().map(|(pid, (b, _))| (pid, b.build())).collect())
 }
 
 /// Writes `PREFIX.PID.*.pb.gz` for each of `pids` (the processes recorded: the .NET ones of a

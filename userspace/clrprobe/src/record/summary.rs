@@ -98,12 +98,18 @@ mod secs {
 
 impl RecordSummary {
     pub fn fill_from(&mut self, p: &Profile) {
-        let mut self_counts: std::collections::HashMap<usize, u64> = Default::default();
-        let mut total_counts: std::collections::HashMap<(String, String), u64> = Default::default();
+        let mut self_counts: clrprobe_profile::hash::FastMap<usize, u64> = Default::default();
+        let mut total_counts: clrprobe_profile::hash::FastMap<(&str, &str), u64> = Default::default();
+        // Per distinct stack first: a host-wide minute holds ~50,000 timed samples on a few
+        // thousand stacks, and naming every frame of every sample was seconds of a stop.
+        let mut per_stack: clrprobe_profile::hash::FastMap<clrprobe_profile::StackId, u64> = Default::default();
         for s in p.samples() {
             let n = s.values.first().copied().unwrap_or(0).max(0) as u64;
             self.samples += n;
-            let Some(stack) = p.stack(s.stack) else { continue };
+            *per_stack.entry(s.stack).or_insert(0) += n;
+        }
+        for (stack, n) in per_stack {
+            let Some(stack) = p.stack(stack) else { continue };
             if let Some(leaf) = stack.last().and_then(|&f| p.frame(f)) {
                 *self_counts.entry(stack[stack.len() - 1].index()).or_insert(0) += n;
                 if is_managed_frame(leaf.kind) {
@@ -120,7 +126,7 @@ impl RecordSummary {
                 if let Some(fr) = p.frame(f)
                     && seen.insert((fr.name.as_ref(), fr.kind.as_str()))
                 {
-                    *total_counts.entry((fr.name.to_string(), fr.kind.as_str().to_string())).or_insert(0) += n;
+                    *total_counts.entry((fr.name.as_ref(), fr.kind.as_str())).or_insert(0) += n;
                 }
             }
         }
@@ -139,7 +145,7 @@ impl RecordSummary {
             .into_iter()
             .take(15)
             .map(|(k, n)| {
-                let total = total_counts.get(&k).copied().unwrap_or(n);
+                let total = total_counts.get(&(k.0.as_str(), k.1.as_str())).copied().unwrap_or(n);
                 TopFrame { name: k.0, kind: k.1, self_samples: n, total_samples: total }
             })
             .collect();

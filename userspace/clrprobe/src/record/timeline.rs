@@ -41,6 +41,11 @@ impl OffCpuTimes {
         self.intervals.view()
     }
 
+    /// Intervals held.
+    pub fn held(&self) -> usize {
+        self.intervals.len()
+    }
+
     /// Intervals have times (and none was dropped for room).
     pub fn has_times(&self) -> bool {
         !self.full && self.intervals.len() > 0
@@ -83,8 +88,8 @@ pub(super) fn add_timed<'a>(
 ) -> Result<(), ProfileError> {
     // A thread's timed samples repeat the same stacks: each distinct one is named and
     // interned once (most of the time the profile took to build after Ctrl-C).
-    let mut stacks: HashMap<StackKey<'a>, clrprobe_profile::StackId> = HashMap::new();
-    let mut threads: HashMap<(u32, u32, &'a str), clrprobe_profile::LabelSetId> = HashMap::new();
+    let mut stacks: clrprobe_profile::hash::FastMap<StackKey<'a>, clrprobe_profile::StackId> = Default::default();
+    let mut threads: clrprobe_profile::hash::FastMap<(u32, u32, &'a str), clrprobe_profile::LabelSetId> = Default::default();
     for s in samples {
         let (pid, tid, comm, kernel, user) = s.key;
         let in_gc = s.in_gc || gc::is_gc_thread(comm);
@@ -126,7 +131,16 @@ pub(super) struct ProcessLabels {
     /// process name): a long host-wide recording keeps one label set per name, not per
     /// process, for the host's thousands of short-lived processes.
     name_only: std::collections::HashSet<u32>,
+    /// Thread names kept for them so far: at most [`NAMES_KEPT`] (test harnesses name a thread
+    /// after each test, so a host running test suites brings thousands of names: the label
+    /// sets of a soak grew from 7.6k to 15.7k in 6 minutes); later names become [`OTHER_NAME`].
+    names: std::collections::HashSet<String>,
 }
+
+/// Distinct thread names kept for exited processes that were not recorded.
+const NAMES_KEPT: usize = 1024;
+/// The thread name of the rest.
+pub(super) const OTHER_NAME: &str = "[other threads]";
 
 impl ProcessLabels {
     /// Forgets exited processes.
@@ -142,7 +156,8 @@ impl ProcessLabels {
 
     pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
         if self.name_only.contains(&pid) {
-            return LabelSet { thread_name: Some(comm.into()), ..LabelSet::default() };
+            let kept = self.names.contains(comm) || (self.names.len() < NAMES_KEPT && self.names.insert(comm.to_string()));
+            return LabelSet { thread_name: Some(if kept { comm } else { OTHER_NAME }.into()), ..LabelSet::default() };
         }
         let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
             let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
@@ -179,6 +194,17 @@ fn container_id_in(cgroup: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn exited_unrecorded_processes_keep_a_bounded_set_of_thread_names() {
+        let mut p = super::ProcessLabels::default();
+        p.by_name_only([1]);
+        for i in 0..super::NAMES_KEPT {
+            assert_eq!(p.labels(1, 1, &format!("test_{i}")).thread_name.as_deref(), Some(format!("test_{i}").as_str()));
+        }
+        assert_eq!(p.labels(1, 1, "one_more").thread_name.as_deref(), Some(super::OTHER_NAME));
+        assert_eq!(p.labels(1, 1, "test_7").thread_name.as_deref(), Some("test_7"), "names kept stay");
+    }
+
     #[test]
     fn container_ids_from_cgroup_paths() {
         let id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";

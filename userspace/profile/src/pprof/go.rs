@@ -139,6 +139,7 @@ pub fn split_kind(p: &Profile, kind: &str) -> Result<Option<Profile>, ProfileErr
             b.add_comment(c.clone());
         }
         let mut row = vec![0i64; cols.len()];
+        let mut remap = crate::remap::Remap::new();
         for s in p.samples() {
             let any = cols.iter().any(|(_, i)| i.is_some_and(|i| s.values[i] != 0)) || s.values[gate] != 0;
             if !any {
@@ -152,14 +153,8 @@ pub fn split_kind(p: &Profile, kind: &str) -> Result<Option<Profile>, ProfileErr
                     Source::Rows(_) => i64::from(x != 0),
                 };
             }
-            let mut ids = Vec::new();
-            for &f in p.stack(s.stack).unwrap_or(&[]) {
-                if let Some(frame) = p.frame(f) {
-                    ids.push(b.intern_frame(frame.clone())?);
-                }
-            }
-            let stack = b.intern_stack(&ids)?;
-            let labels = b.intern_labels(p.labels(s.labels).cloned().unwrap_or_default())?;
+            let stack = remap.stack(&mut b, p, s.stack)?;
+            let labels = remap.labels(&mut b, p, s.labels)?;
             b.add_sample(stack, &row, labels)?;
         }
         return Ok(Some(b.build()));
