@@ -460,22 +460,30 @@ pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
             escape_byte(u as u8, out);
             continue;
         }
-        let c = match u {
-            0xd800..=0xdbff => match unit(i) {
-                Some(lo @ 0xdc00..=0xdfff) => {
-                    i += 2;
-                    let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
-                    char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)
-                }
-                // Unpaired (or before the terminator): the next unit is read on its own.
-                _ => char::REPLACEMENT_CHARACTER,
-            },
-            0xdc00..=0xdfff => char::REPLACEMENT_CHARACTER,
-            _ => char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
-        };
-        let mut buf = [0u8; 4];
-        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        push_non_ascii(u, raw, &mut i, out);
     }
+}
+
+/// Writes the non-ASCII unit `u` (read just before `*i`) as UTF-8: a high surrogate takes the
+/// low one at `*i` with it; an unpaired surrogate (or one before the terminator) becomes
+/// U+FFFD and the next unit is read on its own.
+#[inline(always)]
+fn push_non_ascii(u: u16, raw: &[u8], i: &mut usize, out: &mut Vec<u8>) {
+    let unit = |i: usize| raw.get(i..i + 2).map(|u| u16::from_le_bytes([u[0], u[1]]));
+    let c = match u {
+        0xd800..=0xdbff => match unit(*i) {
+            Some(lo @ 0xdc00..=0xdfff) => {
+                *i += 2;
+                let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
+                char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)
+            }
+            _ => char::REPLACEMENT_CHARACTER,
+        },
+        0xdc00..=0xdfff => char::REPLACEMENT_CHARACTER,
+        _ => char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
+    };
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
 }
 
 /// Writes a name this crate spells (an enum value's, plain ASCII with nothing to escape) as a
@@ -551,21 +559,7 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
             }
             continue;
         }
-        let c = match u {
-            0xd800..=0xdbff => match unit(i) {
-                Some(lo @ 0xdc00..=0xdfff) => {
-                    i += 2;
-                    let c = 0x10000 + ((u32::from(u) - 0xd800) << 10) + (u32::from(lo) - 0xdc00);
-                    char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER)
-                }
-                // Unpaired: the next unit is read on its own.
-                _ => char::REPLACEMENT_CHARACTER,
-            },
-            0xdc00..=0xdfff => char::REPLACEMENT_CHARACTER,
-            _ => char::from_u32(u32::from(u)).unwrap_or(char::REPLACEMENT_CHARACTER),
-        };
-        let mut buf = [0u8; 4];
-        out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        push_non_ascii(u, raw, &mut i, out);
     }
     out.push(b'"');
 }
@@ -883,22 +877,24 @@ mod tests {
         }
     }
 
+    /// A UTF-16 unit drawn mostly from printable ASCII, with quotes, backslashes, controls,
+    /// non-ASCII and surrogates (paired and not) mixed in.
+    fn pick(r: u64) -> u16 {
+        match r % 16 {
+            0 => b'"' as u16,
+            1 => b'\\' as u16,
+            2 => (r >> 8) as u16 % 0x20,
+            3 => 0x7f + (r >> 8) as u16 % 0x100,
+            4 => 0xd800 + (r >> 8) as u16 % 0x800,
+            5 => 0xe000 + (r >> 8) as u16 % 0x2000,
+            6 => 0x8000 + (r >> 8) as u16 % 0x100,
+            _ => 0x20 + (r >> 8) as u16 % 0x5f,
+        }
+    }
+
     #[test]
     fn utf16_fast_paths_equal_the_plain_decode() {
         let mut next = rng(0x9e37_79b9_7f4a_7c15);
-        // Units drawn mostly from printable ASCII, with escapes, controls, non-ASCII,
-        // surrogates (paired and not) mixed in at every offset.
-        let pick = |r: u64| -> u16 {
-            match r % 16 {
-                0 => b'"' as u16,
-                1 => b'\\' as u16,
-                2 => (r >> 8) as u16 % 0x20,
-                3 => 0x7f + (r >> 8) as u16 % 0x100,
-                4 => 0xd800 + (r >> 8) as u16 % 0x800,
-                5 => 0xe000 + (r >> 8) as u16 % 0x2000,
-                _ => 0x20 + (r >> 8) as u16 % 0x5f,
-            }
-        };
         for _ in 0..20_000 {
             let len = (next() % 70) as usize;
             let plain_run = next().is_multiple_of(3);
@@ -918,18 +914,6 @@ mod tests {
     #[test]
     fn utf16z_in_one_pass_equals_find_then_write() {
         let mut next = rng(0x51f1_5eed_0bad_cafe);
-        let pick = |r: u64| -> u16 {
-            match r % 16 {
-                0 => b'"' as u16,
-                1 => b'\\' as u16,
-                2 => (r >> 8) as u16 % 0x20,
-                3 => 0x7f + (r >> 8) as u16 % 0x100,
-                4 => 0xd800 + (r >> 8) as u16 % 0x800,
-                5 => 0xe000 + (r >> 8) as u16 % 0x2000,
-                6 => 0x8000 + (r >> 8) as u16 % 0x100,
-                _ => 0x20 + (r >> 8) as u16 % 0x5f,
-            }
-        };
         for _ in 0..30_000 {
             let len = (next() % 70) as usize;
             let plain_run = next().is_multiple_of(3);
