@@ -138,11 +138,20 @@ impl RuntimeSession {
     /// Sends StopTracing from a helper thread (bounded by `deadline`); the reader thread keeps
     /// reading the rundown meanwhile.
     fn begin_stop(&self, deadline: Instant) {
+        self.begin_stop_after(deadline, || {});
+    }
+
+    /// [`Self::begin_stop`] once `first` has run, on the same helper thread.
+    pub fn begin_stop_after(&self, deadline: Instant, first: impl FnOnce() + Send + 'static) {
         let stop = self.stop.clone();
-        let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
-        let _ = std::thread::Builder::new().name(format!("stop-{}", self.pid)).spawn(move || {
+        let spawned = std::thread::Builder::new().name(format!("stop-{}", self.pid)).spawn(move || {
+            first();
+            let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
             let _ = stop.stop_within(timeout);
         });
+        if let Err(e) = spawned {
+            log::warn!("no thread to stop the session of {}: {e}", self.pid);
+        }
     }
 
     /// The outcome, once the reader has ended by itself (the target exited): the reader
@@ -189,14 +198,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// stream. A runtime that has not finished by then (stopped with SIGSTOP, a fake server, a
 /// rundown too long) is given up on: its stream is shut down and what was read is kept.
 pub const STOP_DEADLINE: Duration = Duration::from_millis(1000);
-
-/// Sends StopTracing to every session (on helper threads) without waiting: the runtimes run
-/// their rundown while the recording's last samples are read. [`finish_all`] collects them.
-pub fn begin_stop_all(sessions: &[RuntimeSession], deadline: Instant) {
-    for s in sessions {
-        s.begin_stop(deadline);
-    }
-}
 
 /// Stops every session at once and waits for them until `deadline`; sessions not done by then
 /// are aborted (their events so far are kept, the outcome names the reason).

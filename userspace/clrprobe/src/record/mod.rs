@@ -276,6 +276,7 @@ pub fn run(
     let mut sessions_by = Instant::now();
     let mut stop_sent: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let mut census = census::Census::default();
+    let mut early_restores = None;
     let done_at = loop {
         // 100 ms between rounds; Ctrl-C is seen within 10 ms.
         let tick = Instant::now() + Duration::from_millis(100);
@@ -293,9 +294,18 @@ pub fn run(
                 let raised = stop_priority::raise(nice);
                 log::info!("stop: {raised} threads raised to nice {nice}");
             }
+            // The perf maps go off before the sessions stop: a runtime's diagnostics server
+            // serves one command at a time, and StopTracing holds it for the whole rundown
+            // (DisablePerfMap sent after it timed out behind the rundowns of 20 busy
+            // processes). The maps are read first; the symbolizer keeps each open, so what
+            // the runtime appends until it switches off is still read after the files go.
+            for &pid in &targets.pids {
+                save_raw::snapshot(pid);
+                resolver.refresh(pid);
+            }
             // The runtimes' rundowns run while the last samples are read and named.
             sessions_by = Instant::now() + clr_session::STOP_DEADLINE;
-            clr_session::begin_stop_all(&targets.sessions, sessions_by);
+            early_restores = Some(restore_then_stop(std::mem::take(&mut targets.guards), &targets.sessions, sessions_by));
             stop_sent = targets.sessions.iter().map(|s| s.pid()).collect();
         }
         // Stack copies arrive through a ring buffer: read it every 100 ms.
@@ -451,7 +461,7 @@ pub fn run(
     let stopping = done_at;
     log::info!("stop: final drain done after {:?}", stopping.elapsed());
     targets.finish_attaching(&mut summary, &mut resolver, stopping + Duration::from_millis(300));
-    // The final refresh above read the perf maps: they can go off while the sessions stop.
+    // Maps switched on by set-ups that ended after the others went off.
     let restores = restore_all(std::mem::take(&mut targets.guards));
     log::info!("stop: set-ups collected after {:?}", stopping.elapsed());
     let mut outcomes = finished;
@@ -516,6 +526,9 @@ pub fn run(
     summary.http = http::finish(net_parts, &mut resolver, &timed, clock);
     let profile = http::add_markers(profile, &summary.http)?;
     log::info!("stop: profile built after {:?} (CPU used so far {:.2} s)", stopping.elapsed(), stop_priority::cpu_s());
+    if let Some(r) = early_restores {
+        summary.warnings.extend(r.wait(restore_by));
+    }
     summary.warnings.extend(restores.wait(restore_by));
     summary.stop_time = stopping.elapsed();
     summary.recorded = recorded_pids(&targets);
@@ -574,15 +587,33 @@ pub(crate) struct Restores {
 
 /// Switches the perf maps of `guards` off at once, each on its own thread.
 pub(crate) fn restore_all(guards: Vec<PerfMapGuard>) -> Restores {
+    restore_then_stop(guards, &[], Instant::now())
+}
+
+/// Switches the perf maps of `guards` off and begins stopping `sessions` (StopTracing, to end
+/// by `stop_by`), at once for every target, and for each target in that order on one helper
+/// thread: a runtime's diagnostics server serves one command at a time and StopTracing holds
+/// it for the whole rundown, so a DisablePerfMap sent after it waited out its deadline behind
+/// the rundowns of 20 busy processes.
+pub(crate) fn restore_then_stop(guards: Vec<PerfMapGuard>, sessions: &[clr_session::RuntimeSession], stop_by: Instant) -> Restores {
     let (tx, rx) = std::sync::mpsc::channel();
     let n = guards.len();
-    for mut g in guards {
-        let t = tx.clone();
-        let spawned = std::thread::Builder::new().name(format!("restore-{}", g.pid())).spawn(move || {
+    let restore = |mut g: PerfMapGuard, t: std::sync::mpsc::Sender<Option<String>>| {
+        move || {
             let pid = g.pid();
             let _ = t.send(g.restore().err().map(|e| format!("switching the perf map of {pid} off: {e}")));
-        });
-        if spawned.is_err() {
+        }
+    };
+    let mut guards = guards;
+    for s in sessions {
+        match guards.iter().position(|g| g.pid() == s.pid()) {
+            Some(i) => s.begin_stop_after(stop_by, restore(guards.swap_remove(i), tx.clone())),
+            None => s.begin_stop_after(stop_by, || {}),
+        }
+    }
+    for g in guards {
+        let name = format!("restore-{}", g.pid());
+        if std::thread::Builder::new().name(name).spawn(restore(g, tx.clone())).is_err() {
             let _ = tx.send(Some("switching a perf map off: no thread".into()));
         }
     }
