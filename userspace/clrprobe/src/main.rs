@@ -468,6 +468,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             kinds: Kinds { alloc: !cmd.no_alloc, exceptions: true, contention: true },
             eventpipe: true,
             perf_map: true,
+            rundown: true,
             parent: cmd.parent,
             stack_copies: cmd.unwind_copies,
             counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),

@@ -137,20 +137,19 @@ impl Watch {
         // never waits for a runtime that does not answer.
         let tx = self.tx.clone();
         let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
-            // No IPC before the runtime has started, nor while another clrprobe sets it up.
-            let _setting_up = match crate::lifecycle::setup::prepare(pid, &std::sync::atomic::AtomicBool::new(false)) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = tx.send(SetUp { pid, guard: None, session: Err(e.to_string()) });
-                    return;
-                }
-            };
-            let guard = Some(PerfMapGuard::ensure(pid));
+            let plan = recipe::Plan { perf_map: true, launched: false };
+            let never = std::sync::atomic::AtomicBool::new(false);
             // No rundown: the view needs no names after it quits.
-            let session = RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL)
-                .map_err(|e| format!("no EventPipe session for {pid}: {e}"));
+            let set_up = recipe::set_up(pid, plan, recipe::Wait::Started(&never), |names| {
+                RuntimeSession::start(pid, &recipe::session(Kinds::ALL, names, false), Kinds::ALL)
+                    .map_err(|e| format!("no EventPipe session for {pid}: {e}"))
+            });
+            let s = match set_up {
+                Ok(s) => SetUp { pid, guard: s.guard, session: s.session },
+                Err(e) => SetUp { pid, guard: None, session: Err(e.to_string()) },
+            };
             // If the view has quit meanwhile, dropping these switches them off again.
-            let _ = tx.send(SetUp { pid, guard, session });
+            let _ = tx.send(s);
         });
         match spawned {
             Ok(_) => {

@@ -43,6 +43,9 @@ pub struct HostConfig {
     pub stack_copies: bool,
     /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
     pub counters_interval_s: Option<u32>,
+    /// The runtime's rundown at the end of each session (names of code that ran before it
+    /// started, for the profiles served after; `top` needs none).
+    pub rundown: bool,
     /// Allocation events in slices of time (a second, allocation-only session per process
     /// open for `slice` of every `period`); None: all of them, in the process's session.
     pub alloc_slices: Option<AllocDuty>,
@@ -204,51 +207,61 @@ impl HostSource {
             container_id: container_id(pid),
             runtime_version: described.and_then(|d| d.runtime_version).unwrap_or_default(),
         };
+        let runtime_version = info.runtime_version.clone();
         // One clrprobe at a time sets a target up (bounded: this loop waits for it); one that
         // cannot is sampled without its IPC set-up.
-        let setting_up = crate::lifecycle::setup::lock(pid, std::time::Instant::now() + std::time::Duration::from_secs(2));
-        if let Err(e) = &setting_up {
-            log::warn!("no perf map or EventPipe session for {pid}: {e}");
-        }
-        let ipc = setting_up.is_ok();
-        let (guard, perf_map_names) = match (self.cfg.perf_map && ipc).then(|| recipe::perf_map(pid, false)) {
-            Some((g, names)) => (Some(g), names),
-            None => (None, false),
+        let plan = recipe::Plan { perf_map: self.cfg.perf_map, launched: false };
+        let (cfg, tx, sampler) = (&self.cfg, &self.tx, &mut self.sampler);
+        let mut info = Some(info);
+        // The aggregator follows the process from here (its session's events need that); the
+        // perf map is on by then, so the aggregator's first read of it names JIT code.
+        let mut announce = |info: &mut Option<ProcessInfo>| -> bool {
+            let Some(info) = info.take() else { return true };
+            if tx.send(Record::Started(info)).is_err() {
+                return false;
+            }
+            if (!cfg.all || cfg.dotnet_only)
+                && let Err(e) = sampler.add_pids(&[pid])
+            {
+                log::warn!("sampling {pid}: {e}");
+            }
+            true
         };
-        let runtime_version = info.runtime_version.clone();
-        if self.tx.send(Record::Started(info)).is_err() {
-            return;
-        }
-        if (!self.cfg.all || self.cfg.dotnet_only)
-            && let Err(e) = self.sampler.add_pids(&[pid])
-        {
-            log::warn!("sampling {pid}: {e}");
-        }
-        // Allocation events in slices need the process's own session at Informational (no
-        // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session without
-        // rundown: .NET 5+).
-        let sliced = self.cfg.alloc_slices.is_some()
-            && self.cfg.kinds.alloc
-            && self.cfg.eventpipe
-            && ipc
-            && perf_map_names
-            && !runtime_before_5(&runtime_version);
-        let session = if self.cfg.eventpipe && ipc {
-            let kinds = if sliced { Kinds { alloc: false, ..self.cfg.kinds } } else { self.cfg.kinds };
-            let mut config = recipe::session(kinds, perf_map_names, true);
-            if let Some(s) = self.cfg.counters_interval_s {
+        let set_up = recipe::set_up(pid, plan, recipe::Wait::Lock(Instant::now() + Duration::from_secs(2)), |perf_map_names| {
+            if !announce(&mut info) || !cfg.eventpipe {
+                return None;
+            }
+            // Allocation events in slices need the process's own session at Informational (no
+            // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session
+            // without rundown: .NET 5+).
+            let sliced = cfg.alloc_slices.is_some() && cfg.kinds.alloc && perf_map_names && !runtime_before_5(&runtime_version);
+            let kinds = if sliced { Kinds { alloc: false, ..cfg.kinds } } else { cfg.kinds };
+            let mut config = recipe::session(kinds, perf_map_names, cfg.rundown);
+            if let Some(s) = cfg.counters_interval_s {
                 config.providers.push(super::eventpipe::runtime_counters(s));
             }
-            match EventPipeSource::start(pid, &config, self.tx.clone()) {
-                Ok(s) => Some(s),
+            match EventPipeSource::start(pid, &config, tx.clone()) {
+                Ok(s) => Some((s, sliced)),
                 Err(e) => {
                     log::warn!("no EventPipe session for {pid}: {e}");
                     None
                 }
             }
-        } else {
-            None
+        });
+        let (guard, session, sliced) = match set_up {
+            Ok(s) => {
+                let (session, sliced) = s.session.map_or((None, false), |(s, sliced)| (Some(s), sliced));
+                (s.guard, session, sliced)
+            }
+            Err(e) => {
+                log::warn!("no perf map or EventPipe session for {pid}: {e}");
+                (None, None, false)
+            }
         };
+        // Without a set-up (or a session) it is followed and sampled all the same.
+        if !announce(&mut info) {
+            return;
+        }
         let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
         self.followed.insert(pid, Followed { _guard: guard, session, alloc });
     }
