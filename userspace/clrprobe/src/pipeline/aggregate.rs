@@ -1,5 +1,6 @@
 //! The aggregator thread: absorbs every record, owns the symbolizer, answers the sinks'
-//! queries (metrics text, gzipped pprof of a kind and window) between records.
+//! queries (metrics text, gzipped pprof of a kind and window, the terminal view's window)
+//! between records.
 use std::{
     collections::{HashMap, HashSet},
     thread::JoinHandle,
@@ -22,6 +23,9 @@ pub enum Query {
     Profile { kind: ProfileKind, pid: Option<u32>, since_ns: u64, reply: oneshot::Sender<Result<Vec<u8>, String>> },
     /// The sources' clock as the aggregator last saw it.
     Now(oneshot::Sender<u64>),
+    /// The terminal view's refresh: CPU leaves of the seconds completed after `after_ns`,
+    /// and every process's event report.
+    Top { after_ns: Option<u64>, reply: oneshot::Sender<crate::pipeline::sinks::terminal::Window> },
 }
 
 /// Names for one profile: the followed .NET processes' from the long-lived resolver, every
@@ -223,6 +227,11 @@ impl State {
             }
             Query::Now(reply) => {
                 let _ = reply.send(self.agg.now_ns());
+            }
+            Query::Top { after_ns, reply } => {
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
+                let _ = reply.send(crate::pipeline::sinks::terminal::window(&self.agg, &mut names, after_ns));
             }
             Query::Profile { kind, pid, since_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();

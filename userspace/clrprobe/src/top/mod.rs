@@ -25,7 +25,7 @@ pub enum TopError {
 /// Runs the view until quit, the duration ends, or the watched process exits.
 pub fn run(cmd: &crate::cli::TopCmd) -> Result<(), TopError> {
     let stop = crate::signals::stop_flag();
-    let mut watch = Watch::start(if cmd.all { None } else { cmd.pid }, cmd.freq)?;
+    let mut watch = Watch::start(if cmd.all { None } else { cmd.pid }, cmd.freq, stop)?;
     let mut terminal = ratatui::init();
     let started = Instant::now();
     // The first tick comes after a full second: rates over a shorter span would jump.

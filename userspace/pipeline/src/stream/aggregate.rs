@@ -141,7 +141,7 @@ pub struct Aggregator {
     pub(crate) now_ns: u64,
     pub(crate) first_ns: Option<u64>,
     /// The latest tick: CPU samples taken before it have all arrived.
-    sampled_ns: u64,
+    pub(crate) sampled_ns: u64,
     pub(crate) procs: BTreeMap<u32, Proc>,
     pub(crate) cpu: VecDeque<Bucket>,
     pub health: Health,

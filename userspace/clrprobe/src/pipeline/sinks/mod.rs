@@ -1,2 +1,3 @@
-//! Where snapshots go: HTTP (`clrprobe agent`).
+//! Where snapshots go: HTTP (`clrprobe agent`), the terminal (`clrprobe top`).
 pub mod http;
+pub mod terminal;

@@ -62,6 +62,35 @@ pub struct AllocDuty {
 pub enum SourceError {
     #[error(transparent)]
     Sampler(#[from] SamplerError),
+    #[error("starting the host source thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Starts the host source on its own thread (the sampler's BPF handles stay on the thread
+/// that loaded them), running until `stop` is set; returns once it is loaded, with why the
+/// BPF sampler was not used, if it was not.
+pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> Result<(std::thread::JoinHandle<()>, Option<String>), SourceError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let host = std::thread::Builder::new()
+        .name("host-source".into())
+        .spawn(move || match HostSource::start(cfg, tx) {
+            Ok(source) => {
+                let _ = ready_tx.send(Ok(source.fallback.clone()));
+                source.run(stop);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(SourceError::Thread)?;
+    match ready_rx.recv() {
+        Ok(Ok(fallback)) => Ok((host, fallback)),
+        Ok(Err(e)) => {
+            let _ = host.join();
+            Err(e)
+        }
+        Err(_) => Err(SourceError::Thread(std::io::Error::other("the host source thread ended"))),
+    }
 }
 
 /// A followed .NET process.
