@@ -473,6 +473,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             stack_copies: cmd.unwind_copies,
             counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
             alloc_slices: cmd.alloc_duty(),
+            warnings: None,
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

@@ -87,7 +87,12 @@ pub struct Watch {
     started: Instant,
     last: Instant,
     warnings: Vec<String>,
+    /// The sources' warnings.
+    warn_rx: crossbeam_channel::Receiver<String>,
 }
+
+/// Warnings kept for the view (the last is shown; all are printed after quitting).
+const MAX_WARNINGS: usize = 100;
 
 impl Watch {
     /// Starts watching `pid`, or every .NET process (`None`). `stop` ends the sources (set it
@@ -99,6 +104,7 @@ impl Watch {
             Some(p) => vec![p],
             None => Vec::new(),
         };
+        let (warn_tx, warn_rx) = crossbeam_channel::unbounded();
         let host = HostConfig {
             all: pid.is_none(),
             dotnet_only: true,
@@ -117,6 +123,8 @@ impl Watch {
             stack_copies: false,
             counters_interval_s: None,
             alloc_slices: None,
+            // Shown in the view (a log line would land on the screen).
+            warnings: Some(warn_tx),
         };
         let cfg = AggregatorConfig { freq_hz: freq, buckets: 10, exited_grace_ns: 2_000_000_000, kinds: Kinds::ALL, ..AggregatorConfig::default() };
         let (rec_tx, rec_rx) = crossbeam_channel::bounded(16_384);
@@ -140,6 +148,7 @@ impl Watch {
             started: Instant::now(),
             last: Instant::now(),
             warnings: fallback.into_iter().collect(),
+            warn_rx,
         })
     }
 
@@ -167,8 +176,18 @@ impl Watch {
         }
     }
 
+    /// Takes the sources' new warnings (bounded).
+    fn take_warnings(&mut self) {
+        for w in self.warn_rx.try_iter() {
+            if self.warnings.len() < MAX_WARNINGS && !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+    }
+
     /// Reads what happened since the last tick.
     pub fn tick(&mut self, rows: usize) -> Snapshot {
+        self.take_warnings();
         let secs = self.last.elapsed().as_secs_f64().max(1e-3);
         self.last = Instant::now();
         let mut snap = Snapshot { pids: self.pids.clone(), ..Default::default() };
@@ -237,7 +256,6 @@ impl Watch {
     fn stop_all(&mut self) -> Vec<String> {
         self.stop.store(true, Ordering::SeqCst);
         let deadline = Instant::now() + FINISH_DEADLINE;
-        let mut warnings = Vec::new();
         self.queries = None;
         for (t, what) in [(self.host.take(), "the sessions"), (self.aggregator.take(), "the aggregator")] {
             let Some(t) = t else { continue };
@@ -247,10 +265,11 @@ impl Watch {
             if t.is_finished() {
                 let _ = t.join();
             } else {
-                warnings.push(format!("{what} did not stop in time: a perf map left on is switched off by the guardian or the next clrprobe"));
+                self.warnings.push(format!("{what} did not stop in time: a perf map left on is switched off by the guardian or the next clrprobe"));
             }
         }
-        warnings
+        self.take_warnings();
+        std::mem::take(&mut self.warnings)
     }
 }
 

@@ -49,6 +49,18 @@ pub struct HostConfig {
     /// Allocation events in slices of time (a second, allocation-only session per process
     /// open for `slice` of every `period`); None: all of them, in the process's session.
     pub alloc_slices: Option<AllocDuty>,
+    /// Where problems met while following processes go, one line each (None: the log).
+    pub warnings: Option<Sender<String>>,
+}
+
+/// Reports a problem where `cfg` says.
+fn warn(cfg: &HostConfig, line: String) {
+    match &cfg.warnings {
+        Some(tx) => {
+            let _ = tx.send(line);
+        }
+        None => log::warn!("{line}"),
+    }
 }
 
 /// The duty cycle of allocation events.
@@ -141,12 +153,12 @@ impl HostSource {
         if let Some(b) = sampler.as_bpf() {
             // Per-sample times: CPU samples inside a thread's own GC pause are GC work.
             if let Err(e) = crate::record::gc::enable_sample_time(b.loaded()) {
-                log::warn!("no sample times (GC on user threads not measured): {e}");
+                warn(&cfg, format!("no sample times (GC on user threads not measured): {e}"));
             }
             if cfg.offcpu {
                 match b.loaded().attach_sched_switch(true, false, cfg.offcpu_min.as_nanos() as u64) {
                     Ok(()) => offcpu_on = true,
-                    Err(e) => log::warn!("no off-CPU profile: {e}"),
+                    Err(e) => warn(&cfg, format!("no off-CPU profile: {e}")),
                 }
             }
         }
@@ -252,7 +264,7 @@ impl HostSource {
             if (!cfg.all || cfg.dotnet_only)
                 && let Err(e) = sampler.add_pids(&[pid])
             {
-                log::warn!("sampling {pid}: {e}");
+                warn(cfg, format!("sampling {pid}: {e}"));
             }
             true
         };
@@ -272,7 +284,7 @@ impl HostSource {
             match EventPipeSource::start(pid, &config, tx.clone()) {
                 Ok(s) => Some((s, sliced)),
                 Err(e) => {
-                    log::warn!("no EventPipe session for {pid}: {e}");
+                    warn(cfg, format!("no EventPipe session for {pid}: {e}"));
                     None
                 }
             }
@@ -283,7 +295,7 @@ impl HostSource {
                 (s.guard, session, sliced)
             }
             Err(e) => {
-                log::warn!("no perf map or EventPipe session for {pid}: {e}");
+                warn(&self.cfg, format!("no perf map or EventPipe session for {pid}: {e}"));
                 (None, None, false)
             }
         };
@@ -322,7 +334,7 @@ impl HostSource {
                             self.tx.send(Record::AllocSampling { pid, time_ns: opened, on: true })?;
                             a.open = Some((s, opened));
                         }
-                        Err(e) => log::warn!("no allocation slice for {pid}: {e}"),
+                        Err(e) => warn(&self.cfg, format!("no allocation slice for {pid}: {e}")),
                     }
                 }
                 None => {}
@@ -344,7 +356,7 @@ impl HostSource {
                     self.tx.send(Record::Cpu(s.into()))?;
                 }
             }
-            Err(e) => log::warn!("reading samples: {e}"),
+            Err(e) => warn(&self.cfg, format!("reading samples: {e}")),
         }
         if self.offcpu_on
             && let Some(b) = self.sampler.as_bpf()
@@ -357,7 +369,7 @@ impl HostSource {
                         self.tx.send(Record::OffCpu(s.into()))?;
                     }
                 }
-                Err(e) => log::warn!("reading off-CPU time: {e}"),
+                Err(e) => warn(&self.cfg, format!("reading off-CPU time: {e}")),
             }
         }
         let lost = self.sampler.stats().lost_samples;
