@@ -199,6 +199,14 @@ impl HostSource {
             if self.slices().is_err() {
                 break;
             }
+            // Stack copies are unwound while the processes are as they were, and the ring
+            // does not fill between drains.
+            if self.cfg.stack_copies
+                && let Some(b) = self.sampler.as_bpf()
+                && let Err(e) = b.poll_copies()
+            {
+                warn(&self.cfg, format!("reading stack copies: {e}"));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         // Stop the sessions first (each ends its stream), then the guards switch maps off.
