@@ -500,6 +500,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             sampler: cmd.sampler,
             offcpu: !cmd.no_offcpu,
             offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
+            oncpu: false,
             kinds: Kinds { alloc: !cmd.no_alloc, exceptions: true, contention: true },
             eventpipe: true,
             perf_map: true,

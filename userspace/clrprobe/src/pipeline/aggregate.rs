@@ -23,6 +23,8 @@ pub enum Query {
     Profile { kind: ProfileKind, pid: Option<u32>, since_ns: u64, reply: oneshot::Sender<Result<Vec<u8>, String>> },
     /// The sources' clock as the aggregator last saw it.
     Now(oneshot::Sender<u64>),
+    /// A recording ends at this time (host monotonic ns): later samples are left out.
+    EndAt(u64),
     /// A recording's progress: CPU samples of the followed processes, data lost.
     Progress(oneshot::Sender<(u64, u64)>),
     /// A recording's end: every kind's profile of all the time kept and the event reports,
@@ -255,6 +257,7 @@ impl State {
             Query::Now(reply) => {
                 let _ = reply.send(self.agg.now_ns());
             }
+            Query::EndAt(ns) => self.agg.end_samples_at(ns),
             Query::Progress(reply) => {
                 let samples = self.agg.processes().map(|p| p.1.cpu_samples).sum();
                 let _ = reply.send((samples, self.agg.health.lost.values().sum()));

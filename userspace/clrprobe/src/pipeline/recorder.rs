@@ -82,6 +82,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         sampler: args.sampler,
         offcpu: args.kinds.offcpu,
         offcpu_min: args.offcpu_min,
+        oncpu: true,
         kinds: events,
         eventpipe: args.eventpipe,
         perf_map: args.perf_map,
@@ -92,12 +93,19 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         alloc_slices: None,
         warnings: Some(warn_tx),
     };
+    // Off-CPU stacks copied and unwound as `record` does.
+    crate::sampler::set_offcpu_copies(args.kinds.offcpu);
     let (rec_tx, rec_rx) = crossbeam_channel::bounded(65_536);
     let (q_tx, q_rx) = crossbeam_channel::unbounded();
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(PipelineRecordError::Thread)?;
     let (host, fallback) = sources::spawn(host, rec_tx, stop)?;
     let mut warnings: Vec<String> = fallback.into_iter().collect();
     let attached = started.elapsed();
+    // Samples stamped after a planned end are left out however late the last drain runs.
+    let planned_end = args.duration.map(|d| start_mono.saturating_add((attached + d).as_nanos() as u64));
+    if let Some(end) = planned_end {
+        let _ = q_tx.send(Query::EndAt(end));
+    }
     let mut last_status = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(20));
@@ -115,7 +123,10 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             }
         }
     }
-    let duration = started.elapsed().saturating_sub(attached);
+    let duration = started.elapsed().saturating_sub(attached).min(args.duration.unwrap_or(Duration::MAX));
+    // Ended early (Ctrl-C, the targets exited): now is the end.
+    let end = (monotonic_ns().max(0) as u64).min(planned_end.unwrap_or(u64::MAX));
+    let _ = q_tx.send(Query::EndAt(end));
     // The host source stops every session (the rundowns arrive), reads the last samples and
     // switches the perf maps off; bounded (a runtime that never answers is given up on).
     stop.store(true, Ordering::SeqCst);

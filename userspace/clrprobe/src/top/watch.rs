@@ -113,6 +113,7 @@ impl Watch {
             sampler: SamplerChoice::Auto,
             offcpu: false,
             offcpu_min: Duration::ZERO,
+            oncpu: false,
             kinds: Kinds::ALL,
             eventpipe: true,
             perf_map: true,

@@ -147,6 +147,8 @@ pub struct Aggregator {
     pub health: Health,
     jit: Vec<(u32, u64, u32, String)>,
     new_stacks: Vec<(u32, Arc<[u64]>)>,
+    /// CPU samples and off-CPU intervals stamped after this are left out (a recording's end).
+    pub(crate) samples_end_ns: Option<u64>,
 }
 
 impl Aggregator {
@@ -161,6 +163,7 @@ impl Aggregator {
             health: Health::default(),
             jit: Vec::new(),
             new_stacks: Vec::new(),
+            samples_end_ns: None,
         }
     }
 
@@ -260,6 +263,11 @@ impl Aggregator {
         }
     }
 
+    /// Is the sample stamped after the recording's end (untimed ones never are)?
+    fn after_end(&self, s: &StackRecord) -> bool {
+        self.samples_end_ns.is_some_and(|e| s.time_ns != 0 && s.time_ns > e)
+    }
+
     fn advance(&mut self, t: u64) {
         if t > self.now_ns {
             self.now_ns = t;
@@ -326,6 +334,9 @@ impl Aggregator {
     }
 
     fn cpu_sample(&mut self, s: StackRecord) {
+        if self.after_end(&s) {
+            return;
+        }
         // Untimed samples (perf fallback, or times off) belong to the drain's moment.
         let t = if s.time_ns == 0 { self.now_ns } else { s.time_ns };
         self.advance(t);
@@ -351,6 +362,9 @@ impl Aggregator {
     }
 
     fn offcpu(&mut self, s: StackRecord) {
+        if self.after_end(&s) {
+            return;
+        }
         self.advance(s.time_ns);
         let max = self.cfg.max_offcpu_keys;
         let Some(p) = self.procs.get_mut(&s.pid) else { return };

@@ -21,6 +21,17 @@ pub struct CpuWindow {
 }
 
 impl Aggregator {
+    /// A recording ends at `end_ns` (host monotonic): CPU samples and off-CPU intervals
+    /// stamped later are left out, and runtime events stamped later make no samples (their
+    /// method names still count: the rundown comes after the end).
+    pub fn end_samples_at(&mut self, end_ns: u64) {
+        self.samples_end_ns = Some(end_ns);
+        self.cfg.events_end_ns = Some(end_ns);
+        for p in self.procs.values_mut() {
+            p.events.end_mono_ns = Some(end_ns.min(i64::MAX as u64) as i64);
+        }
+    }
+
     /// The CPU samples of the complete buckets that start after `after_ns` (None: every
     /// complete bucket kept). A bucket is complete once a tick at or past its end arrived.
     pub fn complete_cpu(&self, after_ns: Option<u64>) -> CpuWindow {
@@ -57,6 +68,17 @@ mod tests {
 
     fn cpu(t: u64, leaf: u64) -> Record {
         Record::Cpu(StackRecord { pid: 7, tid: 8, comm: "w".into(), time_ns: t, kernel: Arc::from(vec![]), user: Arc::from(vec![leaf]), count: 1 })
+    }
+
+    #[test]
+    fn samples_after_a_recordings_end_are_left_out() {
+        let mut a = Aggregator::new(AggregatorConfig::default());
+        a.end_samples_at(1_500);
+        for r in [cpu(1_000, 1), cpu(1_500, 2), cpu(1_501, 3), cpu(0, 4)] {
+            a.absorb(r);
+        }
+        let kept: Vec<u64> = a.cpu.iter().flat_map(|b| b.samples.keys().map(|k| k.4[0])).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        assert_eq!(kept, vec![1, 2, 4], "untimed samples are kept, later ones are not");
     }
 
     #[test]

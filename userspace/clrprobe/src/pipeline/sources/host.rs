@@ -33,6 +33,8 @@ pub struct HostConfig {
     /// Off-CPU intervals (sched_switch) of at least `offcpu_min`.
     pub offcpu: bool,
     pub offcpu_min: Duration,
+    /// On-CPU time per thread from sched_switch (with `offcpu`), as `record` counts it.
+    pub oncpu: bool,
     /// Event kinds asked of each runtime (allocations, exceptions, contention).
     pub kinds: Kinds,
     pub eventpipe: bool,
@@ -156,7 +158,7 @@ impl HostSource {
                 warn(&cfg, format!("no sample times (GC on user threads not measured): {e}"));
             }
             if cfg.offcpu {
-                match b.loaded().attach_sched_switch(true, false, cfg.offcpu_min.as_nanos() as u64) {
+                match b.loaded().attach_sched_switch(true, cfg.oncpu, cfg.offcpu_min.as_nanos() as u64) {
                     Ok(()) => offcpu_on = true,
                     Err(e) => warn(&cfg, format!("no off-CPU profile: {e}")),
                 }
