@@ -211,16 +211,19 @@ impl HostSource {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Stop the sessions first (each ends its stream), then the guards switch maps off.
-        for (_, f) in self.followed.drain() {
-            if let Some((s, _)) = f.alloc.and_then(|a| a.open) {
+        // Stop the sessions first (each ends its stream); the last drain still knows the
+        // followed processes (their off-CPU intervals of the last second are sent); then the
+        // guards switch the maps off.
+        for f in self.followed.values_mut() {
+            if let Some((s, _)) = f.alloc.as_mut().and_then(|a| a.open.take()) {
                 s.stop();
             }
-            if let Some(s) = f.session {
+            if let Some(s) = f.session.take() {
                 s.stop();
             }
         }
         let _ = self.drain();
+        self.followed.clear();
     }
 
     fn discover(&mut self) {
