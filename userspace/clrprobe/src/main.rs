@@ -506,6 +506,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             perf_map: true,
             rundown: true,
             parent: cmd.parent,
+            children: false,
             stack_copies: cmd.unwind_copies,
             counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
             alloc_slices: cmd.alloc_duty(),

@@ -88,6 +88,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         perf_map: args.perf_map,
         rundown: true,
         parent: args.parent,
+        children: true,
         stack_copies: true,
         counters_interval_s: None,
         alloc_slices: None,

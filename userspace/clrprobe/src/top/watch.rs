@@ -120,6 +120,7 @@ impl Watch {
             // The view needs no names after it quits.
             rundown: false,
             parent: None,
+            children: false,
             // Leaf frames only: frame pointers suffice.
             stack_copies: false,
             counters_interval_s: None,

@@ -41,6 +41,9 @@ pub struct HostConfig {
     pub perf_map: bool,
     /// Follow only .NET processes whose parent is this process (a supervisor, a shell).
     pub parent: Option<u32>,
+    /// Without `all`: the descendants of `pids` too (sampled from when they are found, .NET
+    /// ones set up), as `record -p` follows them.
+    pub children: bool,
     /// Copy user stacks for DWARF unwinding (else frame pointers only).
     pub stack_copies: bool,
     /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
@@ -136,6 +139,9 @@ pub struct HostSource {
     waiting: recipe::SocketWait,
     scanner: crate::discover::Scanner,
     lost_sent: u64,
+    /// Descendants of the named processes found so far (`children`).
+    child_scan: crate::lifecycle::children::ChildScan,
+    children: HashSet<u32>,
 }
 
 /// Discovery period: an agent is not in a hurry, and each scan reads /proc/PID/maps of
@@ -178,6 +184,8 @@ impl HostSource {
             waiting: recipe::SocketWait::default(),
             scanner: crate::discover::Scanner::new().with_full_rescan(FULL_RESCAN),
             lost_sent: 0,
+            child_scan: Default::default(),
+            children: HashSet::new(),
         })
     }
 
@@ -231,7 +239,10 @@ impl HostSource {
         let candidates: Vec<u32> = if self.cfg.all {
             self.scanner.scan_where(|pid| parent.is_none_or(|p| super::ppid(pid) == Some(p)))
         } else {
-            self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
+            if self.cfg.children {
+                self.find_children();
+            }
+            self.cfg.pids.iter().chain(&self.children).copied().filter(|&p| is_dotnet(p)).collect()
         };
         for pid in candidates {
             if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
@@ -251,6 +262,20 @@ impl HostSource {
         }
         // Forget exited pids that were never followed (a reused pid is new again).
         self.done.retain(|p| self.followed.contains_key(p) || alive(*p));
+    }
+
+    /// New descendants of the named processes: sampled from now on (set up when .NET).
+    fn find_children(&mut self) {
+        for (child, _) in self.child_scan.descendants(&self.cfg.pids) {
+            if self.cfg.pids.contains(&child) || !self.children.insert(child) {
+                continue;
+            }
+            if let Err(e) = self.sampler.add_pids(&[child]) {
+                warn(&self.cfg, format!("sampling child {child}: {e}"));
+            }
+        }
+        // Exited children go (a reused pid is a new process).
+        self.children.retain(|p| self.followed.contains_key(p) || alive(*p));
     }
 
     fn follow(&mut self, pid: u32) {
