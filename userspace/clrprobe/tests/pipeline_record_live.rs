@@ -102,3 +102,42 @@ fn record_on_the_pipeline_writes_the_kinds_record_writes_with_the_managed_frames
     assert!(!alloc.is_empty(), "allocation sites: {alloc:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn record_on_the_pipeline_follows_a_dotnet_child_of_the_named_process() {
+    require_root();
+    // A shell named with -p; the .NET workload is its child, started after the recording began
+    // (found by the host source, then set up): 200 + 80 exceptions thrown 4 s after "ready".
+    let w = Workload::new("Exceptions", Runtime::Net8).arg(9).arg(200).arg(80).arg(4000);
+    let inner = w.command().unwrap();
+    let mut sh = Command::new("sh");
+    sh.arg("-c").arg("sleep 1; \"$0\" \"$@\"; true").arg(inner.get_program()).args(inner.get_args());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    if let Some(d) = inner.get_current_dir() {
+        sh.current_dir(d);
+    }
+    let mut shell = sh.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let dir = out_dir("child");
+    let prefix = dir.join("pipe");
+    let out = run(clrprobe().args(["record", "--pipeline", "--quiet", "-p", &shell.id().to_string(), "-d", "8s", "--format", "pprof", "-o"]).arg(&prefix));
+    eprintln!("{out}");
+    let status = shell.wait().unwrap();
+    let mut printed = String::new();
+    std::io::Read::read_to_string(shell.stdout.as_mut().unwrap(), &mut printed).unwrap();
+    assert!(status.success(), "{printed}");
+    assert!(printed.contains("thrown InvalidOperationException=200 ArgumentException=80"), "{printed}");
+    let v: Value = serde_json::from_slice(&std::fs::read(format!("{}.events.json", prefix.display())).unwrap()).unwrap();
+    let reports = v["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1, "one .NET process followed: {v}");
+    assert_eq!(
+        reports[0][1]["exceptions_by_type"],
+        serde_json::json!([["System.InvalidOperationException", 200], ["System.ArgumentException", 80]]),
+        "{v}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
