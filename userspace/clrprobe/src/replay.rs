@@ -137,7 +137,7 @@ pub fn profiles(dir: &Path) -> Result<Replayed, ReplayError> {
         resolver.add_jit_methods(pid, &methods);
     }
 
-    let events = crate::pipeline::sinks::files::events(&agg, meta.start_unix_ns, agg.now_ns().saturating_sub(meta.start_mono_ns));
+    let events = crate::pipeline::sinks::files::events(&agg, meta.start_unix_ns, agg.now_ns().saturating_sub(meta.start_mono_ns), false);
     let mut names = SavedNames { resolver: &mut resolver, usable: &usable };
     let profiles = crate::pipeline::sinks::files::profiles(&agg, &mut names).map_err(|e| ReplayError::File { path: dir.to_path_buf(), reason: e.to_string() })?;
     Ok(Replayed { profiles, stats, events, changed_files })

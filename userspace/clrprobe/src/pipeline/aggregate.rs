@@ -271,7 +271,7 @@ impl State {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
                 let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
                 let profiles = crate::pipeline::sinks::files::profiles(&self.agg, &mut names).map_err(|e| e.to_string());
-                let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns);
+                let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns, true);
                 let _ = reply.send(profiles.map(|profiles| Final { profiles, events, health: self.agg.health.clone() }));
             }
             Query::Top { after_ns, reply } => {

@@ -100,7 +100,9 @@ pub(crate) struct Proc {
     /// nothing of it (their buffers are flushed apart, seconds apart on a loaded host).
     thread_events_ns: HashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
-    threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    pub(crate) threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    /// The process's CPU time (user + system) when first read (the start of its window).
+    pub(crate) cpu_first_ns: Option<u64>,
     /// Allocation events sampled in slices (None: all of them).
     pub alloc_slices: Option<AllocSlices>,
 }
@@ -235,6 +237,7 @@ impl Aggregator {
                 if let Some(p) = self.procs.get_mut(&pid) {
                     p.counters.cpu_user_ns = user_ns.max(p.counters.cpu_user_ns);
                     p.counters.cpu_system_ns = system_ns.max(p.counters.cpu_system_ns);
+                    p.cpu_first_ns.get_or_insert(user_ns + system_ns);
                 }
             }
             Record::Lost { pid, source, count } => {
@@ -300,6 +303,7 @@ impl Aggregator {
                 windows: VecDeque::new(),
                 thread_events_ns: HashMap::new(),
                 threads: HashMap::new(),
+                cpu_first_ns: None,
                 alloc_slices: None,
             },
         );

@@ -31,10 +31,12 @@ pub fn profiles(agg: &Aggregator, namer: &mut dyn Namer) -> Result<Vec<(&'static
 }
 
 /// The event reports of the processes the aggregator followed, over `duration_ns` from
-/// `start_unix_ns`.
-pub fn events(agg: &Aggregator, start_unix_ns: u64, duration_ns: u64) -> Events {
+/// `start_unix_ns`; `complete_gc`: with the GC window and GC CPU filled in (a live recording;
+/// a replay has no thread CPU times).
+pub fn events(agg: &Aggregator, start_unix_ns: u64, duration_ns: u64, complete_gc: bool) -> Events {
     let mut events = Events::new(start_unix_ns, duration_ns);
-    events.reports = agg.event_reports().into_iter().filter_map(|(pid, r)| Some((pid, serde_json::to_value(r).ok()?))).collect();
+    let reports = if complete_gc { agg.completed_event_reports(duration_ns) } else { agg.event_reports() };
+    events.reports = reports.into_iter().filter_map(|(pid, r)| Some((pid, serde_json::to_value(r).ok()?))).collect();
     events
 }
 

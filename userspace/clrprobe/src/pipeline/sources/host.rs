@@ -299,6 +299,14 @@ impl HostSource {
             if tx.send(Record::Started(info)).is_err() {
                 return false;
             }
+            // Its CPU times now: where its GC CPU window starts (as its timed samples do).
+            let mut recs = Vec::new();
+            cpu_records(pid, &mut recs);
+            for r in recs {
+                if tx.send(r).is_err() {
+                    return false;
+                }
+            }
             if (!cfg.all || cfg.dotnet_only)
                 && let Err(e) = sampler.add_pids(&[pid])
             {
