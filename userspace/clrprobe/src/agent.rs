@@ -13,7 +13,7 @@ use clrprobe_pipeline::stream::AggregatorConfig;
 use crate::pipeline::{
     aggregate,
     sinks::http,
-    sources::{HostConfig, HostSource, SourceError, monotonic_ns},
+    sources::{self, HostConfig, SourceError, monotonic_ns},
 };
 
 #[derive(Debug, Clone)]
@@ -64,29 +64,7 @@ pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(So
         ..AggregatorConfig::default()
     };
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(AgentError::Runtime)?;
-    // The sampler holds BPF handles that stay on the thread that loaded them.
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let host_cfg = args.host.clone();
-    let host = std::thread::Builder::new()
-        .name("host-source".into())
-        .spawn(move || match HostSource::start(host_cfg, rec_tx) {
-            Ok(source) => {
-                let _ = ready_tx.send(Ok(source.fallback.clone()));
-                source.run(stop);
-            }
-            Err(e) => {
-                let _ = ready_tx.send(Err(e));
-            }
-        })
-        .map_err(AgentError::Runtime)?;
-    let fallback = match ready_rx.recv() {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => {
-            let _ = host.join();
-            return Err(e.into());
-        }
-        Err(_) => return Err(AgentError::Runtime(std::io::Error::other("the host source thread ended"))),
-    };
+    let (host, fallback) = sources::spawn(args.host.clone(), rec_tx, stop)?;
     on_ready(local, fallback.as_deref());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(AgentError::Runtime)?;
     let served = rt.block_on(async {

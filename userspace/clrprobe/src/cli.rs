@@ -207,6 +207,10 @@ pub struct RecordCmd {
     /// process's EventPipe stream) in DIR, for `clrprobe report --replay DIR`.
     #[arg(long, value_name = "DIR")]
     pub save_raw: Option<PathBuf>,
+    /// Record on the streaming pipeline (host source → aggregator → files), as `top` and
+    /// `agent` run; per-kind files only (experimental).
+    #[arg(long, hide = true)]
+    pub pipeline: bool,
 }
 
 #[derive(Debug, Args)]

@@ -253,6 +253,9 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     }
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
+    if cmd.pipeline {
+        return record_on_pipeline(&args, &name.prefix, &cmd.format, quiet);
+    }
     let result = record::run(&args, stop, |s| {
         if !quiet {
             eprint!(
@@ -328,6 +331,38 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         out!("{}", clrprobe::record::summary_text(&summary));
     }
     log::info!("record: done {:?} after writing began", writing.elapsed());
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// `record --pipeline`: the recording on the streaming pipeline, written by the files sink.
+#[cfg(target_os = "linux")]
+fn record_on_pipeline(args: &clrprobe::record::RecordArgs, prefix: &std::path::Path, formats: &[clrprobe::formats::Format], quiet: bool) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let stop = clrprobe::signals::stop_flag();
+    let rec = clrprobe::pipeline::recorder::run(args, stop, |s| {
+        if !quiet {
+            eprint!("\rclrprobe: {:5.1} s  {} samples  {} lost   ", s.elapsed.as_secs_f64(), s.samples, s.lost);
+            let _ = std::io::stderr().flush();
+        }
+    })
+    .map_err(|e| anyhow::Error::new(e).context("record failed"))?;
+    if !quiet {
+        eprintln!();
+    }
+    let mut failed = false;
+    for w in clrprobe::pipeline::sinks::files::write(&rec.profiles, &rec.events, prefix, formats) {
+        match w.error_line() {
+            None => eprintln!("clrprobe: wrote {}", w.path.display()),
+            Some(e) => {
+                failed = true;
+                eprintln!("clrprobe: error: {e}");
+            }
+        }
+    }
+    for w in &rec.warnings {
+        eprintln!("clrprobe: warning: {w}");
+    }
+    out!("{}", clrprobe::pipeline::recorder::summary_text(&rec));
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -465,13 +500,17 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             sampler: cmd.sampler,
             offcpu: !cmd.no_offcpu,
             offcpu_min: Duration::from_micros(cmd.offcpu_min_us),
+            oncpu: false,
             kinds: Kinds { alloc: !cmd.no_alloc, exceptions: true, contention: true },
             eventpipe: true,
             perf_map: true,
+            rundown: true,
             parent: cmd.parent,
+            children: false,
             stack_copies: cmd.unwind_copies,
             counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
             alloc_slices: cmd.alloc_duty(),
+            warnings: None,
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

@@ -13,10 +13,10 @@ use std::{
 };
 
 use clrprobe_pipeline::stream::{
-    Aggregator, Namer, ProfileKind, Replay, ReplayError, ReplayStats,
+    Aggregator, Namer, Replay, ReplayError, ReplayStats,
     raw::{FileIdentity, RawItem},
 };
-use clrprobe_profile::{Frame, Profile, firefox, folded, pprof, speedscope, svg};
+use clrprobe_profile::{Frame, Profile};
 use clrprobe_symbolizer::{KernelSymbolizer, ProcessSymbolizer};
 
 use crate::{
@@ -37,13 +37,6 @@ pub struct Replayed {
     pub changed_files: Vec<String>,
 }
 
-const KINDS: [(ProfileKind, &str); 5] = [
-    (ProfileKind::Cpu, "cpu"),
-    (ProfileKind::Allocs, "alloc"),
-    (ProfileKind::Mutex, "contention"),
-    (ProfileKind::Block, "offcpu"),
-    (ProfileKind::Exceptions, "exceptions"),
-];
 
 #[derive(Default)]
 struct Saved {
@@ -144,49 +137,15 @@ pub fn profiles(dir: &Path) -> Result<Replayed, ReplayError> {
         resolver.add_jit_methods(pid, &methods);
     }
 
-    let mut events = clrprobe_profile::events::Events::new(meta.start_unix_ns, agg.now_ns().saturating_sub(meta.start_mono_ns));
-    events.reports = agg.event_reports().into_iter().filter_map(|(pid, r)| Some((pid, serde_json::to_value(r).ok()?))).collect();
+    let events = crate::pipeline::sinks::files::events(&agg, meta.start_unix_ns, agg.now_ns().saturating_sub(meta.start_mono_ns), false);
     let mut names = SavedNames { resolver: &mut resolver, usable: &usable };
-    let mut profiles = Vec::new();
-    for (kind, name) in KINDS {
-        let p = agg.profile(kind, None, 0, &mut names).map_err(|e| ReplayError::File { path: dir.to_path_buf(), reason: e.to_string() })?;
-        if p.samples().len() > 0 {
-            profiles.push((name, p));
-        }
-    }
+    let profiles = crate::pipeline::sinks::files::profiles(&agg, &mut names).map_err(|e| ReplayError::File { path: dir.to_path_buf(), reason: e.to_string() })?;
     Ok(Replayed { profiles, stats, events, changed_files })
 }
 
 /// Writes each profile in each format as `PREFIX.KIND.*` (through the safe writer).
 pub fn write(replayed: &Replayed, prefix: &Path, formats: &[Format]) -> Vec<Written> {
-    let mut out = Vec::new();
-    let title = prefix.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    for (kind, p) in &replayed.profiles {
-        for f in formats {
-            let suffix = match f {
-                Format::Pprof => ".pb.gz",
-                Format::Folded => ".folded",
-                Format::Svg => ".svg",
-                Format::Firefox => ".firefox.json",
-                Format::Speedscope => ".speedscope.json",
-            };
-            let path = PathBuf::from(format!("{}.{kind}{suffix}", prefix.display()));
-            let result = match f {
-                Format::Pprof => pprof::write_file(p, &path),
-                Format::Folded => folded::write_file(p, 0, &folded::FoldedOptions::default(), &path),
-                Format::Svg => svg::write_file(p, 0, &format!("{title} {kind}"), &path),
-                Format::Firefox => firefox::write_file(p, 0, "clrprobe", &path),
-                Format::Speedscope => speedscope::write_file(p, &title, speedscope::Grouping::default(), &path),
-            };
-            out.push(Written { path, result });
-        }
-    }
-    if formats.contains(&Format::Pprof) && !replayed.events.reports.is_empty() {
-        let path = PathBuf::from(format!("{}.events.json", prefix.display()));
-        let result = clrprobe_profile::events::write_file(&replayed.events, &path);
-        out.push(Written { path, result });
-    }
-    out
+    crate::pipeline::sinks::files::write(&replayed.profiles, &replayed.events, prefix, formats)
 }
 
 /// The default output prefix: `DIR.replay` next to the directory.

@@ -1,5 +1,6 @@
 //! The aggregator thread: absorbs every record, owns the symbolizer, answers the sinks'
-//! queries (metrics text, gzipped pprof of a kind and window) between records.
+//! queries (metrics text, gzipped pprof of a kind and window, the terminal view's window)
+//! between records.
 use std::{
     collections::{HashMap, HashSet},
     thread::JoinHandle,
@@ -22,6 +23,24 @@ pub enum Query {
     Profile { kind: ProfileKind, pid: Option<u32>, since_ns: u64, reply: oneshot::Sender<Result<Vec<u8>, String>> },
     /// The sources' clock as the aggregator last saw it.
     Now(oneshot::Sender<u64>),
+    /// A recording ends at this time (host monotonic ns): later samples are left out.
+    EndAt(u64),
+    /// A recording's progress: CPU samples of the followed processes, data lost.
+    Progress(oneshot::Sender<(u64, u64)>),
+    /// A recording's end: every kind's profile of all the time kept and the event reports,
+    /// after every record sent so far is absorbed.
+    Final { start_unix_ns: u64, duration_ns: u64, reply: oneshot::Sender<Result<Final, String>> },
+    /// The terminal view's refresh: CPU leaves of the seconds completed after `after_ns`,
+    /// and every process's event report.
+    Top { after_ns: Option<u64>, reply: oneshot::Sender<crate::pipeline::sinks::terminal::Window> },
+}
+
+/// What a recording kept, handed over at its end.
+pub struct Final {
+    /// By the file kind names `record` writes; kinds without samples left out.
+    pub profiles: Vec<(&'static str, clrprobe_profile::Profile)>,
+    pub events: clrprobe_profile::events::Events,
+    pub health: clrprobe_pipeline::stream::Health,
 }
 
 /// Names for one profile: the followed .NET processes' from the long-lived resolver, every
@@ -94,7 +113,8 @@ struct State {
     last_refresh: Instant,
 }
 
-/// Starts the aggregator thread; it ends when every record sender is gone.
+/// Starts the aggregator thread; it ends when every record sender and every query sender is
+/// gone (queries are answered after the sources have ended: a recording's final profiles).
 pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver<Query>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("aggregator".into()).spawn(move || {
         let mut s = State {
@@ -107,6 +127,7 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
             last_refresh: Instant::now(),
         };
         let mut sinks = true;
+        let mut sources = true;
         loop {
             let mut busy = false;
             for _ in 0..BATCH {
@@ -117,12 +138,21 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     }
                     Err(TryRecvError::Empty) => break,
                     // Every source is gone (after its last records).
-                    Err(TryRecvError::Disconnected) => return,
+                    Err(TryRecvError::Disconnected) => {
+                        sources = false;
+                        break;
+                    }
                 }
             }
             while sinks {
                 match queries.try_recv() {
                     Ok(q) => {
+                        if matches!(q, Query::Final { .. }) {
+                            // Every record sent before the question is in the answer.
+                            while let Ok(r) = records.try_recv() {
+                                s.absorb(r);
+                            }
+                        }
                         s.answer(q);
                         busy = true;
                     }
@@ -130,6 +160,9 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     // The sinks are gone: drain the sources to their end.
                     Err(TryRecvError::Disconnected) => sinks = false,
                 }
+            }
+            if !sources && !sinks {
+                return;
             }
             if !busy {
                 std::thread::sleep(IDLE_POLL);
@@ -223,6 +256,28 @@ impl State {
             }
             Query::Now(reply) => {
                 let _ = reply.send(self.agg.now_ns());
+            }
+            Query::EndAt(ns) => self.agg.end_samples_at(ns),
+            Query::Progress(reply) => {
+                let samples = self.agg.processes().map(|p| p.1.cpu_samples).sum();
+                let _ = reply.send((samples, self.agg.health.lost.values().sum()));
+            }
+            Query::Final { start_unix_ns, duration_ns, reply } => {
+                // The followed processes' code as it is now (the last perf-map lines).
+                let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
+                for pid in live {
+                    self.resolver.refresh(pid);
+                }
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
+                let profiles = crate::pipeline::sinks::files::profiles(&self.agg, &mut names).map_err(|e| e.to_string());
+                let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns, true);
+                let _ = reply.send(profiles.map(|profiles| Final { profiles, events, health: self.agg.health.clone() }));
+            }
+            Query::Top { after_ns, reply } => {
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
+                let _ = reply.send(crate::pipeline::sinks::terminal::window(&self.agg, &mut names, after_ns));
             }
             Query::Profile { kind, pid, since_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();

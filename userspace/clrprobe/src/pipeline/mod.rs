@@ -4,5 +4,6 @@
 //! per-process state ([`clrprobe_pipeline::stream::Aggregator`]); sinks ask it for snapshots
 //! (HTTP for `clrprobe agent`).
 pub mod aggregate;
+pub mod recorder;
 pub mod sinks;
 pub mod sources;

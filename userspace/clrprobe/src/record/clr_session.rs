@@ -105,12 +105,7 @@ pub fn providers_spec(config: &SessionConfig) -> String {
 }
 
 impl RuntimeSession {
-    /// Opens the session and starts reading it.
-    pub fn start(pid: u32, config: &SessionConfig, kinds: Kinds) -> Result<Self, SessionError> {
-        Self::start_with(pid, config, kinds, None)
-    }
-
-    /// [`RuntimeSession::start`], with EventSource events also going to `net`.
+    /// Opens the session and starts reading it, with EventSource events also going to `net`.
     pub fn start_with(pid: u32, config: &SessionConfig, kinds: Kinds, net: Option<crate::http::NetCollector>) -> Result<Self, SessionError> {
         let client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?.with_timeout(START_TIMEOUT);
         let requested_mono_ns = super::gc::monotonic_ns();

@@ -1,8 +1,9 @@
 //! The attach recipe every front end (`record`, `top`, `agent`) follows for a .NET target,
 //! in one place: wait for its diagnostics socket (a runtime that just started may not have
-//! one yet), switch its perf map on, then open one EventPipe session configured from the
-//! kinds asked for and whether the perf map names JIT code.
-use std::collections::HashMap;
+//! one yet), then [`set_up`]: wait until its runtime has started and no other clrprobe sets it
+//! up, switch its perf map on, then open one EventPipe session configured from the kinds asked
+//! for and whether the perf map names JIT code ([`session`]).
+use std::{collections::HashMap, sync::atomic::AtomicBool, time::Instant};
 
 use clrprobe_eventpipe::ipc::SessionConfig;
 use clrprobe_pipeline::Kinds;
@@ -40,6 +41,54 @@ impl SocketWait {
     pub fn retain(&mut self, mut keep: impl FnMut(&u32, &mut u32) -> bool) {
         self.polls.retain(|p, n| keep(p, n));
     }
+}
+
+/// What a front end switches on in a .NET target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Switch the perf map on over IPC (where the target has none).
+    pub perf_map: bool,
+    /// The environment switched the perf map on already (a tree clrprobe started).
+    pub launched: bool,
+}
+
+/// How [`set_up`] waits before its IPC.
+#[derive(Debug, Clone, Copy)]
+pub enum Wait<'a> {
+    /// Until the runtime has started (bounded) and no other clrprobe sets it up; given up once
+    /// the front end has ended. For set-ups on their own thread (`record`, `top`).
+    Started(&'a AtomicBool),
+    /// Only for another clrprobe's set-up, until the deadline: the caller checked the
+    /// runtime had started (the agent's discovery, which must not wait long).
+    Lock(Instant),
+}
+
+/// What [`set_up`] switched on.
+pub struct SetUp<S> {
+    /// The perf map switched on (restored when dropped).
+    pub guard: Option<PerfMapGuard>,
+    /// Does the perf map name JIT code?
+    pub perf_map_names: bool,
+    /// What the front end started once the perf map was on (its session, its own reader).
+    pub session: S,
+}
+
+/// The one set-up of a .NET target for every front end: waits as `wait` says, takes the
+/// set-up lock, switches the perf map on, then `start(perf_map_names)` opens the front end's
+/// EventPipe session if it wants one (configured with [`session`]); the lock is let go once
+/// both are done.
+pub fn set_up<S>(pid: u32, plan: Plan, wait: Wait<'_>, start: impl FnOnce(bool) -> S) -> Result<SetUp<S>, crate::lifecycle::setup::NotSetUp> {
+    // No IPC before the runtime has started, nor while another clrprobe sets it up.
+    let _setting_up = match wait {
+        Wait::Started(ended) => crate::lifecycle::setup::prepare(pid, ended)?,
+        Wait::Lock(deadline) => crate::lifecycle::setup::lock(pid, deadline)?,
+    };
+    let (guard, perf_map_names) = match plan.perf_map.then(|| perf_map(pid, plan.launched)) {
+        Some((g, names)) => (Some(g), names),
+        None => (None, false),
+    };
+    let session = start(perf_map_names);
+    Ok(SetUp { guard, perf_map_names, session })
 }
 
 /// Switches the perf map on (`launched`: the environment already did, in a tree clrprobe

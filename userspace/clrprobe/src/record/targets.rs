@@ -214,30 +214,26 @@ impl Targets {
         let net = args.net.clone();
         let ended = self.ended.clone();
         let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
-            // No IPC before the runtime has started, nor while another clrprobe sets it up.
-            let _setting_up = match crate::lifecycle::setup::prepare(pid, &ended) {
-                Ok(l) => l,
-                Err(e) => {
-                    let refused = (!e.gone()).then(|| e.to_string());
-                    let _ = tx.send(Attached { pid, guard: None, session: None, providers: None, refused });
-                    return;
-                }
-            };
-            let (guard, perf_map_names) = match perf_map.then(|| recipe::perf_map(pid, launched)) {
-                Some((g, names)) => (Some(g), names),
-                None => (None, false),
-            };
-            let session = eventpipe.then(|| {
-                let mut config = recipe::session(kinds.events(), perf_map_names, true);
-                net.extend_session(&mut config);
-                (super::clr_session::providers_spec(&config), RuntimeSession::start_with(pid, &config, kinds.events(), net.collector()))
+            let plan = recipe::Plan { perf_map, launched };
+            let set_up = recipe::set_up(pid, plan, recipe::Wait::Started(&ended), |perf_map_names| {
+                eventpipe.then(|| {
+                    let mut config = recipe::session(kinds.events(), perf_map_names, true);
+                    net.extend_session(&mut config);
+                    (super::clr_session::providers_spec(&config), RuntimeSession::start_with(pid, &config, kinds.events(), net.collector()))
+                })
             });
-            let (providers, session) = match session {
-                Some((p, s)) => (Some(p), Some(s)),
-                None => (None, None),
+            let a = match set_up {
+                Ok(s) => {
+                    let (providers, session) = match s.session {
+                        Some((p, s)) => (Some(p), Some(s)),
+                        None => (None, None),
+                    };
+                    Attached { pid, guard: s.guard, session, providers, refused: None }
+                }
+                Err(e) => Attached { pid, guard: None, session: None, providers: None, refused: (!e.gone()).then(|| e.to_string()) },
             };
             // If the recording has ended meanwhile, dropping these switches them off again.
-            let _ = tx.send(Attached { pid, guard, session, providers, refused: None });
+            let _ = tx.send(a);
         });
         match spawned {
             Ok(_) => {

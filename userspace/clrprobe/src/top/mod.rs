@@ -25,8 +25,12 @@ pub enum TopError {
 /// Runs the view until quit, the duration ends, or the watched process exits.
 pub fn run(cmd: &crate::cli::TopCmd) -> Result<(), TopError> {
     let stop = crate::signals::stop_flag();
-    let mut watch = Watch::start(if cmd.all { None } else { cmd.pid }, cmd.freq)?;
+    let mut watch = Watch::start(if cmd.all { None } else { cmd.pid }, cmd.freq, stop)?;
     let mut terminal = ratatui::init();
+    // Log lines would land on the screen: the view shows the sources' warnings instead, and
+    // they are printed after it quits.
+    let level = log::max_level();
+    log::set_max_level(log::LevelFilter::Error.min(level));
     let started = Instant::now();
     // The first tick comes after a full second: rates over a shorter span would jump.
     let mut snap = Snapshot { pids: watch.pids().to_vec(), ..Default::default() };
@@ -60,6 +64,7 @@ pub fn run(cmd: &crate::cli::TopCmd) -> Result<(), TopError> {
         }
     };
     ratatui::restore();
+    log::set_max_level(level);
     for w in watch.finish() {
         eprintln!("clrprobe: warning: {w}");
     }

@@ -1,22 +1,27 @@
-//! What `clrprobe top` watches: a CPU sampler over the .NET targets, a perf map and an
-//! EventPipe session (allocations, exceptions, contention) in each, turned once a second into a
+//! What `clrprobe top` watches: the streaming pipeline's host source over the .NET targets (a
+//! CPU sampler, a perf map and an EventPipe session each, set up as `record` and the agent set
+//! them up) feeding the aggregator, whose terminal sink is read once a second into a
 //! [`Snapshot`] of rates over the last second. Everything switched on is switched off in
-//! [`Watch::finish`] (and on drop).
+//! [`Watch::finish`].
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
+    sync::atomic::{AtomicBool, Ordering},
+    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
-use clrprobe_pipeline::{EventReport, Kinds};
+use clrprobe_pipeline::{EventReport, Kinds, stream::AggregatorConfig};
+use crossbeam_channel::Sender;
 
 use crate::{
     discover,
-    record::{
-        FrameResolver, PerfMapGuard, alive,
-        clr_session::RuntimeSession,
-        recipe,
+    pipeline::{
+        aggregate::{self, Query},
+        sinks::terminal::Window,
+        sources::{self, HostConfig, SourceError},
     },
-    sampler::{self, Sampler, SamplerChoice, SamplerError},
+    record::alive,
+    sampler::SamplerChoice,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +31,9 @@ pub enum WatchError {
     #[error("process {0} is not a .NET process (no libcoreclr.so mapped)")]
     NotDotnet(u32),
     #[error(transparent)]
-    Sampler(#[from] SamplerError),
+    Source(#[from] SourceError),
+    #[error("starting the aggregator thread: {0}")]
+    Thread(std::io::Error),
 }
 
 /// One row: a name, its rate over the last second, and its total since the start.
@@ -56,15 +63,23 @@ pub struct Snapshot {
     pub warnings: Vec<String>,
 }
 
+/// How long quitting waits for the sessions to stop and the perf maps to be switched off.
+const FINISH_DEADLINE: Duration = Duration::from_secs(3);
+/// How long a refresh waits for the aggregator's answer.
+const ANSWER_DEADLINE: Duration = Duration::from_millis(800);
+
 pub struct Watch {
-    sampler: Box<dyn Sampler>,
-    resolver: FrameResolver,
-    sessions: Vec<RuntimeSession>,
-    guards: Vec<PerfMapGuard>,
+    stop: &'static AtomicBool,
+    host: Option<JoinHandle<()>>,
+    aggregator: Option<JoinHandle<()>>,
+    queries: Option<Sender<Query>>,
     pids: Vec<u32>,
-    attached: HashSet<u32>,
     all: bool,
-    jit_seen: HashMap<u32, usize>,
+    /// The last CPU second read (the next refresh reads the ones after it).
+    last_start_ns: Option<u64>,
+    /// The last CPU rates (kept while no new second is complete).
+    cpu_now: HashMap<String, f64>,
+    samples_per_sec: f64,
     prev: HashMap<u32, EventReport>,
     cpu_total: HashMap<String, f64>,
     exc_total: HashMap<String, f64>,
@@ -72,105 +87,71 @@ pub struct Watch {
     started: Instant,
     last: Instant,
     warnings: Vec<String>,
-    /// Set-ups running on their threads (a target that never answers holds no one up).
-    in_flight: HashSet<u32>,
-    tx: std::sync::mpsc::Sender<SetUp>,
-    rx: std::sync::mpsc::Receiver<SetUp>,
+    /// The sources' warnings.
+    warn_rx: crossbeam_channel::Receiver<String>,
 }
 
-/// What a set-up thread switched on in one target.
-struct SetUp {
-    pid: u32,
-    /// None: no set-up (its runtime never finished starting, or another clrprobe kept
-    /// setting it up; the reason is in `session`'s place as a warning).
-    guard: Option<PerfMapGuard>,
-    session: Result<RuntimeSession, String>,
-}
+/// Warnings kept for the view (the last is shown; all are printed after quitting).
+const MAX_WARNINGS: usize = 100;
 
 impl Watch {
-    /// Starts watching `pid`, or every .NET process (`None`).
-    pub fn start(pid: Option<u32>, freq: u64) -> Result<Self, WatchError> {
+    /// Starts watching `pid`, or every .NET process (`None`). `stop` ends the sources (set it
+    /// to quit; [`Watch::finish`] does).
+    pub fn start(pid: Option<u32>, freq: u64, stop: &'static AtomicBool) -> Result<Self, WatchError> {
         let pids = match pid {
             Some(p) if !alive(p) => return Err(WatchError::NoProcess(p)),
             Some(p) if discover::libcoreclr_path(p).is_none() => return Err(WatchError::NotDotnet(p)),
             Some(p) => vec![p],
-            None => discover::dotnet_pids(),
+            None => Vec::new(),
         };
-        let (sampler, why) = sampler::start(SamplerChoice::Auto, &pids, freq)?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut w = Watch {
-            in_flight: HashSet::new(),
-            tx,
-            rx,
-            sampler,
-            resolver: FrameResolver::new(),
-            sessions: Vec::new(),
-            guards: Vec::new(),
-            pids: Vec::new(),
-            attached: HashSet::new(),
+        let (warn_tx, warn_rx) = crossbeam_channel::unbounded();
+        let host = HostConfig {
             all: pid.is_none(),
-            jit_seen: HashMap::new(),
+            dotnet_only: true,
+            pids: pids.clone(),
+            freq,
+            sampler: SamplerChoice::Auto,
+            offcpu: false,
+            offcpu_min: Duration::ZERO,
+            oncpu: false,
+            kinds: Kinds::ALL,
+            eventpipe: true,
+            perf_map: true,
+            // The view needs no names after it quits.
+            rundown: false,
+            parent: None,
+            children: false,
+            // Leaf frames only: frame pointers suffice.
+            stack_copies: false,
+            counters_interval_s: None,
+            alloc_slices: None,
+            // Shown in the view (a log line would land on the screen).
+            warnings: Some(warn_tx),
+        };
+        let cfg = AggregatorConfig { freq_hz: freq, buckets: 10, exited_grace_ns: 2_000_000_000, kinds: Kinds::ALL, ..AggregatorConfig::default() };
+        let (rec_tx, rec_rx) = crossbeam_channel::bounded(16_384);
+        let (q_tx, q_rx) = crossbeam_channel::unbounded();
+        let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(WatchError::Thread)?;
+        let (host, fallback) = sources::spawn(host, rec_tx, stop)?;
+        Ok(Watch {
+            stop,
+            host: Some(host),
+            aggregator: Some(aggregator),
+            queries: Some(q_tx),
+            pids,
+            all: pid.is_none(),
+            last_start_ns: None,
+            cpu_now: HashMap::new(),
+            samples_per_sec: 0.0,
             prev: HashMap::new(),
             cpu_total: HashMap::new(),
             exc_total: HashMap::new(),
             alloc_total: HashMap::new(),
             started: Instant::now(),
             last: Instant::now(),
-            warnings: why.into_iter().collect(),
-        };
-        for p in pids {
-            w.attach(p);
-        }
-        Ok(w)
-    }
-
-    fn attach(&mut self, pid: u32) {
-        if !self.attached.insert(pid) {
-            return;
-        }
-        self.pids.push(pid);
-        self.resolver.add_process(pid);
-        if let Err(e) = self.sampler.add_pids(&[pid]) {
-            self.warnings.push(format!("sampling {pid}: {e}"));
-        }
-        // Perf map and EventPipe over IPC on a thread, as `record` does: the view (and `q`)
-        // never waits for a runtime that does not answer.
-        let tx = self.tx.clone();
-        let spawned = std::thread::Builder::new().name(format!("attach-{pid}")).spawn(move || {
-            // No IPC before the runtime has started, nor while another clrprobe sets it up.
-            let _setting_up = match crate::lifecycle::setup::prepare(pid, &std::sync::atomic::AtomicBool::new(false)) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = tx.send(SetUp { pid, guard: None, session: Err(e.to_string()) });
-                    return;
-                }
-            };
-            let guard = Some(PerfMapGuard::ensure(pid));
-            // No rundown: the view needs no names after it quits.
-            let session = RuntimeSession::start(pid, &recipe::session(Kinds::ALL, true, false), Kinds::ALL)
-                .map_err(|e| format!("no EventPipe session for {pid}: {e}"));
-            // If the view has quit meanwhile, dropping these switches them off again.
-            let _ = tx.send(SetUp { pid, guard, session });
-        });
-        match spawned {
-            Ok(_) => {
-                self.in_flight.insert(pid);
-            }
-            Err(e) => self.warnings.push(format!("no set-up for {pid}: {e}")),
-        }
-    }
-
-    /// Picks up finished set-ups.
-    fn collect(&mut self) {
-        while let Ok(s) = self.rx.try_recv() {
-            self.in_flight.remove(&s.pid);
-            self.guards.extend(s.guard);
-            match s.session {
-                Ok(session) => self.sessions.push(session),
-                Err(e) => self.warnings.push(e),
-            }
-            self.resolver.refresh(s.pid);
-        }
+            warnings: fallback.into_iter().collect(),
+            warn_rx,
+        })
     }
 
     pub fn pids(&self) -> &[u32] {
@@ -182,54 +163,64 @@ impl Watch {
         !self.all && self.pids.iter().all(|&p| !alive(p))
     }
 
+    /// Asks the aggregator for the window after the last one read.
+    fn window(&self) -> Option<Window> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.queries.as_ref()?.send(Query::Top { after_ns: self.last_start_ns, reply }).ok()?;
+        let deadline = Instant::now() + ANSWER_DEADLINE;
+        let mut rx = rx;
+        loop {
+            match rx.try_recv() {
+                Ok(w) => return Some(w),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Takes the sources' new warnings (bounded).
+    fn take_warnings(&mut self) {
+        for w in self.warn_rx.try_iter() {
+            if self.warnings.len() < MAX_WARNINGS && !self.warnings.contains(&w) {
+                self.warnings.push(w);
+            }
+        }
+    }
+
     /// Reads what happened since the last tick.
     pub fn tick(&mut self, rows: usize) -> Snapshot {
-        self.collect();
-        if self.all {
-            for p in discover::dotnet_pids() {
-                self.attach(p);
-            }
-        }
+        self.take_warnings();
         let secs = self.last.elapsed().as_secs_f64().max(1e-3);
         self.last = Instant::now();
-        for &pid in &self.pids {
-            self.resolver.refresh(pid);
-        }
-        // JIT code named by the runtime's method events since the last tick.
-        for s in &self.sessions {
-            let live = s.live.lock().unwrap_or_else(|e| e.into_inner());
-            let seen = self.jit_seen.entry(s.pid()).or_insert(0);
-            if live.jit_methods.len() > *seen {
-                self.resolver.add_jit_methods(s.pid(), &live.jit_methods[*seen..]);
-                *seen = live.jit_methods.len();
-            }
-        }
         let mut snap = Snapshot { pids: self.pids.clone(), ..Default::default() };
-        let mut cpu_now: HashMap<String, f64> = HashMap::new();
-        let mut samples = 0;
-        match self.sampler.drain() {
-            Ok(batch) => {
-                for s in batch {
-                    self.resolver.ensure_process(s.pid);
-                    let frames = self.resolver.stack(s.pid, &s.kernel, &s.user);
-                    let leaf = frames.last().map(|f| f.name.to_string()).unwrap_or_else(|| "[unknown]".into());
-                    *cpu_now.entry(leaf).or_insert(0.0) += s.count as f64;
-                    samples += s.count;
-                }
+        let Some(w) = self.window() else {
+            snap.warnings.push("the aggregator did not answer in time".into());
+            snap.elapsed_s = self.started.elapsed().as_secs_f64();
+            return snap;
+        };
+        if self.all {
+            self.pids = w.pids.clone();
+            snap.pids = w.pids.clone();
+        }
+        // CPU: the seconds completed since the last refresh (their samples have all arrived);
+        // none new: the last rates stay.
+        if w.seconds > 0 {
+            let n = w.seconds as f64;
+            self.cpu_now = w.cpu_leaves.iter().map(|(k, v)| (k.clone(), *v as f64)).collect();
+            for (k, v) in &self.cpu_now {
+                *self.cpu_total.entry(k.clone()).or_insert(0.0) += v;
             }
-            Err(e) => snap.warnings.push(format!("reading samples: {e}")),
+            self.cpu_now.values_mut().for_each(|v| *v /= n);
+            self.samples_per_sec = self.cpu_now.values().sum();
         }
-        for (k, v) in &cpu_now {
-            *self.cpu_total.entry(k.clone()).or_insert(0.0) += v;
-        }
-        snap.samples_per_sec = samples as f64 / secs;
-        snap.cpu = rows_of(&cpu_now, &self.cpu_total, secs, rows);
+        self.last_start_ns = w.last_start_ns;
+        snap.samples_per_sec = self.samples_per_sec;
+        snap.cpu = rows_of(&self.cpu_now, &self.cpu_total, 1.0, rows);
 
         let mut alloc_now: HashMap<String, f64> = HashMap::new();
         let mut exc_now: HashMap<String, f64> = HashMap::new();
-        for s in &self.sessions {
-            let report = s.live.lock().unwrap_or_else(|e| e.into_inner()).profiles.report();
-            let prev = self.prev.remove(&s.pid()).unwrap_or_default();
+        for (pid, report) in w.reports {
+            let prev = self.prev.remove(&pid).unwrap_or_default();
             for (ty, bytes, _) in &report.allocations {
                 let before = prev.allocations.iter().find(|a| &a.0 == ty).map(|a| a.1).unwrap_or(0.0);
                 *alloc_now.entry(ty.clone()).or_insert(0.0) += (bytes - before).max(0.0);
@@ -243,7 +234,7 @@ impl Watch {
             snap.contention_ms_per_sec += (c.total_ms - prev.contention.total_ms).max(0.0) / secs;
             snap.contention_p99_ms = snap.contention_p99_ms.max(c.p99_ms);
             snap.contention_waits += c.waits;
-            self.prev.insert(s.pid(), report);
+            self.prev.insert(pid, report);
         }
         for (k, v) in &alloc_now {
             *self.alloc_total.entry(k.clone()).or_insert(0.0) += v;
@@ -258,23 +249,37 @@ impl Watch {
         snap
     }
 
-    /// Stops the sessions and switches the perf maps off again.
+    /// Stops the sources: their sessions end and the perf maps are switched off (bounded:
+    /// a target that never answers is given up on).
     pub fn finish(mut self) -> Vec<String> {
-        // Set-ups in flight get a moment, so what they switch on is switched off here.
-        let until = Instant::now() + Duration::from_millis(300);
-        while !self.in_flight.is_empty() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(5));
-            self.collect();
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + FINISH_DEADLINE;
+        self.queries = None;
+        for (t, what) in [(self.host.take(), "the sessions"), (self.aggregator.take(), "the aggregator")] {
+            let Some(t) = t else { continue };
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                self.warnings.push(format!("{what} did not stop in time: a perf map left on is switched off by the guardian or the next clrprobe"));
+            }
         }
-        // Bounded, all targets at once (a stopped target is given up on).
-        let restores = crate::record::restore_all(std::mem::take(&mut self.guards));
-        let deadline = Instant::now() + crate::record::clr_session::STOP_DEADLINE;
-        let mut warnings: Vec<String> = crate::record::clr_session::finish_all(std::mem::take(&mut self.sessions), deadline)
-            .into_iter()
-            .filter_map(|(_, o)| o.error.map(|e| e.to_string()))
-            .collect();
-        warnings.extend(restores.wait(Instant::now() + Duration::from_millis(300)));
-        warnings
+        self.take_warnings();
+        std::mem::take(&mut self.warnings)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if self.host.is_some() {
+            self.stop_all();
+        }
     }
 }
 

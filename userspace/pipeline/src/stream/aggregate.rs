@@ -100,7 +100,9 @@ pub(crate) struct Proc {
     /// nothing of it (their buffers are flushed apart, seconds apart on a loaded host).
     thread_events_ns: HashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
-    threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    pub(crate) threads: HashMap<u32, (Arc<str>, u64, u64)>,
+    /// The process's CPU time (user + system) when first read (the start of its window).
+    pub(crate) cpu_first_ns: Option<u64>,
     /// Allocation events sampled in slices (None: all of them).
     pub alloc_slices: Option<AllocSlices>,
 }
@@ -141,12 +143,14 @@ pub struct Aggregator {
     pub(crate) now_ns: u64,
     pub(crate) first_ns: Option<u64>,
     /// The latest tick: CPU samples taken before it have all arrived.
-    sampled_ns: u64,
+    pub(crate) sampled_ns: u64,
     pub(crate) procs: BTreeMap<u32, Proc>,
     pub(crate) cpu: VecDeque<Bucket>,
     pub health: Health,
     jit: Vec<(u32, u64, u32, String)>,
     new_stacks: Vec<(u32, Arc<[u64]>)>,
+    /// CPU samples and off-CPU intervals stamped after this are left out (a recording's end).
+    pub(crate) samples_end_ns: Option<u64>,
 }
 
 impl Aggregator {
@@ -161,6 +165,7 @@ impl Aggregator {
             health: Health::default(),
             jit: Vec::new(),
             new_stacks: Vec::new(),
+            samples_end_ns: None,
         }
     }
 
@@ -232,6 +237,7 @@ impl Aggregator {
                 if let Some(p) = self.procs.get_mut(&pid) {
                     p.counters.cpu_user_ns = user_ns.max(p.counters.cpu_user_ns);
                     p.counters.cpu_system_ns = system_ns.max(p.counters.cpu_system_ns);
+                    p.cpu_first_ns.get_or_insert(user_ns + system_ns);
                 }
             }
             Record::Lost { pid, source, count } => {
@@ -258,6 +264,11 @@ impl Aggregator {
             }
             Record::Tick { time_ns } => self.tick(time_ns),
         }
+    }
+
+    /// Is the sample stamped after the recording's end (untimed ones never are)?
+    fn after_end(&self, s: &StackRecord) -> bool {
+        self.samples_end_ns.is_some_and(|e| s.time_ns != 0 && s.time_ns > e)
     }
 
     fn advance(&mut self, t: u64) {
@@ -292,6 +303,7 @@ impl Aggregator {
                 windows: VecDeque::new(),
                 thread_events_ns: HashMap::new(),
                 threads: HashMap::new(),
+                cpu_first_ns: None,
                 alloc_slices: None,
             },
         );
@@ -326,6 +338,9 @@ impl Aggregator {
     }
 
     fn cpu_sample(&mut self, s: StackRecord) {
+        if self.after_end(&s) {
+            return;
+        }
         // Untimed samples (perf fallback, or times off) belong to the drain's moment.
         let t = if s.time_ns == 0 { self.now_ns } else { s.time_ns };
         self.advance(t);
@@ -351,6 +366,9 @@ impl Aggregator {
     }
 
     fn offcpu(&mut self, s: StackRecord) {
+        if self.after_end(&s) {
+            return;
+        }
         self.advance(s.time_ns);
         let max = self.cfg.max_offcpu_keys;
         let Some(p) = self.procs.get_mut(&s.pid) else { return };

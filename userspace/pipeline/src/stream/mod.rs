@@ -13,6 +13,7 @@ mod records;
 mod replay;
 mod snapshot;
 mod wanted;
+mod window;
 
 pub use aggregate::{AllocSlices, Aggregator, AggregatorConfig, Health, is_gc_thread};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
@@ -21,3 +22,4 @@ pub use snapshot::{ProfileKind, Namer};
 pub use clr_stream::{COUNTERS_PROVIDER, ClrStream, StreamItem};
 pub use replay::{Replay, ReplayError, ReplayStats};
 pub use wanted::{allocation, wanted};
+pub use window::CpuWindow;

@@ -33,19 +33,39 @@ pub struct HostConfig {
     /// Off-CPU intervals (sched_switch) of at least `offcpu_min`.
     pub offcpu: bool,
     pub offcpu_min: Duration,
+    /// On-CPU time per thread from sched_switch (with `offcpu`), as `record` counts it.
+    pub oncpu: bool,
     /// Event kinds asked of each runtime (allocations, exceptions, contention).
     pub kinds: Kinds,
     pub eventpipe: bool,
     pub perf_map: bool,
     /// Follow only .NET processes whose parent is this process (a supervisor, a shell).
     pub parent: Option<u32>,
+    /// Without `all`: the descendants of `pids` too (sampled from when they are found, .NET
+    /// ones set up), as `record -p` follows them.
+    pub children: bool,
     /// Copy user stacks for DWARF unwinding (else frame pointers only).
     pub stack_copies: bool,
     /// The runtime's System.Runtime EventCounters every this many seconds (thread pool).
     pub counters_interval_s: Option<u32>,
+    /// The runtime's rundown at the end of each session (names of code that ran before it
+    /// started, for the profiles served after; `top` needs none).
+    pub rundown: bool,
     /// Allocation events in slices of time (a second, allocation-only session per process
     /// open for `slice` of every `period`); None: all of them, in the process's session.
     pub alloc_slices: Option<AllocDuty>,
+    /// Where problems met while following processes go, one line each (None: the log).
+    pub warnings: Option<Sender<String>>,
+}
+
+/// Reports a problem where `cfg` says.
+fn warn(cfg: &HostConfig, line: String) {
+    match &cfg.warnings {
+        Some(tx) => {
+            let _ = tx.send(line);
+        }
+        None => log::warn!("{line}"),
+    }
 }
 
 /// The duty cycle of allocation events.
@@ -59,6 +79,35 @@ pub struct AllocDuty {
 pub enum SourceError {
     #[error(transparent)]
     Sampler(#[from] SamplerError),
+    #[error("starting the host source thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Starts the host source on its own thread (the sampler's BPF handles stay on the thread
+/// that loaded them), running until `stop` is set; returns once it is loaded, with why the
+/// BPF sampler was not used, if it was not.
+pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> Result<(std::thread::JoinHandle<()>, Option<String>), SourceError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let host = std::thread::Builder::new()
+        .name("host-source".into())
+        .spawn(move || match HostSource::start(cfg, tx) {
+            Ok(source) => {
+                let _ = ready_tx.send(Ok(source.fallback.clone()));
+                source.run(stop);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(SourceError::Thread)?;
+    match ready_rx.recv() {
+        Ok(Ok(fallback)) => Ok((host, fallback)),
+        Ok(Err(e)) => {
+            let _ = host.join();
+            Err(e)
+        }
+        Err(_) => Err(SourceError::Thread(std::io::Error::other("the host source thread ended"))),
+    }
 }
 
 /// A followed .NET process.
@@ -90,6 +139,9 @@ pub struct HostSource {
     waiting: recipe::SocketWait,
     scanner: crate::discover::Scanner,
     lost_sent: u64,
+    /// Descendants of the named processes found so far (`children`).
+    child_scan: crate::lifecycle::children::ChildScan,
+    children: HashSet<u32>,
 }
 
 /// Discovery period: an agent is not in a hurry, and each scan reads /proc/PID/maps of
@@ -109,12 +161,12 @@ impl HostSource {
         if let Some(b) = sampler.as_bpf() {
             // Per-sample times: CPU samples inside a thread's own GC pause are GC work.
             if let Err(e) = crate::record::gc::enable_sample_time(b.loaded()) {
-                log::warn!("no sample times (GC on user threads not measured): {e}");
+                warn(&cfg, format!("no sample times (GC on user threads not measured): {e}"));
             }
             if cfg.offcpu {
-                match b.loaded().attach_sched_switch(true, false, cfg.offcpu_min.as_nanos() as u64) {
+                match b.loaded().attach_sched_switch(true, cfg.oncpu, cfg.offcpu_min.as_nanos() as u64) {
                     Ok(()) => offcpu_on = true,
-                    Err(e) => log::warn!("no off-CPU profile: {e}"),
+                    Err(e) => warn(&cfg, format!("no off-CPU profile: {e}")),
                 }
             }
         }
@@ -132,6 +184,8 @@ impl HostSource {
             waiting: recipe::SocketWait::default(),
             scanner: crate::discover::Scanner::new().with_full_rescan(FULL_RESCAN),
             lost_sent: 0,
+            child_scan: Default::default(),
+            children: HashSet::new(),
         })
     }
 
@@ -155,18 +209,29 @@ impl HostSource {
             if self.slices().is_err() {
                 break;
             }
+            // Stack copies are unwound while the processes are as they were, and the ring
+            // does not fill between drains.
+            if self.cfg.stack_copies
+                && let Some(b) = self.sampler.as_bpf()
+                && let Err(e) = b.poll_copies()
+            {
+                warn(&self.cfg, format!("reading stack copies: {e}"));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Stop the sessions first (each ends its stream), then the guards switch maps off.
-        for (_, f) in self.followed.drain() {
-            if let Some((s, _)) = f.alloc.and_then(|a| a.open) {
+        // Stop the sessions first (each ends its stream); the last drain still knows the
+        // followed processes (their off-CPU intervals of the last second are sent); then the
+        // guards switch the maps off.
+        for f in self.followed.values_mut() {
+            if let Some((s, _)) = f.alloc.as_mut().and_then(|a| a.open.take()) {
                 s.stop();
             }
-            if let Some(s) = f.session {
+            if let Some(s) = f.session.take() {
                 s.stop();
             }
         }
         let _ = self.drain();
+        self.followed.clear();
     }
 
     fn discover(&mut self) {
@@ -174,7 +239,10 @@ impl HostSource {
         let candidates: Vec<u32> = if self.cfg.all {
             self.scanner.scan_where(|pid| parent.is_none_or(|p| super::ppid(pid) == Some(p)))
         } else {
-            self.cfg.pids.iter().copied().filter(|&p| is_dotnet(p)).collect()
+            if self.cfg.children {
+                self.find_children();
+            }
+            self.cfg.pids.iter().chain(&self.children).copied().filter(|&p| is_dotnet(p)).collect()
         };
         for pid in candidates {
             if self.done.contains(&pid) || self.cfg.parent.is_some_and(|p| super::ppid(pid) != Some(p)) {
@@ -196,6 +264,20 @@ impl HostSource {
         self.done.retain(|p| self.followed.contains_key(p) || alive(*p));
     }
 
+    /// New descendants of the named processes: sampled from now on (set up when .NET).
+    fn find_children(&mut self) {
+        for (child, _) in self.child_scan.descendants(&self.cfg.pids) {
+            if self.cfg.pids.contains(&child) || !self.children.insert(child) {
+                continue;
+            }
+            if let Err(e) = self.sampler.add_pids(&[child]) {
+                warn(&self.cfg, format!("sampling child {child}: {e}"));
+            }
+        }
+        // Exited children go (a reused pid is a new process).
+        self.children.retain(|p| self.followed.contains_key(p) || alive(*p));
+    }
+
     fn follow(&mut self, pid: u32) {
         let described = crate::discover::describe(pid);
         let info = ProcessInfo {
@@ -204,51 +286,69 @@ impl HostSource {
             container_id: container_id(pid),
             runtime_version: described.and_then(|d| d.runtime_version).unwrap_or_default(),
         };
+        let runtime_version = info.runtime_version.clone();
         // One clrprobe at a time sets a target up (bounded: this loop waits for it); one that
         // cannot is sampled without its IPC set-up.
-        let setting_up = crate::lifecycle::setup::lock(pid, std::time::Instant::now() + std::time::Duration::from_secs(2));
-        if let Err(e) = &setting_up {
-            log::warn!("no perf map or EventPipe session for {pid}: {e}");
-        }
-        let ipc = setting_up.is_ok();
-        let (guard, perf_map_names) = match (self.cfg.perf_map && ipc).then(|| recipe::perf_map(pid, false)) {
-            Some((g, names)) => (Some(g), names),
-            None => (None, false),
+        let plan = recipe::Plan { perf_map: self.cfg.perf_map, launched: false };
+        let (cfg, tx, sampler) = (&self.cfg, &self.tx, &mut self.sampler);
+        let mut info = Some(info);
+        // The aggregator follows the process from here (its session's events need that); the
+        // perf map is on by then, so the aggregator's first read of it names JIT code.
+        let mut announce = |info: &mut Option<ProcessInfo>| -> bool {
+            let Some(info) = info.take() else { return true };
+            if tx.send(Record::Started(info)).is_err() {
+                return false;
+            }
+            // Its CPU times now: where its GC CPU window starts (as its timed samples do).
+            let mut recs = Vec::new();
+            cpu_records(pid, &mut recs);
+            for r in recs {
+                if tx.send(r).is_err() {
+                    return false;
+                }
+            }
+            if (!cfg.all || cfg.dotnet_only)
+                && let Err(e) = sampler.add_pids(&[pid])
+            {
+                warn(cfg, format!("sampling {pid}: {e}"));
+            }
+            true
         };
-        let runtime_version = info.runtime_version.clone();
-        if self.tx.send(Record::Started(info)).is_err() {
-            return;
-        }
-        if (!self.cfg.all || self.cfg.dotnet_only)
-            && let Err(e) = self.sampler.add_pids(&[pid])
-        {
-            log::warn!("sampling {pid}: {e}");
-        }
-        // Allocation events in slices need the process's own session at Informational (no
-        // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session without
-        // rundown: .NET 5+).
-        let sliced = self.cfg.alloc_slices.is_some()
-            && self.cfg.kinds.alloc
-            && self.cfg.eventpipe
-            && ipc
-            && perf_map_names
-            && !runtime_before_5(&runtime_version);
-        let session = if self.cfg.eventpipe && ipc {
-            let kinds = if sliced { Kinds { alloc: false, ..self.cfg.kinds } } else { self.cfg.kinds };
-            let mut config = recipe::session(kinds, perf_map_names, true);
-            if let Some(s) = self.cfg.counters_interval_s {
+        let set_up = recipe::set_up(pid, plan, recipe::Wait::Lock(Instant::now() + Duration::from_secs(2)), |perf_map_names| {
+            if !announce(&mut info) || !cfg.eventpipe {
+                return None;
+            }
+            // Allocation events in slices need the process's own session at Informational (no
+            // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session
+            // without rundown: .NET 5+).
+            let sliced = cfg.alloc_slices.is_some() && cfg.kinds.alloc && perf_map_names && !runtime_before_5(&runtime_version);
+            let kinds = if sliced { Kinds { alloc: false, ..cfg.kinds } } else { cfg.kinds };
+            let mut config = recipe::session(kinds, perf_map_names, cfg.rundown);
+            if let Some(s) = cfg.counters_interval_s {
                 config.providers.push(super::eventpipe::runtime_counters(s));
             }
-            match EventPipeSource::start(pid, &config, self.tx.clone()) {
-                Ok(s) => Some(s),
+            match EventPipeSource::start(pid, &config, tx.clone()) {
+                Ok(s) => Some((s, sliced)),
                 Err(e) => {
-                    log::warn!("no EventPipe session for {pid}: {e}");
+                    warn(cfg, format!("no EventPipe session for {pid}: {e}"));
                     None
                 }
             }
-        } else {
-            None
+        });
+        let (guard, session, sliced) = match set_up {
+            Ok(s) => {
+                let (session, sliced) = s.session.map_or((None, false), |(s, sliced)| (Some(s), sliced));
+                (s.guard, session, sliced)
+            }
+            Err(e) => {
+                warn(&self.cfg, format!("no perf map or EventPipe session for {pid}: {e}"));
+                (None, None, false)
+            }
         };
+        // Without a set-up (or a session) it is followed and sampled all the same.
+        if !announce(&mut info) {
+            return;
+        }
         let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
         self.followed.insert(pid, Followed { _guard: guard, session, alloc });
     }
@@ -280,7 +380,7 @@ impl HostSource {
                             self.tx.send(Record::AllocSampling { pid, time_ns: opened, on: true })?;
                             a.open = Some((s, opened));
                         }
-                        Err(e) => log::warn!("no allocation slice for {pid}: {e}"),
+                        Err(e) => warn(&self.cfg, format!("no allocation slice for {pid}: {e}")),
                     }
                 }
                 None => {}
@@ -302,7 +402,7 @@ impl HostSource {
                     self.tx.send(Record::Cpu(s.into()))?;
                 }
             }
-            Err(e) => log::warn!("reading samples: {e}"),
+            Err(e) => warn(&self.cfg, format!("reading samples: {e}")),
         }
         if self.offcpu_on
             && let Some(b) = self.sampler.as_bpf()
@@ -315,7 +415,7 @@ impl HostSource {
                         self.tx.send(Record::OffCpu(s.into()))?;
                     }
                 }
-                Err(e) => log::warn!("reading off-CPU time: {e}"),
+                Err(e) => warn(&self.cfg, format!("reading off-CPU time: {e}")),
             }
         }
         let lost = self.sampler.stats().lost_samples;

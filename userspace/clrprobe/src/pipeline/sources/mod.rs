@@ -5,5 +5,5 @@ mod host;
 mod proc_stat;
 
 pub use eventpipe::EventPipeSource;
-pub use host::{AllocDuty, HostConfig, HostSource, SourceError};
+pub use host::{AllocDuty, HostConfig, HostSource, SourceError, spawn};
 pub use proc_stat::{container_id, monotonic_ns, ppid};
