@@ -53,6 +53,35 @@ impl EventPipeSource {
         self.stop_and_join();
     }
 
+    /// [`EventPipeSource::stop`] bounded by `deadline`: StopTracing within it, then the end of
+    /// the stream awaited until it. A runtime that has not ended its stream by then (stopped,
+    /// a rundown too long) is given up on: its stream is shut down, what was read was sent.
+    pub fn stop_by(mut self, deadline: std::time::Instant) {
+        use std::time::{Duration, Instant};
+        let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
+        let _ = self.stop.stop_within(timeout);
+        while !self.ended() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if !self.ended() {
+            log::warn!("the runtime of pid {} did not end its EventPipe session in time: given up on", self.pid);
+            self.stop.abort();
+            // A shut-down stream ends the reader within milliseconds.
+            let grace = Instant::now() + Duration::from_millis(150);
+            while !self.ended() && Instant::now() < grace {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        if self.ended() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        } else {
+            // Left behind, its stream shut down; never joined (Drop would wait).
+            drop(self.thread.take());
+        }
+    }
+
     fn stop_and_join(&mut self) {
         let _ = self.stop.stop();
         if let Some(t) = self.thread.take() {

@@ -112,7 +112,7 @@ pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> 
 
 /// A followed .NET process.
 struct Followed {
-    _guard: Option<PerfMapGuard>,
+    guard: Option<PerfMapGuard>,
     session: Option<EventPipeSource>,
     /// Its allocation slices (None: no allocation events, or all in `session`).
     alloc: Option<Slices>,
@@ -219,19 +219,47 @@ impl HostSource {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Stop the sessions first (each ends its stream); the last drain still knows the
-        // followed processes (their off-CPU intervals of the last second are sent); then the
-        // guards switch the maps off.
-        for f in self.followed.values_mut() {
-            if let Some((s, _)) = f.alloc.as_mut().and_then(|a| a.open.take()) {
-                s.stop();
-            }
-            if let Some(s) = f.session.take() {
-                s.stop();
-            }
-        }
+        self.stop_followed();
+        // The last drain still knows the followed processes (their off-CPU intervals of the
+        // last second are sent).
         let _ = self.drain();
         self.followed.clear();
+    }
+
+    /// Every followed process at once, each on its own thread and in this order: its perf map
+    /// switched off, then its sessions stopped (a runtime's diagnostics server serves one
+    /// command at a time, and StopTracing holds it for the whole rundown). Bounded: one after
+    /// the other, 20 busy processes' rundowns and switch-offs took seconds.
+    fn stop_followed(&mut self) {
+        let deadline = Instant::now() + crate::record::clr_session::STOP_DEADLINE;
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let mut n = 0;
+        for (&pid, f) in self.followed.iter_mut() {
+            let guard = f.guard.take();
+            let alloc = f.alloc.as_mut().and_then(|a| a.open.take()).map(|(s, _)| s);
+            let session = f.session.take();
+            let t = tx.clone();
+            let spawned = std::thread::Builder::new().name(format!("stop-{pid}")).spawn(move || {
+                if let Some(mut g) = guard
+                    && let Err(e) = g.restore()
+                {
+                    log::warn!("switching the perf map of {pid} off: {e}");
+                }
+                for s in alloc.into_iter().chain(session) {
+                    s.stop_by(deadline);
+                }
+                let _ = t.send(());
+            });
+            // Without a thread, what the closure held was dropped here (stopped on this one).
+            n += usize::from(spawned.is_ok());
+        }
+        let until = deadline + Duration::from_millis(700);
+        for _ in 0..n {
+            if rx.recv_timeout(until.saturating_duration_since(Instant::now())).is_err() {
+                warn(&self.cfg, "a followed process did not stop in time: a perf map left on is switched off by the guardian or the next clrprobe".into());
+                break;
+            }
+        }
     }
 
     fn discover(&mut self) {
@@ -350,7 +378,7 @@ impl HostSource {
             return;
         }
         let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
-        self.followed.insert(pid, Followed { _guard: guard, session, alloc });
+        self.followed.insert(pid, Followed { guard, session, alloc });
     }
 
     /// Opens and closes the allocation slices that are due. Err: the aggregator is gone.
