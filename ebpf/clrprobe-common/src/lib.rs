@@ -119,6 +119,10 @@ pub mod switch_config {
     /// is walked and copied when the syscall returns, and only after an interval of at least
     /// the minimum.
     pub const FLAG_DEFER_USER: u64 = 8;
+    /// Both stack ids of an off-CPU interval the thread spent runnable (preempted: on the run
+    /// queue, not waiting for anything), whose stacks are not walked. Outside the errors
+    /// `bpf_get_stackid` returns (-4095..0).
+    pub const PREEMPTED_STACK_ID: i32 = -0x1_0000;
 }
 
 /// A thread switched out, waiting to be switched back in.

@@ -34,6 +34,9 @@ const BPF_NOEXIST: u64 = 1;
 const KERNEL_SKIP: u64 = 3;
 /// `prev_state` of a task switching out for the last time (`TASK_DEAD`).
 const TASK_DEAD: u64 = 0x80;
+/// x86-64 `__NR_sched_yield`: a runnable thread switching out inside it gave its CPU up
+/// (a spin-wait: `Thread.Yield`, `Thread.Sleep(0)`), a wait at a place, not a preemption.
+const NR_SCHED_YIELD: i64 = 24;
 
 /// Task (its `task_struct` address) → its `SwitchThread`, for threads of targets.
 #[map(name = "SWITCH_THREADS")]
@@ -63,14 +66,13 @@ fn same_place(t: &SwitchThread, r: &UserRegs) -> bool {
 /// last blocking switch-out from the same ip, sp and syscall when there is one (same user
 /// place, same kernel path; the walk is most of a switch's cost).
 #[inline(always)]
-fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs, blocked: bool) -> i32 {
-    if blocked && t.at_kernel_stack_id >= 0 && t.at_ip == r.ip && t.at_sp == r.sp && t.at_nr == r.orig_ax && t.at_ip != 0 {
+fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs) -> i32 {
+    if t.at_kernel_stack_id >= 0 && t.at_ip == r.ip && t.at_sp == r.sp && t.at_nr == r.orig_ax && t.at_ip != 0 {
         crate::ustack::count(ustack::STAT_REUSED);
         return t.at_kernel_stack_id;
     }
     let id = ctx.get_stackid(&STACKS, KERNEL_SKIP).map(|i| i as i32).unwrap_or_else(|e| e);
-    // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
-    if blocked && id >= 0 {
+    if id >= 0 {
         t.at_ip = r.ip;
         t.at_sp = r.sp;
         t.at_bp = 0;
@@ -82,8 +84,8 @@ fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserReg
     id
 }
 
-/// Both stacks of the current thread switching out (`r`: its user registers when it blocked,
-/// `NONE` when preempted). A thread blocking again in the same syscall from the same user ip,
+/// Both stacks of the current thread switching out blocked (`r`: its user registers, `NONE`
+/// when it has none). A thread blocking again in the same syscall from the same user ip,
 /// sp and bp takes the same paths: its last stack ids are reused instead of walked again (as
 /// its user stack copy is, see `user_copy`). Stack ids stay valid: userspace never removes
 /// them from `STACKS`.
@@ -200,18 +202,20 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
         account_on_cpu(tgid, tid, now.saturating_sub(t.oncpu_start), comm);
         t.oncpu_start = 0;
     }
-    // Blocked (sleep, wait, I/O) rather than preempted: a preempted thread is still runnable
-    // and off CPU only until the scheduler picks it again; its stack is taken by frame
-    // pointers, without a copy (copies are for the blocked threads users read).
-    let blocked = !preempt && prev_state & 0xffff_ffff != 0;
+    let offcpu = flags & switch_config::FLAG_OFFCPU != 0;
     let defer = flags & (switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER)
         == switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER;
-    // One read of the user registers serves every use below.
-    let regs = if defer || (blocked && flags & switch_config::FLAG_OFFCPU != 0) {
-        crate::ustack::user_regs_now()
-    } else {
-        UserRegs::NONE
-    };
+    // One read of the user registers serves every use below. A thread preempted in the
+    // kernel (`preempt`) is runnable: no registers needed unless an interval is deferred.
+    let regs = if defer || (offcpu && !preempt) { crate::ustack::user_regs_now() } else { UserRegs::NONE };
+    // Blocked (sleep, wait, I/O) or yielding in `sched_yield`: a wait at a place, whose stacks
+    // users read. Else preempted (TASK_RUNNING: a tick or a wake-up made it give the CPU up,
+    // at the return to user mode or in the kernel): run-queue time, not a wait. Its stacks
+    // are not walked (the walks were most of the cost of off-CPU recording, and preemptions
+    // land anywhere, so nothing is reused); the interval is counted for the thread under
+    // `PREEMPTED_STACK_ID`, as `perf --off-cpu` leaves such intervals out altogether.
+    let running = prev_state & 0xffff_ffff == 0;
+    let blocked = !preempt && (!running || (regs.in_syscall() && regs.orig_ax == NR_SCHED_YIELD));
     if defer {
         // An interval whose syscall has not returned yet (the thread ran again inside it):
         // finished now, the user stack still the one it blocked with.
@@ -222,10 +226,13 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
         let _ = SWITCH_THREADS.remove(&task);
         return;
     }
-    t.off = if defer && regs.in_syscall() {
+    t.off = if offcpu && !blocked {
+        let id = switch_config::PREEMPTED_STACK_ID;
+        OffCpuStart { start_ns: now, pid: tgid, tid, user_stack_id: id, kernel_stack_id: id, comm, ..Default::default() }
+    } else if defer && regs.in_syscall() {
         // In a syscall: the kernel stack now, the user stack when the syscall returns and only
         // if the interval is long enough (`syscall_exit`).
-        let kernel_stack_id = kernel_stack_at(ctx, t, &regs, blocked);
+        let kernel_stack_id = kernel_stack_at(ctx, t, &regs);
         OffCpuStart {
             start_ns: now,
             pid: tgid,
@@ -236,8 +243,7 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
             user_sp: regs.sp,
             ..Default::default()
         }
-    } else if flags & switch_config::FLAG_OFFCPU != 0 {
-        let regs = if blocked { regs } else { UserRegs::NONE };
+    } else if offcpu {
         let (user_stack_id, kernel_stack_id) = stacks_at_switch_out(ctx, t, &regs);
         let ustack_generation = if regs.present() && crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
             user_copy(t, &regs, UserStackHeader { pid: tgid, tid, kernel_stack_id, user_stack_id, comm, ..Default::default() })

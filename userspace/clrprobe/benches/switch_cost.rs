@@ -46,7 +46,10 @@ fn main() {
     run(&mut l, "target, on-CPU time only", sc::FLAG_ONCPU, 0, blocked, false);
     run(&mut l, "target, off-CPU, stacks reused (FP only)", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, 0, blocked, false);
     run(&mut l, "target, off-CPU, stacks and copy reused", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, ustack::COPY_OFFCPU, blocked, false);
-    run(&mut l, "target, off-CPU, preempted (walks, no copy)", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, ustack::COPY_OFFCPU, [1, task, task, 0], false);
+    // Runnable switch-outs (prev_state TASK_RUNNING): preempted in the kernel, and at the
+    // return to user mode (`preempt` 0; the user registers say it is no sched_yield).
+    run(&mut l, "target, off-CPU, preempted in the kernel", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, ustack::COPY_OFFCPU, [1, task, task, 0], false);
+    run(&mut l, "target, off-CPU, preempted, TASK_RUNNING", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, ustack::COPY_OFFCPU, [0, task, task, 0], false);
     run(&mut l, "target, off-CPU, new place: walks (FP only)", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, 0, blocked, true);
     run(&mut l, "target, off-CPU, new place: walks + 16 KiB copy", sc::FLAG_OFFCPU | sc::FLAG_ONCPU, ustack::COPY_OFFCPU, blocked, true);
     println!("sched_switch program, ns per run (one switch-out and one switch-in) above an empty program");
