@@ -268,19 +268,20 @@ impl BpfSampler {
                 count: ns,
             });
         }
-        // Later intervals of a thread use its latest generation; the one before stays too, for
-        // an interval counted just after the counts were read.
+        // Later intervals of a thread use the latest generation of each of its two places
+        // (`ustack::offcpu_slot`: one by odd numbers, one by even); the one before stays too,
+        // for an interval counted just after the counts were read.
         if let Some(c) = self.copies.as_mut() {
-            let mut latest: HashMap<u32, [u32; 2]> = HashMap::new();
+            let mut latest: HashMap<(u32, u32), [u32; 2]> = HashMap::new();
             for &(tid, g) in c.offcpu.keys() {
-                let e = latest.entry(tid).or_insert([0, 0]);
+                let e = latest.entry((tid, ustack::offcpu_slot(g))).or_insert([0, 0]);
                 if g > e[0] {
                     *e = [g, e[0]];
                 } else if g > e[1] {
                     e[1] = g;
                 }
             }
-            c.offcpu.retain(|&(tid, g), _| latest.get(&tid).is_some_and(|e| g >= e[1]));
+            c.offcpu.retain(|&(tid, g), _| latest.get(&(tid, ustack::offcpu_slot(g))).is_some_and(|e| g >= e[1]));
         }
         Ok(out)
     }
