@@ -54,7 +54,7 @@ pub mod ustack {
     /// The place slot a copy generation belongs to: slot 0 numbers its copies 1, 3, 5…,
     /// slot 1 numbers them 2, 4, 6… (one sequence per thread, no generation shared).
     pub const fn offcpu_slot(generation: u32) -> u32 {
-        (generation + 1) & 1
+        (generation & 1) ^ 1
     }
     /// `USTACK_STATS` slots: stacks copied (CPU samples and off-CPU switch-outs).
     pub const STAT_COPIES: u32 = 0;
@@ -301,11 +301,25 @@ impl SampleKey {
 mod tests {
     use super::*;
     #[test]
+    fn each_place_has_its_own_copy_key_and_generations() {
+        let tid = 4_194_303; // pid_max's largest
+        assert_ne!(ustack::offcpu_key(tid, 0), ustack::offcpu_key(tid, 1));
+        assert_eq!(ustack::offcpu_key(tid, 0), tid);
+        for g in [1u32, 3, 5, u32::MAX] {
+            assert_eq!(ustack::offcpu_slot(g), 0, "{g}");
+        }
+        for g in [2u32, 4, u32::MAX - 1] {
+            assert_eq!(ustack::offcpu_slot(g), 1, "{g}");
+        }
+    }
+
+    #[test]
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
         assert_eq!(core::mem::size_of::<OffCpuStart>(), 72);
-        assert_eq!(core::mem::size_of::<SwitchThread>(), 136);
+        assert_eq!(core::mem::size_of::<BlockPlace>(), 48);
+        assert_eq!(core::mem::size_of::<SwitchThread>(), 192);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
         assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
         assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);
