@@ -47,6 +47,15 @@ pub mod ustack {
     pub const KIND_CPU: u32 = 1;
     /// `UserStackHeader::kind` of an off-CPU switch-out stack.
     pub const KIND_OFFCPU: u32 = 2;
+    /// `USTACKS` key of a thread's copy for place `slot` (0 or 1) of its `SwitchThread`.
+    pub const fn offcpu_key(tid: u32, slot: u32) -> u32 {
+        tid | (slot & 1) << 31
+    }
+    /// The place slot a copy generation belongs to: slot 0 numbers its copies 1, 3, 5…,
+    /// slot 1 numbers them 2, 4, 6… (one sequence per thread, no generation shared).
+    pub const fn offcpu_slot(generation: u32) -> u32 {
+        (generation & 1) ^ 1
+    }
     /// `USTACK_STATS` slots: stacks copied (CPU samples and off-CPU switch-outs).
     pub const STAT_COPIES: u32 = 0;
     /// Off-CPU switch-outs that kept the thread's previous copy (same ip, sp and FP stack);
@@ -119,6 +128,10 @@ pub mod switch_config {
     /// is walked and copied when the syscall returns, and only after an interval of at least
     /// the minimum.
     pub const FLAG_DEFER_USER: u64 = 8;
+    /// Both stack ids of an off-CPU interval the thread spent runnable (preempted: on the run
+    /// queue, not waiting for anything), whose stacks are not walked. Outside the errors
+    /// `bpf_get_stackid` returns (-4095..0).
+    pub const PREEMPTED_STACK_ID: i32 = -0x1_0000;
 }
 
 /// A thread switched out, waiting to be switched back in.
@@ -142,6 +155,24 @@ pub struct OffCpuStart {
     pub _pad: u32,
 }
 
+/// A place where a thread blocked (`SwitchThread::places`): user ip, sp, bp and syscall
+/// number, with the stack ids taken there (negative: none) and the generation of its
+/// `USTACKS` copy (0: none). A thread blocking again at the same place reuses them instead of
+/// walking and copying again.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BlockPlace {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+    pub nr: i64,
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    pub copy_generation: u32,
+    /// Switch-outs that reused what was taken here since it was taken.
+    pub reuses: u32,
+}
+
 /// What the sched_switch program keeps per thread of a target, keyed by the thread's task
 /// address (`SWITCH_THREADS`): one map entry read once at switch-out and once at switch-in.
 #[repr(C)]
@@ -151,20 +182,16 @@ pub struct SwitchThread {
     pub off: OffCpuStart,
     /// When the thread was last switched in (0: not seen yet).
     pub oncpu_start: u64,
-    /// Where it last blocked: user ip, sp, bp and syscall number, with the stack ids taken
-    /// there (negative: none) and the generation of its `USTACKS` copy (0: none). A thread
-    /// blocking again at the same place reuses them instead of walking and copying again.
-    pub at_ip: u64,
-    pub at_sp: u64,
-    pub at_bp: u64,
-    pub at_nr: i64,
-    pub at_user_stack_id: i32,
-    pub at_kernel_stack_id: i32,
-    pub copy_generation: u32,
+    /// The last two places it blocked at: threads often alternate between two (a condition
+    /// wait and the lock around it, say). Each has its own copy (`USTACKS`, see
+    /// `ustack::offcpu_key`).
+    pub places: [BlockPlace; 2],
     /// The last copy generation sent to userspace.
     pub sent_generation: u32,
     /// `switch_thread::*`.
     pub state: u32,
+    /// The slot of `places` a new place takes next (the other was used last).
+    pub next_slot: u32,
     pub _pad: u32,
 }
 
@@ -274,11 +301,25 @@ impl SampleKey {
 mod tests {
     use super::*;
     #[test]
+    fn each_place_has_its_own_copy_key_and_generations() {
+        let tid = 4_194_303; // pid_max's largest
+        assert_ne!(ustack::offcpu_key(tid, 0), ustack::offcpu_key(tid, 1));
+        assert_eq!(ustack::offcpu_key(tid, 0), tid);
+        for g in [1u32, 3, 5, u32::MAX] {
+            assert_eq!(ustack::offcpu_slot(g), 0, "{g}");
+        }
+        for g in [2u32, 4, u32::MAX - 1] {
+            assert_eq!(ustack::offcpu_slot(g), 1, "{g}");
+        }
+    }
+
+    #[test]
     fn layouts_have_no_padding() {
         assert_eq!(core::mem::size_of::<SampleKey>(), 48);
         assert_eq!(core::mem::size_of::<Stats>(), 56);
         assert_eq!(core::mem::size_of::<OffCpuStart>(), 72);
-        assert_eq!(core::mem::size_of::<SwitchThread>(), 136);
+        assert_eq!(core::mem::size_of::<BlockPlace>(), 48);
+        assert_eq!(core::mem::size_of::<SwitchThread>(), 192);
         assert_eq!(core::mem::size_of::<ThreadCpu>(), 32);
         assert_eq!(core::mem::size_of::<UserStackHeader>(), 80);
         assert_eq!(core::mem::size_of::<UserStack>(), 80 + ustack::BYTES);

@@ -17,7 +17,7 @@ use aya_ebpf::{
     programs::{RawTracePointContext, tracing::StackIdContext},
 };
 use clrprobe_common::{
-    OffCpuStart, SampleKey, SampleValue, SwitchThread, ThreadCpu, UserStackHeader, switch_config, switch_thread, ustack,
+    BlockPlace, OffCpuStart, SampleKey, SampleValue, SwitchThread, ThreadCpu, UserStackHeader, switch_config, switch_thread, ustack,
 };
 
 use crate::{
@@ -34,6 +34,9 @@ const BPF_NOEXIST: u64 = 1;
 const KERNEL_SKIP: u64 = 3;
 /// `prev_state` of a task switching out for the last time (`TASK_DEAD`).
 const TASK_DEAD: u64 = 0x80;
+/// x86-64 `__NR_sched_yield`: a runnable thread switching out inside it gave its CPU up
+/// (a spin-wait: `Thread.Yield`, `Thread.Sleep(0)`), a wait at a place, not a preemption.
+const NR_SCHED_YIELD: i64 = 24;
 
 /// Task (its `task_struct` address) → its `SwitchThread`, for threads of targets.
 #[map(name = "SWITCH_THREADS")]
@@ -54,78 +57,118 @@ fn config(slot: u32) -> u64 {
     SWITCH_CONFIG.get(slot).copied().unwrap_or(0)
 }
 
+/// A thread blocking at a place it blocked at before reuses what was taken there at most this
+/// many times in a row, then takes it afresh (bounds how long a wrong match can last, see
+/// `same_place`).
+const MAX_REUSES: u32 = 255;
+
+/// Does `bp` look like a frame pointer of the stack at `sp` (inside the part a copy takes)?
 #[inline(always)]
-fn same_place(t: &SwitchThread, r: &UserRegs) -> bool {
-    t.at_ip == r.ip && t.at_sp == r.sp && t.at_bp == r.bp
+fn frame_pointer(sp: u64, bp: u64) -> bool {
+    bp >= sp && bp - sp < ustack::BYTES as u64
 }
 
-/// The kernel stack of the current thread, blocking in a syscall (`r`): the one taken at its
-/// last blocking switch-out from the same ip, sp and syscall when there is one (same user
-/// place, same kernel path; the walk is most of a switch's cost).
+/// Is the thread (user registers `r`) at place `p`, so that the stacks and copy taken there
+/// can be reused? Same ip and sp, and the same bp when bp is a frame pointer. Code without
+/// frame pointers (Debian's libc around its futex waits) keeps data in rbp, which can change
+/// from one wait to the next at the same place: comparing it defeated reuse. Without that
+/// check, a thread blocking at the same ip and sp from another caller with a same-sized frame
+/// would reuse the first caller's stacks; `MAX_REUSES` bounds how long.
 #[inline(always)]
-fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs, blocked: bool) -> i32 {
-    if blocked && t.at_kernel_stack_id >= 0 && t.at_ip == r.ip && t.at_sp == r.sp && t.at_nr == r.orig_ax && t.at_ip != 0 {
+fn same_place(p: &BlockPlace, r: &UserRegs) -> bool {
+    p.ip == r.ip
+        && p.sp == r.sp
+        && p.reuses < MAX_REUSES
+        && (p.bp == r.bp || !(frame_pointer(r.sp, r.bp) || frame_pointer(p.sp, p.bp)))
+}
+
+/// Place `slot` (0 or 1) of `t` (constant indices: no bounds check for the verifier).
+#[inline(always)]
+fn place(t: &mut SwitchThread, slot: u32) -> &mut BlockPlace {
+    if slot == 0 { &mut t.places[0] } else { &mut t.places[1] }
+}
+
+/// The kernel stack of the current thread, blocking in a syscall (`r`), deferred mode (its
+/// user stack is taken when the syscall returns; place 0 only): the one taken at its last
+/// blocking switch-out from the same ip, sp and syscall when there is one (same user place,
+/// same kernel path; the walk is most of a switch's cost).
+#[inline(always)]
+fn kernel_stack_at(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs) -> i32 {
+    let p = &mut t.places[0];
+    if p.kernel_stack_id >= 0 && p.ip == r.ip && p.sp == r.sp && p.nr == r.orig_ax && p.ip != 0 {
         crate::ustack::count(ustack::STAT_REUSED);
-        return t.at_kernel_stack_id;
+        return p.kernel_stack_id;
     }
     let id = ctx.get_stackid(&STACKS, KERNEL_SKIP).map(|i| i as i32).unwrap_or_else(|e| e);
-    // Preempted threads stop anywhere in the kernel: only blocked ones are kept.
-    if blocked && id >= 0 {
-        t.at_ip = r.ip;
-        t.at_sp = r.sp;
-        t.at_bp = 0;
-        t.copy_generation = 0;
-        t.at_nr = r.orig_ax;
-        t.at_kernel_stack_id = id;
-        t.at_user_stack_id = -1;
+    if id >= 0 {
+        *p = BlockPlace { ip: r.ip, sp: r.sp, bp: 0, nr: r.orig_ax, user_stack_id: -1, kernel_stack_id: id, copy_generation: 0, reuses: 0 };
     }
     id
 }
 
-/// Both stacks of the current thread switching out (`r`: its user registers when it blocked,
-/// `NONE` when preempted). A thread blocking again in the same syscall from the same user ip,
-/// sp and bp takes the same paths: its last stack ids are reused instead of walked again (as
-/// its user stack copy is, see `user_copy`). Stack ids stay valid: userspace never removes
-/// them from `STACKS`.
+/// Both stacks of the current thread switching out blocked (`r`: its user registers, `NONE`
+/// when it has none), and the slot of its place. A thread blocking again in the same syscall
+/// at one of its last two places takes the same paths: the stack ids taken there are reused
+/// instead of walked again (as its user stack copy is, see `user_copy`). A new place takes the
+/// slot used less recently. Stack ids stay valid: userspace never removes them from `STACKS`.
 #[inline(always)]
-fn stacks_at_switch_out(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs) -> (i32, i32) {
+fn stacks_at_switch_out(ctx: &RawTracePointContext, t: &mut SwitchThread, r: &UserRegs) -> (u32, i32, i32) {
     let in_syscall = r.in_syscall();
-    if in_syscall && t.at_user_stack_id >= 0 && t.at_kernel_stack_id >= 0 && t.at_nr == r.orig_ax && same_place(t, r) {
-        crate::ustack::count(ustack::STAT_REUSED);
-        return (t.at_user_stack_id, t.at_kernel_stack_id);
+    let found = if same_place(&t.places[0], r) {
+        0
+    } else if same_place(&t.places[1], r) {
+        1
+    } else {
+        2
+    };
+    if found < 2 {
+        let p = place(t, found);
+        if in_syscall && p.user_stack_id >= 0 && p.kernel_stack_id >= 0 && p.nr == r.orig_ax {
+            crate::ustack::count(ustack::STAT_REUSED);
+            p.reuses += 1;
+            let ids = (p.user_stack_id, p.kernel_stack_id);
+            t.next_slot = found ^ 1;
+            return (found, ids.0, ids.1);
+        }
     }
+    let slot = if found < 2 { found } else { t.next_slot & 1 };
     let user_stack_id = ctx.get_stackid(&STACKS, BPF_F_USER_STACK as u64).map(|i| i as i32).unwrap_or_else(|e| e);
     let kernel_stack_id = ctx.get_stackid(&STACKS, KERNEL_SKIP).map(|i| i as i32).unwrap_or_else(|e| e);
     if r.present() {
-        if !same_place(t, r) {
-            // Another place: the copy kept for the last one no longer applies.
-            t.copy_generation = 0;
-        }
-        t.at_ip = r.ip;
-        t.at_sp = r.sp;
-        t.at_bp = r.bp;
-        t.at_nr = r.orig_ax;
         let keep = in_syscall && user_stack_id >= 0 && kernel_stack_id >= 0;
-        t.at_user_stack_id = if keep { user_stack_id } else { -1 };
-        t.at_kernel_stack_id = if keep { kernel_stack_id } else { -1 };
+        // Taken afresh (a new place, or reused long enough): so is the copy.
+        *place(t, slot) = BlockPlace {
+            ip: r.ip,
+            sp: r.sp,
+            bp: r.bp,
+            nr: r.orig_ax,
+            user_stack_id: if keep { user_stack_id } else { -1 },
+            kernel_stack_id: if keep { kernel_stack_id } else { -1 },
+            copy_generation: 0,
+            reuses: 0,
+        };
+        t.next_slot = slot ^ 1;
     }
-    (user_stack_id, kernel_stack_id)
+    (slot, user_stack_id, kernel_stack_id)
 }
 
-/// The generation of the current thread's user stack copy for this switch-out (`r` present,
-/// the thread blocked): its last copy when it blocks at the same ip, sp and bp, else a new
+/// The generation of the current thread's user stack copy at its place `slot` for this
+/// switch-out (`r` present, the thread blocked), after `stacks_at_switch_out`: the place's
+/// copy when that reused its stacks (taking them afresh clears `copy_generation`), else a new
 /// one (`ustack::save_offcpu`). 0 without a copy.
 #[inline(always)]
-fn user_copy(t: &mut SwitchThread, r: &UserRegs, hdr: UserStackHeader) -> u32 {
-    if t.copy_generation != 0 && same_place(t, r) {
+fn user_copy(t: &mut SwitchThread, slot: u32, r: &UserRegs, hdr: UserStackHeader) -> u32 {
+    let p = place(t, slot);
+    if p.copy_generation != 0 && p.ip == r.ip && p.sp == r.sp {
         crate::ustack::count(ustack::STAT_REUSED);
-        return t.copy_generation;
+        return p.copy_generation;
     }
-    let generation = crate::ustack::save_offcpu(hdr.tid, *r, hdr);
-    t.at_ip = r.ip;
-    t.at_sp = r.sp;
-    t.at_bp = r.bp;
-    t.copy_generation = generation;
+    let generation = crate::ustack::save_offcpu(hdr.tid, slot, *r, hdr);
+    p.ip = r.ip;
+    p.sp = r.sp;
+    p.bp = r.bp;
+    p.copy_generation = generation;
+    p.reuses = 0;
     generation
 }
 
@@ -200,18 +243,20 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
         account_on_cpu(tgid, tid, now.saturating_sub(t.oncpu_start), comm);
         t.oncpu_start = 0;
     }
-    // Blocked (sleep, wait, I/O) rather than preempted: a preempted thread is still runnable
-    // and off CPU only until the scheduler picks it again; its stack is taken by frame
-    // pointers, without a copy (copies are for the blocked threads users read).
-    let blocked = !preempt && prev_state & 0xffff_ffff != 0;
+    let offcpu = flags & switch_config::FLAG_OFFCPU != 0;
     let defer = flags & (switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER)
         == switch_config::FLAG_OFFCPU | switch_config::FLAG_DEFER_USER;
-    // One read of the user registers serves every use below.
-    let regs = if defer || (blocked && flags & switch_config::FLAG_OFFCPU != 0) {
-        crate::ustack::user_regs_now()
-    } else {
-        UserRegs::NONE
-    };
+    // One read of the user registers serves every use below. A thread preempted in the
+    // kernel (`preempt`) is runnable: no registers needed unless an interval is deferred.
+    let regs = if defer || (offcpu && !preempt) { crate::ustack::user_regs_now() } else { UserRegs::NONE };
+    // Blocked (sleep, wait, I/O) or yielding in `sched_yield`: a wait at a place, whose stacks
+    // users read. Else preempted (TASK_RUNNING: a tick or a wake-up made it give the CPU up,
+    // at the return to user mode or in the kernel): run-queue time, not a wait. Its stacks
+    // are not walked (the walks were most of the cost of off-CPU recording, and preemptions
+    // land anywhere, so nothing is reused); the interval is counted for the thread under
+    // `PREEMPTED_STACK_ID`, as `perf --off-cpu` leaves such intervals out altogether.
+    let running = prev_state & 0xffff_ffff == 0;
+    let blocked = !preempt && (!running || (regs.in_syscall() && regs.orig_ax == NR_SCHED_YIELD));
     if defer {
         // An interval whose syscall has not returned yet (the thread ran again inside it):
         // finished now, the user stack still the one it blocked with.
@@ -222,10 +267,13 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
         let _ = SWITCH_THREADS.remove(&task);
         return;
     }
-    t.off = if defer && regs.in_syscall() {
+    t.off = if offcpu && !blocked {
+        let id = switch_config::PREEMPTED_STACK_ID;
+        OffCpuStart { start_ns: now, pid: tgid, tid, user_stack_id: id, kernel_stack_id: id, comm, ..Default::default() }
+    } else if defer && regs.in_syscall() {
         // In a syscall: the kernel stack now, the user stack when the syscall returns and only
         // if the interval is long enough (`syscall_exit`).
-        let kernel_stack_id = kernel_stack_at(ctx, t, &regs, blocked);
+        let kernel_stack_id = kernel_stack_at(ctx, t, &regs);
         OffCpuStart {
             start_ns: now,
             pid: tgid,
@@ -236,11 +284,10 @@ fn switch_out(ctx: &RawTracePointContext, task: u64, tgid: u32, tid: u32, preemp
             user_sp: regs.sp,
             ..Default::default()
         }
-    } else if flags & switch_config::FLAG_OFFCPU != 0 {
-        let regs = if blocked { regs } else { UserRegs::NONE };
-        let (user_stack_id, kernel_stack_id) = stacks_at_switch_out(ctx, t, &regs);
+    } else if offcpu {
+        let (slot, user_stack_id, kernel_stack_id) = stacks_at_switch_out(ctx, t, &regs);
         let ustack_generation = if regs.present() && crate::ustack::flags() & ustack::COPY_OFFCPU != 0 {
-            user_copy(t, &regs, UserStackHeader { pid: tgid, tid, kernel_stack_id, user_stack_id, comm, ..Default::default() })
+            user_copy(t, slot, &regs, UserStackHeader { pid: tgid, tid, kernel_stack_id, user_stack_id, comm, ..Default::default() })
         } else {
             0
         };

@@ -20,7 +20,8 @@ use clrprobe_common::{UserStack, UserStackHeader, ustack};
 #[map(name = "USTACK_CONFIG")]
 pub static USTACK_CONFIG: Array<u64> = Array::with_max_entries(1, 0);
 
-/// tid → its last off-CPU stack copy. Not preallocated: memory grows with the threads seen.
+/// `ustack::offcpu_key(tid, slot)` → the thread's last off-CPU stack copy at its place `slot`.
+/// Not preallocated: memory grows with the threads seen.
 #[map(name = "USTACKS")]
 pub static USTACKS: HashMap<u32, UserStack> =
     HashMap::with_max_entries(ustack::MAX_THREADS, aya_ebpf::bindings::BPF_F_NO_PREALLOC);
@@ -198,21 +199,23 @@ pub fn send_offcpu_deferred(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u
     hdr.generation
 }
 
-/// Off-CPU switch-out: makes sure the thread's `USTACKS` entry holds its current stack (user
-/// registers `regs`) and returns the entry's generation (0 when there is no copy).
+/// Off-CPU switch-out: makes sure the thread's `USTACKS` entry for its place `slot` holds its
+/// current stack (user registers `regs`) and returns the entry's generation (0 when there is
+/// no copy).
 #[inline(always)]
-pub fn save_offcpu(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
+pub fn save_offcpu(tid: u32, slot: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
     let (ip, sp, bp) = (regs.ip, regs.sp, regs.bp);
-    let entry = match USTACKS.get_ptr_mut(&tid) {
+    let key = ustack::offcpu_key(tid, slot);
+    let entry = match USTACKS.get_ptr_mut(&key) {
         Some(e) => e,
         None => {
             let Some(zero) = USTACK_ZERO.get_ptr(0) else { return 0 };
             // SAFETY: a value in a per-CPU map, only read here.
-            if USTACKS.insert(&tid, unsafe { &*zero }, BPF_NOEXIST).is_err() {
+            if USTACKS.insert(&key, unsafe { &*zero }, BPF_NOEXIST).is_err() {
                 count(ustack::STAT_NO_ENTRY);
                 return 0;
             }
-            match USTACKS.get_ptr_mut(&tid) {
+            match USTACKS.get_ptr_mut(&key) {
                 Some(e) => e,
                 None => return 0,
             }
@@ -231,7 +234,11 @@ pub fn save_offcpu(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
         }
         count(ustack::STAT_COPIES);
         let len = copy_stack((*entry).data.as_mut_ptr(), sp);
-        let generation = h.generation.wrapping_add(1).max(1);
+        // This slot's sequence (see `ustack::offcpu_slot`), never 0.
+        let generation = match h.generation.wrapping_add(2) {
+            g if g > 2 => g,
+            _ => 1 + (slot & 1),
+        };
         let sent_generation = h.sent_generation;
         (*entry).hdr = UserStackHeader { len, ip, sp, bp, generation, sent_generation, kind: ustack::KIND_OFFCPU, ..hdr };
         generation
@@ -242,7 +249,8 @@ pub fn save_offcpu(tid: u32, regs: UserRegs, hdr: UserStackHeader) -> u32 {
 /// was not sent yet. False when it could not be sent (userspace then uses the FP stack).
 #[inline(always)]
 pub fn send_offcpu(tid: u32, generation: u32) -> bool {
-    let Some(entry) = USTACKS.get_ptr_mut(&tid) else { return false };
+    let key = ustack::offcpu_key(tid, ustack::offcpu_slot(generation));
+    let Some(entry) = USTACKS.get_ptr_mut(&key) else { return false };
     // SAFETY: the entry lives in the map; the thread is not running (it is being switched in).
     unsafe {
         if (*entry).hdr.generation != generation {

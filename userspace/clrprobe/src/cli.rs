@@ -172,7 +172,10 @@ pub struct RecordCmd {
     /// Record lock contention (ContentionStart/Stop).
     #[arg(long)]
     pub contention: bool,
-    /// Record off-CPU time (sched_switch).
+    /// Record off-CPU time (sched_switch): time threads spend blocked (locks, sleeps, I/O,
+    /// sched_yield) under the stacks they blocked at, labelled wait=KIND. Time spent preempted
+    /// (runnable, waiting for a CPU) is counted per thread under one `[preempted]` frame,
+    /// without stacks.
     #[arg(long)]
     pub offcpu: bool,
     /// Record outgoing HTTP requests (System.Net EventSources with activity tracking): writes

@@ -51,6 +51,40 @@ fn blocked_threads_reach_their_methods(runtime: Runtime) {
     let mut w = Workload::new("Blockers", runtime).arg(5000).start().unwrap();
     let (s, p) = record_until_exit(&mut w, "offcpu", &["--offcpu"]);
     assert_eq!(s["offcpu"], true, "{s}");
+    check_blocked(&format!("{runtime:?}"), &p, |thread| tid_of(&w, thread));
+}
+
+/// The same, the workload launched by `record --offcpu -- …` (recorded from its first
+/// instruction).
+fn blocked_threads_reach_their_methods_launched(runtime: Runtime) {
+    require_root();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cmd = Workload::new("Blockers", runtime).arg(5000).command().unwrap();
+    let dir = std::env::temp_dir().join(format!("clrprobe-unwind-launch-{runtime:?}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("p");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+        .args(["record", "--offcpu", "--quiet", "--format", "pprof", "-o"])
+        .arg(&prefix)
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir(cmd.get_current_dir().unwrap())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let p = clrprobe::report::load(std::slice::from_ref(&prefix)).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    check_blocked(&format!("{runtime:?} launched"), &p, |thread| {
+        let prefix = format!("tid {thread}=");
+        stdout.lines().find_map(|l| l.strip_prefix(&prefix).map(|v| v.trim().parse().unwrap())).unwrap_or_else(|| panic!("no {prefix} in {stdout}"))
+    });
+}
+
+/// ≥ 90 % of each blocking thread's off-CPU time under its method, its waits labelled.
+fn check_blocked(runtime: &str, p: &Profile, tid_of: impl Fn(&str) -> u32) {
     let mut failed = Vec::new();
     for (thread, method) in [
         ("Monitor", "Blockers::InMonitorEnter"),
@@ -58,8 +92,8 @@ fn blocked_threads_reach_their_methods(runtime: Runtime) {
         ("WaitOne", "Blockers::InWaitOne"),
         ("Socket", "Blockers::InSocketRead"),
     ] {
-        let stacks = stacks_of(&p, "off-cpu", tid_of(&w, thread));
-        let share = share(&format!("{runtime:?} {thread}: off-CPU under {method}"), &stacks, |f| {
+        let stacks = stacks_of(p, "off-cpu", tid_of(thread));
+        let share = share(&format!("{runtime} {thread}: off-CPU under {method}"), &stacks, |f| {
             f.iter().any(|n| n.contains(method))
         });
         if share < 0.9 {
@@ -70,7 +104,7 @@ fn blocked_threads_reach_their_methods(runtime: Runtime) {
     // blocks, yielding its CPU (Thread.Yield): on a loaded machine a yield can wait on the run
     // queue longer than the shortest interval recorded, labelled `yield`.
     for (thread, wait) in [("Monitor", "lock|yield"), ("Socket", "socket")] {
-        let tid = tid_of(&w, thread);
+        let tid = tid_of(thread);
         let col = p.sample_type_index("off-cpu").unwrap();
         let (mut total, mut labelled) = (0i64, 0i64);
         for smp in p.samples() {
@@ -82,7 +116,7 @@ fn blocked_threads_reach_their_methods(runtime: Runtime) {
                 }
             }
         }
-        eprintln!("{runtime:?} {thread}: {:.1}% of off-CPU time labelled wait={wait}", labelled as f64 * 100.0 / total.max(1) as f64);
+        eprintln!("{runtime} {thread}: {:.1}% of off-CPU time labelled wait={wait}", labelled as f64 * 100.0 / total.max(1) as f64);
         if (labelled as f64) < 0.9 * total as f64 {
             failed.push(format!("{thread} wait={wait} {labelled} of {total}"));
         }
@@ -98,6 +132,16 @@ fn off_cpu_time_of_blocked_threads_lies_under_their_methods_on_net8() {
 #[test]
 fn off_cpu_time_of_blocked_threads_lies_under_their_methods_on_core31() {
     blocked_threads_reach_their_methods(Runtime::Core31);
+}
+
+#[test]
+fn off_cpu_time_of_blocked_threads_lies_under_their_methods_launched_on_net8() {
+    blocked_threads_reach_their_methods_launched(Runtime::Net8);
+}
+
+#[test]
+fn off_cpu_time_of_blocked_threads_lies_under_their_methods_launched_on_core31() {
+    blocked_threads_reach_their_methods_launched(Runtime::Core31);
 }
 
 fn cpu_stacks_are_complete(runtime: Runtime, sampler: &str) {

@@ -82,9 +82,10 @@ impl Loaded {
 
     /// Time per test run of the raw tracepoint program `name` (loaded here if it is not),
     /// called with `args` (preempt, prev, next, prev_state): the fastest of `batches` batches
-    /// of `calls` runs. With `vary_sp`, successive runs come from two stack depths, so the
-    /// thread never "blocks again at the same place" (every run walks and copies).
-    pub fn switch_test_run(&mut self, name: &'static str, args: [u64; 4], calls: u32, batches: u32, vary_sp: bool) -> Result<Duration, BpfError> {
+    /// of `calls` runs. Successive runs come from `places` stack depths in turn (a different
+    /// stack pointer each): 2 alternate between the two places a thread's entry keeps, 3 or
+    /// more never "block again at a known place" (every run walks and copies).
+    pub fn switch_test_run(&mut self, name: &'static str, args: [u64; 4], calls: u32, batches: u32, places: u32) -> Result<Duration, BpfError> {
         let prog: &mut RawTracePoint = self.program(name)?;
         if prog.fd().is_err() {
             prog.load().map_err(|source| BpfError::Program { name, source })?;
@@ -95,7 +96,7 @@ impl Loaded {
         for _ in 0..batches {
             let t = Instant::now();
             for i in 0..calls {
-                let depth = if vary_sp { 1 + (i & 1) } else { 1 };
+                let depth = 1 + i % places.max(1);
                 at_depth(depth, &mut || test_run(fd, &args)).map_err(err)?;
             }
             best = best.min(t.elapsed() / calls);

@@ -10,6 +10,8 @@ use clrprobe_symbolizer::{
 
 use super::clr_collect::JitMethod;
 
+mod roots;
+
 /// Attribute set on frames nothing could name.
 pub const UNNAMED_ATTR: &str = "unnamed";
 
@@ -124,6 +126,8 @@ pub struct FrameResolver {
     light_others: bool,
     /// Addresses not looked up yet because a drain ran out of time, per process.
     backlog: HashMap<u32, std::collections::HashSet<u64>>,
+    /// User addresses outside every executable mapping of their process (see `roots`).
+    outside: FastMap<(u32, u64), ()>,
 }
 
 impl Default for FrameResolver {
@@ -148,6 +152,7 @@ impl FrameResolver {
             out_of_time: 0,
             light_others: false,
             backlog: HashMap::new(),
+            outside: FastMap::default(),
         }
     }
 
@@ -173,6 +178,7 @@ impl FrameResolver {
     /// in one pass when the first kernel frame is named.
     pub fn note_kernel(&self, kernel: &[u64]) {
         if !kernel.is_empty()
+            && kernel != [crate::unwind::wait::PREEMPTED_ADDRESS]
             && let Ok(k) = self.cache.kernel()
         {
             k.note(lookup_addrs(kernel));
@@ -230,6 +236,7 @@ impl FrameResolver {
         self.named.retain(|(p, _)| !pids.contains(p));
         self.unnamed.retain(|(p, _), _| !pids.contains(p));
         self.backlog.retain(|p, _| !pids.contains(p));
+        self.outside.retain(|(p, _), _| !pids.contains(p));
         self.dying.retain(|p| !pids.contains(p));
         self.mappings.forget(pids);
     }
@@ -263,6 +270,7 @@ impl FrameResolver {
             let light = p.light;
             self.named.retain(|k| k.0 != pid);
             self.unnamed.retain(|k, _| k.0 != pid);
+            self.outside.retain(|k, _| k.0 != pid);
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
             self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false, epoch: 0 });
         }
@@ -370,6 +378,7 @@ impl FrameResolver {
             self.backlog.entry(pid).or_default().extend(lookup_addrs(user));
             return;
         }
+        let user = &user[..self.user_frames_kept(pid, user)];
         let addrs: Vec<u64> = lookup_addrs(user).collect();
         let epoch = self.epoch(pid);
         let todo: Vec<u64> = addrs
@@ -407,6 +416,10 @@ impl FrameResolver {
 
     /// The root→leaf frames of a sample: user frames (outermost first), then kernel frames.
     pub fn stack(&mut self, pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
+        if crate::unwind::wait::is_preempted(kernel, user) {
+            return vec![Frame::new(crate::unwind::wait::PREEMPTED_FRAME, "[kernel]", FrameKind::Kernel)];
+        }
+        let user = &user[..self.user_frames_kept(pid, user)];
         let mut out = Vec::with_capacity(kernel.len() + user.len());
         let user_addrs: Vec<u64> = lookup_addrs(user).collect();
         let kernel_addrs: Vec<u64> = lookup_addrs(kernel).collect();

@@ -16,6 +16,8 @@ pub struct BpfSampler {
     /// Stack ids are stable while the map is not cleared: resolve each once.
     stacks: HashMap<i32, Arc<[u64]>>,
     empty: Arc<[u64]>,
+    /// The kernel stack of preempted off-CPU intervals ([`crate::unwind::wait::PREEMPTED_ADDRESS`]).
+    preempted: Arc<[u64]>,
     /// Samples lost between reading a key and deleting it are not counted here: the window
     /// is a few microseconds per key per drain.
     drained: u64,
@@ -110,7 +112,7 @@ impl BpfSampler {
         if let Some(freq) = freq {
             bpf.attach_sampler(freq)?;
         }
-        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), drained: 0, _stats_fd, copies, unwind_pids: None })
+        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), preempted: Arc::from([crate::unwind::wait::PREEMPTED_ADDRESS]), drained: 0, _stats_fd, copies, unwind_pids: None })
     }
 
     /// What the userspace unwinder did so far (None without stack copies).
@@ -246,33 +248,40 @@ impl BpfSampler {
                     _ => c.unwinder.stats.offcpu_without_copy += 1,
                 }
             }
-            let user = match copied {
-                Some(u) => u,
-                None => self.stack(k.user_stack_id)?,
+            let (kernel, user) = if k.kernel_stack_id == clrprobe_common::switch_config::PREEMPTED_STACK_ID {
+                // Runnable, not waiting: no stacks were walked (see clrprobe-ebpf sched.rs).
+                (self.preempted.clone(), self.empty.clone())
+            } else {
+                let user = match copied {
+                    Some(u) => u,
+                    None => self.stack(k.user_stack_id)?,
+                };
+                (leaf_as_return_address(self.stack(k.kernel_stack_id)?), user)
             };
             out.push(RawSample {
                 pid: k.pid,
                 tid: k.tid,
                 comm: String::from_utf8_lossy(k.comm_bytes()).into_owned(),
-                kernel: leaf_as_return_address(self.stack(k.kernel_stack_id)?),
+                kernel,
                 user,
                 time_ns: k.time << 10,
                 count: ns,
             });
         }
-        // Later intervals of a thread use its latest generation; the one before stays too, for
-        // an interval counted just after the counts were read.
+        // Later intervals of a thread use the latest generation of each of its two places
+        // (`ustack::offcpu_slot`: one by odd numbers, one by even); the one before stays too,
+        // for an interval counted just after the counts were read.
         if let Some(c) = self.copies.as_mut() {
-            let mut latest: HashMap<u32, [u32; 2]> = HashMap::new();
+            let mut latest: HashMap<(u32, u32), [u32; 2]> = HashMap::new();
             for &(tid, g) in c.offcpu.keys() {
-                let e = latest.entry(tid).or_insert([0, 0]);
+                let e = latest.entry((tid, ustack::offcpu_slot(g))).or_insert([0, 0]);
                 if g > e[0] {
                     *e = [g, e[0]];
                 } else if g > e[1] {
                     e[1] = g;
                 }
             }
-            c.offcpu.retain(|&(tid, g), _| latest.get(&tid).is_some_and(|e| g >= e[1]));
+            c.offcpu.retain(|&(tid, g), _| latest.get(&(tid, ustack::offcpu_slot(g))).is_some_and(|e| g >= e[1]));
         }
         Ok(out)
     }

@@ -1,5 +1,18 @@
 //! The kind of wait an off-CPU stack shows, from its kernel frames (leaf last).
 
+/// Name of the one frame of off-CPU time a thread spent preempted (runnable, on the run
+/// queue), whose stacks the sched_switch program does not walk.
+pub const PREEMPTED_FRAME: &str = "[preempted]";
+
+/// The kernel "stack" a preempted interval is drained with: one address no kernel symbol has
+/// (the last page), named [`PREEMPTED_FRAME`] by the frame resolver.
+pub const PREEMPTED_ADDRESS: u64 = 0xffff_ffff_ffff_f000;
+
+/// Is this (leaf-first kernel stack, user stack) a preempted interval's?
+pub fn is_preempted(kernel: &[u64], user: &[u64]) -> bool {
+    kernel == [PREEMPTED_ADDRESS] && user.is_empty()
+}
+
 /// Kinds, checked from the innermost kernel frame outwards; the first frame that matches a
 /// pattern decides.
 const KINDS: &[(&str, &[&str])] = &[
@@ -11,7 +24,7 @@ const KINDS: &[(&str, &[&str])] = &[
     ("io", &["io_schedule", "folio_wait", "blk_", "ext4_", "xfs_", "btrfs_", "filemap_", "__x64_sys_read", "__x64_sys_write", "__x64_sys_fsync", "pipe_read", "pipe_write"]),
     // A spin-wait giving up its CPU (Monitor.Enter, SpinWait: Thread.Yield), runnable all along.
     ("yield", &["do_sched_yield", "__x64_sys_sched_yield"]),
-    ("preempted", &["irqentry_exit", "preempt_schedule", "__cond_resched", "exit_to_user_mode"]),
+    ("preempted", &[PREEMPTED_FRAME, "irqentry_exit", "preempt_schedule", "__cond_resched", "exit_to_user_mode"]),
 ];
 
 /// The wait kind of a stack given its kernel frame names (outermost first, as in profiles):
@@ -42,5 +55,6 @@ mod tests {
         assert_eq!(k("asm_sysvec_apic_timer_interrupt;irqentry_exit;preempt_schedule_irq;__schedule"), "preempted");
         assert_eq!(k("entry_SYSCALL_64_after_hwframe;do_syscall_64;__x64_sys_sched_yield;schedule;__schedule"), "yield");
         assert_eq!(k("do_syscall_64;__x64_sys_exit;do_exit"), "other");
+        assert_eq!(k(super::PREEMPTED_FRAME), "preempted");
     }
 }
