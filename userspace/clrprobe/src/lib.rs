@@ -15,6 +15,8 @@ pub mod alloc_tuning;
 #[cfg(target_os = "linux")]
 pub mod bpf;
 #[cfg(target_os = "linux")]
+pub mod own_pages;
+#[cfg(target_os = "linux")]
 pub mod probe;
 pub mod trace;
 #[cfg(target_os = "linux")]

@@ -194,6 +194,8 @@ pub fn run(
         summary.warnings.push(why);
     }
     summary.time_to_attach = started.elapsed();
+    // Loading BPF ran code that nothing runs again (see own_pages).
+    crate::own_pages::release_code("loading BPF");
     let mut bpf = sampler.as_mut().and_then(|s| s.as_bpf());
     if args.all
         && let Some(b) = bpf.as_deref_mut()
@@ -244,6 +246,8 @@ pub fn run(
         resolver.add_process(pid);
     }
     targets.poll(args, &mut summary, bpf, &mut resolver);
+    crate::own_pages::release_code("set-up");
+    let mut drains = 0u32;
     if args.resume_after_attach {
         for &pid in &args.pids {
             // SAFETY: kill(2) with a pid and a signal number has no memory effects.
@@ -327,6 +331,12 @@ pub fn run(
         }
         if done || last_drain.elapsed() >= Duration::from_secs(1) {
             last_drain = Instant::now();
+            // The first drains load new code (unwind tables, libraries' symbols): what ran
+            // since set-up is given back before and after them (see own_pages).
+            drains += 1;
+            if drains <= 2 && !done {
+                crate::own_pages::release_code("recording");
+            }
             // Symbolizing is bounded per drain (Ctrl-C is seen within ~0.6 s); what is left
             // is named in a later drain or at the end.
             resolver.set_deadline(Some(last_drain + if done && interrupted { STOP_SYMBOLIZE } else if done { UNHURRIED_SYMBOLIZE } else { DRAIN_SYMBOLIZE }));
@@ -342,6 +352,9 @@ pub fn run(
                         thread_names.insert((pid, tid as u64), name.to_string());
                     }
                 }
+            }
+            if drains <= 2 && !done {
+                crate::own_pages::release_code("naming");
             }
             if let Some(s) = sampler.as_mut() {
                 // Samples stamped after the recording's end are not recorded (on a loaded
@@ -414,6 +427,9 @@ pub fn run(
                 }
             }
             memory::trim();
+            if drains <= 2 && !done {
+                crate::own_pages::release_code("a drain");
+            }
             census.log(&census::Parts {
                 cpu: &cpu,
                 offcpu: &offcpu,
@@ -441,6 +457,8 @@ pub fn run(
     targets.end_samples_at(end_mono);
     save_raw::end_at(end_mono);
     summary.memory = OwnMemory::at_recording_end();
+    // Building and writing the outputs runs other code than recording did.
+    crate::own_pages::release_code("recording");
     // The last /proc read at the moment the kernel's per-thread times are read.
     for &pid in &targets.pids {
         proc_cpu.read(pid);
