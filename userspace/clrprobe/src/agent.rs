@@ -72,8 +72,11 @@ pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(So
         http::serve(listener, q_tx, args.window_s as f64, stop).await
     });
     stop.store(true, Ordering::SeqCst);
+    let stopping = std::time::Instant::now();
     let _ = host.join();
+    log::info!("stop: sources done after {:?}", stopping.elapsed());
     let _ = aggregator.join();
+    log::info!("stop: aggregator done after {:?}", stopping.elapsed());
     rt.shutdown_timeout(Duration::from_secs(1));
     served.map_err(AgentError::Serve)
 }
