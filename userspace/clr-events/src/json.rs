@@ -425,22 +425,18 @@ pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
     out.push(b'"');
     let mut i = 0;
     loop {
-        let mut pad = [0u8; 32];
-        // Near the end: the units left, padded with terminators that do not count.
-        let (units, avail) = match raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
-            Some(u) => (u, 16),
-            None => {
-                let n = (raw.len() - i) & !1;
-                pad[..n].copy_from_slice(&raw[i..i + n]);
-                (&pad, n / 2)
+        let (bad, packed, avail) = match raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
+            Some(units) => {
+                let (bad, packed) = scan16(units);
+                if bad == 0 {
+                    out.extend_from_slice(&packed.to_le_bytes());
+                    i += 32;
+                    continue;
+                }
+                (bad, packed, 16)
             }
+            None => scan_tail(raw, i),
         };
-        let (bad, packed) = scan16(units);
-        if bad == 0 {
-            out.extend_from_slice(&packed.to_le_bytes());
-            i += 32;
-            continue;
-        }
         let plain = bad.trailing_zeros() as usize;
         if plain >= avail {
             return None;
@@ -462,6 +458,35 @@ pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
         }
         push_non_ascii(u, raw, &mut i, out);
     }
+}
+
+/// [`scan16`] of the units left at `i` (fewer than sixteen; an odd last byte is no unit), with
+/// the flag of the unit just past them set: `(flags, packed, units left)`. The window of
+/// sixteen units ending there is scanned and shifted down (no copy), or, in a payload shorter
+/// than that, a zero-padded copy.
+#[inline(always)]
+fn scan_tail(raw: &[u8], i: usize) -> (u32, u128, usize) {
+    let avail = (raw.len() - i) / 2;
+    if avail == 0 {
+        return (1, 0, 0);
+    }
+    let skip = 16 - avail;
+    let window = i
+        .checked_sub(2 * skip)
+        .and_then(|w| raw.get(w..w + 32))
+        .and_then(|u| <&[u8; 32]>::try_from(u).ok());
+    let (bad, packed) = match window {
+        Some(units) => {
+            let (bad, packed) = scan16(units);
+            (bad >> skip, packed >> (8 * skip))
+        }
+        None => {
+            let mut pad = [0u8; 32];
+            pad[..2 * avail].copy_from_slice(&raw[i..i + 2 * avail]);
+            scan16(&pad)
+        }
+    };
+    (bad | 1 << avail, packed, avail)
 }
 
 /// Writes the non-ASCII unit `u` (read just before `*i`) as UTF-8: a high surrogate takes the
@@ -568,20 +593,22 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
 /// digit in the lowest byte): all nibbles at once, in registers.
 #[inline]
 pub fn hex16(v: u64) -> u128 {
+    u128::from(hex8((v >> 32) as u32)) | u128::from(hex8(v as u32)) << 64
+}
+
+/// The eight lowercase hex digits of `h` as the bytes of a little-endian `u64`, most
+/// significant in the lowest byte.
+#[inline(always)]
+fn hex8(h: u32) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    /// The eight digits of `h`, most significant in the lowest byte.
-    #[inline(always)]
-    fn eight(h: u32) -> u64 {
-        // Byte k holds nibble k.
-        let mut x = u64::from(h);
-        x = (x | x << 16) & 0x0000_ffff_0000_ffff;
-        x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
-        x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
-        // '0' + n, and 'a' - '0' - 10 more for n >= 10 (n + 6 carries into bit 4).
-        let letters = ((x + 6 * ONES) >> 4) & ONES;
-        (x + b'0' as u64 * ONES + letters * (b'a' - b'0' - 10) as u64).swap_bytes()
-    }
-    u128::from(eight((v >> 32) as u32)) | u128::from(eight(v as u32)) << 64
+    // Byte k holds nibble k.
+    let mut x = u64::from(h);
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    // '0' + n, and 'a' - '0' - 10 more for n >= 10 (n + 6 carries into bit 4).
+    let letters = ((x + 6 * ONES) >> 4) & ONES;
+    (x + b'0' as u64 * ONES + letters * (b'a' - b'0' - 10) as u64).swap_bytes()
 }
 
 /// Appends `v` as `"0x…"` (lowercase, no leading zeros).
@@ -590,7 +617,12 @@ pub fn put_hex_string(out: &mut Vec<u8>, v: u64) {
     let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
     out.extend_from_slice(b"\"0x");
     let len = out.len();
-    out.extend_from_slice(&(hex16(v) >> (8 * (16 - digits))).to_le_bytes());
+    if digits <= 8 {
+        // A 32-bit value (every handle of a 32-bit process): half the work.
+        out.extend_from_slice(&(hex8(v as u32) >> (8 * (8 - digits))).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(hex16(v) >> (8 * (16 - digits))).to_le_bytes());
+    }
     out.truncate(len + digits);
     out.push(b'"');
 }
