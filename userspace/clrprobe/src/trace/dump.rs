@@ -72,10 +72,13 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
     };
     let mut piped_away = false;
     let result = loop {
-        match reader.next_event() {
+        // Matched by reference: the event is read where the reader returned it (a copy of
+        // it first stalls on the stores just made).
+        let next = reader.next_event();
+        match &next {
             Ok(Some(ev)) => {
                 stats.events += 1;
-                if !lines.event(&ev) {
+                if !lines.event(ev) {
                     stats.decode_errors += 1;
                 }
                 if lines.buf.len() >= CHUNK {
@@ -87,7 +90,10 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
                 }
             }
             Ok(None) => break Ok(()),
-            Err(source) => break Err(DumpError::Read { path: p.clone(), source }),
+            Err(_) => {}
+        }
+        if let Err(source) = next {
+            break Err(DumpError::Read { path: p.clone(), source });
         }
     };
     if !piped_away && write_chunk(&mut out, &lines.buf)? {
