@@ -715,23 +715,36 @@ fn digits8(x: u32) -> u64 {
 
 const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
 
+/// The number of decimal digits of `v` (1 for 0), from its bit length: a few operations, so
+/// that where the next output goes does not wait for the digits.
+#[inline(always)]
+fn decimal_len(v: u64) -> usize {
+    const POW10: [u64; 20] = {
+        let mut p = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            p[i] = p[i - 1] * 10;
+            i += 1;
+        }
+        p
+    };
+    // 1233 / 4096 is just above log10(2): t is the length or one more.
+    let x = v | 1;
+    let t = ((64 - x.leading_zeros()) * 1233 >> 12) as usize;
+    t + 1 - usize::from(x < POW10[t.min(19)])
+}
+
 /// Appends `v` (below 10^8) in decimal.
 #[inline(always)]
 fn put_below_1e8(out: &mut Vec<u8>, v: u32) {
-    if v < 10 {
-        out.push(b'0' + v as u8);
-        return;
-    }
-    let d = digits8(v);
-    // Leading zero digits are the low zero bytes.
-    let zeros = d.trailing_zeros() / 8;
+    let n = decimal_len(u64::from(v));
+    let d = digits8(v) + ASCII_ZEROS;
     let len = out.len();
-    out.extend_from_slice(&((d + ASCII_ZEROS) >> (8 * zeros)).to_le_bytes());
-    out.truncate(len + 8 - zeros as usize);
+    out.extend_from_slice(&(d >> (8 * (8 - n))).to_le_bytes());
+    out.truncate(len + n);
 }
 
-/// Appends `v` in decimal. Inlined for the common values below 10^8 (at each call site the
-/// branches then learn its usual lengths).
+/// Appends `v` in decimal. Inlined for the common values below 10^8.
 #[inline(always)]
 pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     if v < 100_000_000 {
@@ -744,20 +757,23 @@ pub fn put_u64(out: &mut Vec<u8>, v: u64) {
 /// [`put_u64`] of 10^8 and above.
 #[inline(never)]
 fn put_large(out: &mut Vec<u8>, v: u64) {
+    let n = decimal_len(v);
     let (head, low) = (v / 100_000_000, (v % 100_000_000) as u32);
-    let low = u128::from(digits8(low) + ASCII_ZEROS);
+    let low = digits8(low) + ASCII_ZEROS;
     let len = out.len();
     if head < 100_000_000 {
-        // The head's digits without leading zeros, then all eight low digits: one store.
-        let d = digits8(head as u32);
-        let zeros = d.trailing_zeros() / 8;
-        let n = 8 - zeros;
-        let both = u128::from((d + ASCII_ZEROS) >> (8 * zeros)) | low << (8 * n);
-        out.extend_from_slice(&both.to_le_bytes());
-        out.truncate(len + n as usize + 8);
+        // The head's digits without leading zeros, then all eight low digits: two
+        // overlapping stores.
+        let h = n - 8;
+        let d = digits8(head as u32) + ASCII_ZEROS;
+        out.extend_from_slice(&[0u8; 16]);
+        let dst = &mut out[len..len + 16];
+        dst[..8].copy_from_slice(&(d >> (8 * (8 - h))).to_le_bytes());
+        dst[h..h + 8].copy_from_slice(&low.to_le_bytes());
+        out.truncate(len + n);
     } else {
         put_large(out, head);
-        out.extend_from_slice(&(low as u64).to_le_bytes());
+        out.extend_from_slice(&low.to_le_bytes());
     }
 }
 
