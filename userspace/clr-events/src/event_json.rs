@@ -49,7 +49,7 @@ use crate::threads::{SampleType, ThreadInfo, ThreadSample};
 pub struct Hex(pub u64);
 
 impl ToJson for Hex {
-    #[inline]
+    #[inline(always)]
     fn write_json(&self, out: &mut Vec<u8>) {
         crate::json::put_hex_string(out, self.0);
     }
@@ -437,7 +437,6 @@ fn thread_sample(f: &mut Fields<'_>, e: &ThreadSample) {
 mod tests {
     use super::*;
     use crate::Utf16Str;
-    use crate::RawEvent;
     use crate::exceptions::ExceptionFlags;
 
     fn fields(ev: &ClrEvent<'_>, style: Style) -> String {

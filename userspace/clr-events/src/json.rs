@@ -614,7 +614,7 @@ fn hex8(h: u32) -> u64 {
 }
 
 /// Appends `v` as `"0x…"` (lowercase, no leading zeros).
-#[inline]
+#[inline(always)]
 pub fn put_hex_string(out: &mut Vec<u8>, v: u64) {
     let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
     out.extend_from_slice(b"\"0x");
