@@ -730,7 +730,7 @@ fn decimal_len(v: u64) -> usize {
     };
     // 1233 / 4096 is just above log10(2): t is the length or one more.
     let x = v | 1;
-    let t = ((64 - x.leading_zeros()) * 1233 >> 12) as usize;
+    let t = (((64 - x.leading_zeros()) * 1233) >> 12) as usize;
     t + 1 - usize::from(x < POW10[t.min(19)])
 }
 
@@ -774,6 +774,58 @@ fn put_large(out: &mut Vec<u8>, v: u64) {
     } else {
         put_large(out, head);
         out.extend_from_slice(&low.to_le_bytes());
+    }
+}
+
+/// Writes values that mostly grow by little (a stream's timestamps) in decimal, keeping the
+/// digits above the last six of the last value written: a value in the same million then
+/// costs its last six digits.
+#[derive(Debug, Default)]
+pub struct NearbyU64 {
+    /// `v / 10^6` of the last value of 10^6 and above (0: none yet), its digits and their count.
+    high: u64,
+    spelled: [u8; 16],
+    len: usize,
+}
+
+impl NearbyU64 {
+    /// Appends `v` in decimal (what [`put_u64`] appends).
+    #[inline(always)]
+    pub fn put(&mut self, out: &mut Vec<u8>, v: u64) {
+        if v < 1_000_000 {
+            put_u64(out, v);
+            return;
+        }
+        let high = v / 1_000_000;
+        if high != self.high {
+            self.spell(high);
+        }
+        let low = (v - high * 1_000_000) as u32;
+        let len = out.len();
+        out.extend_from_slice(&self.spelled);
+        out.truncate(len + self.len);
+        // The six low digits of the eight (the first two are zeros).
+        out.extend_from_slice(&((digits8(low) + ASCII_ZEROS) >> 16).to_le_bytes());
+        out.truncate(len + self.len + 6);
+    }
+
+    /// Remembers the digits of `high` (1 to 10^14).
+    #[inline(never)]
+    fn spell(&mut self, high: u64) {
+        let n = decimal_len(high);
+        let mut b = [0u8; 24];
+        if high < 100_000_000 {
+            let d = digits8(high as u32) + ASCII_ZEROS;
+            b[..8].copy_from_slice(&(d >> (8 * (8 - n))).to_le_bytes());
+        } else {
+            let h = n - 8;
+            let d = digits8((high / 100_000_000) as u32) + ASCII_ZEROS;
+            b[..8].copy_from_slice(&(d >> (8 * (8 - h))).to_le_bytes());
+            b[h..h + 8].copy_from_slice(&(digits8((high % 100_000_000) as u32) + ASCII_ZEROS).to_le_bytes());
+        }
+        self.spelled.copy_from_slice(&b[..16]);
+        self.high = high;
+        self.len = n;
     }
 }
 
@@ -1083,6 +1135,24 @@ mod tests {
             assert_eq!(json(&(v as u8)), (v as u8).to_string());
         }
         assert_eq!(json(&i64::MIN), i64::MIN.to_string());
+    }
+
+    #[test]
+    fn nearby_values_print_like_display() {
+        let mut next = rng(0x7e57_ca5e_0ff1_ce00);
+        let mut w = NearbyU64::default();
+        let mut v = 0u64;
+        for k in 0..200_000u32 {
+            let r = next();
+            v = match k % 1000 {
+                0 => r >> (r % 64),
+                1 => u64::MAX - r % 3_000_000,
+                _ => v.wrapping_add(r % if r % 5 == 0 { 10_000_000 } else { 1000 }),
+            };
+            let mut out = b"x".to_vec();
+            w.put(&mut out, v);
+            assert_eq!(out[1..], *v.to_string().as_bytes(), "{v}");
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ mod tests {
         TraceInfo {
             format: FormatVersion::V4,
             trace_object_version: 4,
-            sync_time_utc: SyncTimeUtc::from_fields([2020, 1, 1, 1, 0, 0, 0, 0]),
+            sync_time_utc: SyncTimeUtc::default(),
             sync_time_qpc: qpc,
             qpc_frequency: freq,
             pointer_size: 8,

@@ -4,7 +4,7 @@ use std::{io::Write, path::Path};
 
 use clr_events::direct_json::write_direct_json;
 use clr_events::event_json::Hex;
-use clr_events::json::{self, Fields, Style, ToJson};
+use clr_events::json::{self, Fields, NearbyU64, Style, ToJson};
 use clr_events::schema::EventSchema;
 use clr_events::{ClrEvent, decode_as, write_fields_json};
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
@@ -69,6 +69,7 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
         style: if json { Style::Json } else { Style::Text },
         pointer_size,
         clock,
+        times: NearbyU64::default(),
     };
     let mut piped_away = false;
     let result = loop {
@@ -141,6 +142,8 @@ struct Lines {
     style: Style,
     pointer_size: u8,
     clock: Clock,
+    /// The JSON lines' `time_ns` digits.
+    times: NearbyU64,
 }
 
 impl Lines {
@@ -171,7 +174,7 @@ impl Lines {
             let name = if md.name.is_empty() { decoder_name } else { md.name.as_str() };
             let buf = &mut self.buf;
             let mark = buf.len();
-            json_line_head(buf, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
+            json_line_head(buf, &mut self.times, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
             let version = u8::try_from(md.version).unwrap_or(u8::MAX);
             if write_direct_json(kind, ev.payload(), version, self.pointer_size, buf) {
                 buf.extend_from_slice(b"}\n");
@@ -202,7 +205,7 @@ impl Lines {
         let buf = &mut self.buf;
         match self.style {
             Style::Json => {
-                json_line_head(buf, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
+                json_line_head(buf, &mut self.times, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
                 let ok = write_payload(buf, ev.payload(), &payload, Style::Json);
                 buf.extend_from_slice(b"}\n");
                 ok
@@ -240,9 +243,23 @@ impl Lines {
 
 /// An event's JSON line up to its fields: `{"type":"event",…,"fields":`.
 #[inline(always)]
-fn json_line_head(buf: &mut Vec<u8>, ev: &EventRef<'_>, time_ns: i64, head: &Head, md: &EventMetadata, name: &str, stack_id: Option<u64>) {
+#[allow(clippy::too_many_arguments)]
+fn json_line_head(
+    buf: &mut Vec<u8>,
+    times: &mut NearbyU64,
+    ev: &EventRef<'_>,
+    time_ns: i64,
+    head: &Head,
+    md: &EventMetadata,
+    name: &str,
+    stack_id: Option<u64>,
+) {
     buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
-    time_ns.write_json(buf);
+    if time_ns < 0 {
+        time_ns.write_json(buf);
+    } else {
+        times.put(buf, time_ns as u64);
+    }
     if head.has_name(name) {
         head.put_json(buf);
     } else {
