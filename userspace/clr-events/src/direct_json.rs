@@ -112,13 +112,23 @@ impl<'a> Payload<'a> {
 
 #[inline(always)]
 fn method_verbose(p: Payload<'_>, version: u8, out: &mut Vec<u8>) -> Option<()> {
-    let mut f = Fields::begin(out, Style::Json);
-    f.field(&key!("MethodID"), &Hex(p.u64(0)?))
-        .field(&key!("ModuleID"), &Hex(p.u64(8)?))
-        .field(&key!("MethodStartAddress"), &Hex(p.u64(16)?))
-        .field(&key!("MethodSize"), &p.u32(24)?)
-        .field(&key!("MethodToken"), &p.u32(28)?)
-        .field(&key!("MethodFlags"), &p.u32(32)?);
+    // The fixed fields (180 bytes at most) gathered first.
+    let mut l = json::Local::<224>::new();
+    l.put(b"{");
+    l.key(&key!("MethodID"), true);
+    l.hex(p.u64(0)?);
+    l.key(&key!("ModuleID"), false);
+    l.hex(p.u64(8)?);
+    l.key(&key!("MethodStartAddress"), false);
+    l.hex(p.u64(16)?);
+    l.key(&key!("MethodSize"), false);
+    l.dec(p.u32(24)?);
+    l.key(&key!("MethodToken"), false);
+    l.dec(p.u32(28)?);
+    l.key(&key!("MethodFlags"), false);
+    l.dec(p.u32(32)?);
+    l.flush(out);
+    let mut f = Fields::continued(out, Style::Json);
     let mut pos = 36;
     for k in [key!("MethodNamespace"), key!("MethodName"), key!("MethodSignature")] {
         pos += json::write_utf16z(p.from(pos)?, f.key_of(&k))?;

@@ -58,6 +58,11 @@ impl<'b> Fields<'b> {
         }
     }
 
+    /// Continues an object whose `{` and first fields are already in `out`.
+    pub fn continued(out: &'b mut Vec<u8>, style: Style) -> Self {
+        Fields { out, style, first: false }
+    }
+
     /// Starts a field and returns the buffer to write its value into. `name` is written as is
     /// (field names are plain ASCII identifiers); see [`Fields::field_escaped`] otherwise.
     pub fn key(&mut self, name: &str) -> &mut Vec<u8> {
@@ -829,6 +834,90 @@ impl NearbyU64 {
     }
 }
 
+/// A few fields gathered in a fixed array whose length stays in a register (appends to a `Vec`
+/// reload and store its length around every byte they write: a `u8` store may alias it),
+/// then appended at once. Up to `N - 32` bytes.
+pub(crate) struct Local<const N: usize> {
+    b: [u8; N],
+    n: usize,
+}
+
+impl<const N: usize> Local<N> {
+    #[inline(always)]
+    pub fn new() -> Self {
+        Local { b: [0; N], n: 0 }
+    }
+
+    /// Appends up to 32 bytes.
+    #[inline(always)]
+    pub fn put(&mut self, s: &[u8]) {
+        let n = s.len().min(32);
+        let mut fixed = [0u8; 32];
+        fixed[..n].copy_from_slice(&s[..n]);
+        if let Some(d) = self.b.get_mut(self.n..self.n + 32) {
+            d.copy_from_slice(&fixed);
+            self.n += n;
+        }
+    }
+
+    /// Appends the first `n` of `bytes` (a copy of a fixed size).
+    #[inline(always)]
+    pub fn put_word<const K: usize>(&mut self, bytes: [u8; K], n: usize) {
+        if let Some(d) = self.b.get_mut(self.n..self.n + K) {
+            d.copy_from_slice(&bytes);
+            self.n += n.min(K);
+        }
+    }
+
+    /// A [`Key`]'s JSON spelling, separator included (`first`: without it).
+    #[inline(always)]
+    pub fn key(&mut self, key: &Key, first: bool) {
+        let skip = usize::from(first);
+        let n = key.json_len - skip;
+        if let Some(padded) = key.json.get(skip..skip + KEY_PAD) {
+            let mut fixed = [0u8; KEY_PAD];
+            fixed.copy_from_slice(padded);
+            self.put_word(fixed, n);
+        }
+    }
+
+    /// `v` as `"0x…"` ([`put_hex_string`]).
+    #[inline(always)]
+    pub fn hex(&mut self, v: u64) {
+        let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+        self.put_word(*b"\"0x\0", 3);
+        if digits <= 8 {
+            self.put_word((hex8(v as u32) >> (8 * (8 - digits))).to_le_bytes(), digits);
+        } else {
+            self.put_word((hex16(v) >> (8 * (16 - digits))).to_le_bytes(), digits);
+        }
+        self.put_word([b'"'], 1);
+    }
+
+    /// `v` in decimal ([`put_u64`]).
+    #[inline(always)]
+    pub fn dec(&mut self, v: u32) {
+        let n = decimal_len(u64::from(v));
+        if v < 100_000_000 {
+            self.put_word(((digits8(v) + ASCII_ZEROS) >> (8 * (8 - n))).to_le_bytes(), n);
+        } else {
+            // Ten digits at most: the head's one or two, then eight.
+            let h = n - 8;
+            let d = digits8(v / 100_000_000) + ASCII_ZEROS;
+            self.put_word((d >> (8 * (8 - h))).to_le_bytes(), h);
+            self.put_word((digits8(v % 100_000_000) + ASCII_ZEROS).to_le_bytes(), 8);
+        }
+    }
+
+    /// Appends what was gathered to `out`.
+    #[inline(always)]
+    pub fn flush(&self, out: &mut Vec<u8>) {
+        let len = out.len();
+        out.extend_from_slice(&self.b);
+        out.truncate(len + self.n);
+    }
+}
+
 /// Appends `v` in decimal.
 #[inline(always)]
 pub fn put_u32(out: &mut Vec<u8>, v: u32) {
@@ -1135,6 +1224,26 @@ mod tests {
             assert_eq!(json(&(v as u8)), (v as u8).to_string());
         }
         assert_eq!(json(&i64::MIN), i64::MIN.to_string());
+    }
+
+    #[test]
+    fn local_fields_print_like_display() {
+        let mut next = rng(0x10ca_1f1e_1d5a_beef);
+        for k in 0..50_000 {
+            let r = next();
+            let v = if k < 64 { 1u64 << k } else { r >> (r % 64) };
+            let mut l = Local::<96>::new();
+            l.put(b"{");
+            l.key(&crate::key!("A"), true);
+            l.dec(v as u32);
+            l.key(&crate::key!("B"), false);
+            l.dec(v as u32);
+            l.key(&crate::key!("C"), false);
+            l.hex(v);
+            let mut out = b"x".to_vec();
+            l.flush(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("x{{\"A\":{},\"B\":{},\"C\":\"0x{v:x}\"", v as u32, v as u32));
+        }
     }
 
     #[test]
