@@ -1256,7 +1256,7 @@ mod tests {
             v = match k % 1000 {
                 0 => r >> (r % 64),
                 1 => u64::MAX - r % 3_000_000,
-                _ => v.wrapping_add(r % if r % 5 == 0 { 10_000_000 } else { 1000 }),
+                _ => v.wrapping_add(r % if r.is_multiple_of(5) { 10_000_000 } else { 1000 }),
             };
             let mut out = b"x".to_vec();
             w.put(&mut out, v);

@@ -28,7 +28,7 @@ impl Clock {
     pub(super) fn new(info: &TraceInfo) -> Clock {
         let freq = info.qpc_frequency.max(1);
         let d = freq as u64;
-        let rate = if freq <= NS_PER_S as i64 && NS_PER_S % d == 0 {
+        let rate = if freq <= NS_PER_S as i64 && NS_PER_S.is_multiple_of(d) {
             Rate::Whole((NS_PER_S / d) as i64)
         } else {
             // d >= 2 here (1 divides 10^9): 1 <= shift <= 63.
@@ -117,7 +117,7 @@ mod tests {
                 deltas.extend((0..300).map(|_| {
                     let r = next();
                     let d = (r >> (r % 64)) as i64;
-                    if r % 7 == 0 { -d } else { d }
+                    if r.is_multiple_of(7) { -d } else { d }
                 }));
                 for d in deltas {
                     let ts = qpc.wrapping_add(d);
