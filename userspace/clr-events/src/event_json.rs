@@ -38,8 +38,7 @@ use crate::exceptions::{ExceptionHandling, ExceptionThrown};
 use crate::gc::{GcEnd, GcHeapStats, GcStart, GcSuspendEeBegin, GcTriggered};
 use crate::gc_enums::{GcReason, GcType, SuspendReason};
 use crate::gc_history::{GcGlobalHeapHistory, GcPerHeapHistory, GenerationData};
-use crate::json::{self, Fields, Key, Style, ToJson};
-use crate::Family;
+use crate::json::{Fields, Key, Style, ToJson};
 use crate::key;
 use crate::methods::MethodInfo;
 use crate::modules::{ModuleInfo, PdbInfo};
@@ -50,7 +49,7 @@ use crate::threads::{SampleType, ThreadInfo, ThreadSample};
 pub struct Hex(pub u64);
 
 impl ToJson for Hex {
-    #[inline]
+    #[inline(always)]
     fn write_json(&self, out: &mut Vec<u8>) {
         crate::json::put_hex_string(out, self.0);
     }
@@ -390,59 +389,6 @@ fn method(f: &mut Fields<'_>, e: &MethodInfo<'_>) {
         .opt(&key!("ReJITID"), &e.rejit_id);
 }
 
-/// The name of a verbose method event of the family (`MethodLoadVerbose`,
-/// `MethodDCEndVerbose`…): the events [`write_method_verbose_json`] writes.
-pub fn method_verbose_name(family: Family, event_id: u16) -> Option<&'static str> {
-    use crate::ids::{rundown as d, runtime as r};
-    match (family, event_id) {
-        (Family::Runtime, r::METHOD_LOAD_VERBOSE) => Some("MethodLoadVerbose"),
-        (Family::Runtime, r::METHOD_UNLOAD_VERBOSE) => Some("MethodUnloadVerbose"),
-        (Family::Rundown, d::METHOD_DC_START_VERBOSE) => Some("MethodDCStartVerbose"),
-        (Family::Rundown, d::METHOD_DC_END_VERBOSE) => Some("MethodDCEndVerbose"),
-        _ => None,
-    }
-}
-
-/// A verbose method event's fields as a JSON object, what decoding it and
-/// [`ClrEvent::write_fields`] write, straight from the payload: each name is escaped in the
-/// pass that finds its end ([`json::write_utf16z`]). False when the payload does not decode
-/// (`out` is then as it was).
-pub fn write_method_verbose_json(payload: &[u8], version: u8, pointer_size: u8, out: &mut Vec<u8>) -> bool {
-    let mark = out.len();
-    if (pointer_size == 4 || pointer_size == 8) && method_verbose(payload, version, out).is_some() {
-        return true;
-    }
-    out.truncate(mark);
-    false
-}
-
-#[inline(always)]
-fn method_verbose(p: &[u8], version: u8, out: &mut Vec<u8>) -> Option<()> {
-    let u64_at = |i: usize| Some(u64::from_le_bytes(p.get(i..i + 8)?.try_into().ok()?));
-    let u32_at = |i: usize| Some(u32::from_le_bytes(p.get(i..i + 4)?.try_into().ok()?));
-    let mut f = Fields::begin(out, Style::Json);
-    f.field(&key!("MethodID"), &Hex(u64_at(0)?))
-        .field(&key!("ModuleID"), &Hex(u64_at(8)?))
-        .field(&key!("MethodStartAddress"), &Hex(u64_at(16)?))
-        .field(&key!("MethodSize"), &u32_at(24)?)
-        .field(&key!("MethodToken"), &u32_at(28)?)
-        .field(&key!("MethodFlags"), &u32_at(32)?);
-    let mut pos = 36;
-    for k in [key!("MethodNamespace"), key!("MethodName"), key!("MethodSignature")] {
-        pos += json::write_utf16z(p.get(pos..)?, f.key_of(&k))?;
-    }
-    if version >= 1 {
-        let id = u16::from_le_bytes(p.get(pos..pos + 2)?.try_into().ok()?);
-        f.field(&key!("ClrInstanceID"), &id);
-        pos += 2;
-    }
-    if version >= 2 {
-        f.field(&key!("ReJITID"), &u64_at(pos)?);
-    }
-    f.end();
-    Some(())
-}
-
 fn pdb(f: &mut Fields<'_>, names: [Key; 3], p: &Option<PdbInfo<'_>>) {
     if let Some(p) = p {
         f.field(&names[0], &p.signature)
@@ -491,58 +437,12 @@ fn thread_sample(f: &mut Fields<'_>, e: &ThreadSample) {
 mod tests {
     use super::*;
     use crate::Utf16Str;
-    use crate::RawEvent;
     use crate::exceptions::ExceptionFlags;
 
     fn fields(ev: &ClrEvent<'_>, style: Style) -> String {
         let mut out = Vec::new();
         ev.write_fields(&mut out, style);
         String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn method_verbose_from_the_payload_equals_decode_then_write() {
-        let mut p: Vec<u8> = Vec::new();
-        for v in [0x1122_3344_5566_7788u64, 0, 0x7f00_dead_beef] {
-            p.extend_from_slice(&v.to_le_bytes());
-        }
-        for v in [0x40u32, 0x0600_0123, 0x1_2345] {
-            p.extend_from_slice(&v.to_le_bytes());
-        }
-        for s in ["System.Collections.Generic.List`1[System.Int32]", "get_\"Item\"\\é\u{1F600}", ""] {
-            p.extend(s.encode_utf16().flat_map(|u| u.to_le_bytes()));
-            p.extend_from_slice(&[0, 0]);
-        }
-        p.extend_from_slice(&7u16.to_le_bytes());
-        p.extend_from_slice(&u64::MAX.to_le_bytes());
-        p.push(0x55);
-        for (family, id) in [(Family::Runtime, 143), (Family::Runtime, 144), (Family::Rundown, 143), (Family::Rundown, 144)] {
-            let name = method_verbose_name(family, id).unwrap();
-            for version in 0..4u8 {
-                for pointer_size in [4u8, 8, 3] {
-                    for len in 0..=p.len() {
-                        let raw = RawEvent {
-                            provider: "",
-                            event_id: id,
-                            version,
-                            payload: &p[..len],
-                            pointer_size,
-                        };
-                        let want = crate::decode_as(family, &raw).ok().map(|e| {
-                            assert_eq!(e.name(), name);
-                            fields(&e, Style::Json)
-                        });
-                        let mut out = b"x".to_vec();
-                        let ok = write_method_verbose_json(&p[..len], version, pointer_size, &mut out);
-                        let got = ok.then(|| String::from_utf8(out[1..].to_vec()).unwrap());
-                        assert!(ok || out == b"x");
-                        assert_eq!(got, want, "{family:?} {id} v{version} {pointer_size} {len}");
-                    }
-                }
-            }
-        }
-        assert_eq!(method_verbose_name(Family::Runtime, 141), None);
-        assert_eq!(method_verbose_name(Family::Other, 143), None);
     }
 
     #[test]

@@ -58,6 +58,11 @@ impl<'b> Fields<'b> {
         }
     }
 
+    /// Continues an object whose `{` and first fields are already in `out`.
+    pub fn continued(out: &'b mut Vec<u8>, style: Style) -> Self {
+        Fields { out, style, first: false }
+    }
+
     /// Starts a field and returns the buffer to write its value into. `name` is written as is
     /// (field names are plain ASCII identifiers); see [`Fields::field_escaped`] otherwise.
     pub fn key(&mut self, name: &str) -> &mut Vec<u8> {
@@ -189,14 +194,16 @@ impl Key {
 /// The [`Key`] of a plain ASCII field name literal: `key!("Count")`.
 #[macro_export]
 macro_rules! key {
-    ($name:literal) => {
-        $crate::json::Key::spelled(
+    ($name:literal) => {{
+        // Made at compile time (a call in place would run at every use).
+        const KEY: $crate::json::Key = $crate::json::Key::spelled(
             concat!(",\"", $name, "\":", "                                "),
             concat!(",\"", $name, "\":").len(),
             concat!(" ", $name, "=", "                                "),
             concat!(" ", $name, "=").len(),
-        )
-    };
+        );
+        KEY
+    }};
 }
 
 /// What names a field: a plain ASCII `&str` (written as is) or a [`Key`].
@@ -425,22 +432,18 @@ pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
     out.push(b'"');
     let mut i = 0;
     loop {
-        let mut pad = [0u8; 32];
-        // Near the end: the units left, padded with terminators that do not count.
-        let (units, avail) = match raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
-            Some(u) => (u, 16),
-            None => {
-                let n = (raw.len() - i) & !1;
-                pad[..n].copy_from_slice(&raw[i..i + n]);
-                (&pad, n / 2)
+        let (bad, packed, avail) = match raw.get(i..i + 32).and_then(|u| <&[u8; 32]>::try_from(u).ok()) {
+            Some(units) => {
+                let (bad, packed) = scan16(units);
+                if bad == 0 {
+                    out.extend_from_slice(&packed.to_le_bytes());
+                    i += 32;
+                    continue;
+                }
+                (bad, packed, 16)
             }
+            None => scan_tail(raw, i),
         };
-        let (bad, packed) = scan16(units);
-        if bad == 0 {
-            out.extend_from_slice(&packed.to_le_bytes());
-            i += 32;
-            continue;
-        }
         let plain = bad.trailing_zeros() as usize;
         if plain >= avail {
             return None;
@@ -462,6 +465,35 @@ pub fn write_utf16z(raw: &[u8], out: &mut Vec<u8>) -> Option<usize> {
         }
         push_non_ascii(u, raw, &mut i, out);
     }
+}
+
+/// [`scan16`] of the units left at `i` (fewer than sixteen; an odd last byte is no unit), with
+/// the flag of the unit just past them set: `(flags, packed, units left)`. The window of
+/// sixteen units ending there is scanned and shifted down (no copy), or, in a payload shorter
+/// than that, a zero-padded copy.
+#[inline(always)]
+fn scan_tail(raw: &[u8], i: usize) -> (u32, u128, usize) {
+    let avail = (raw.len() - i) / 2;
+    if avail == 0 {
+        return (1, 0, 0);
+    }
+    let skip = 16 - avail;
+    let window = i
+        .checked_sub(2 * skip)
+        .and_then(|w| raw.get(w..w + 32))
+        .and_then(|u| <&[u8; 32]>::try_from(u).ok());
+    let (bad, packed) = match window {
+        Some(units) => {
+            let (bad, packed) = scan16(units);
+            (bad >> skip, packed >> (8 * skip))
+        }
+        None => {
+            let mut pad = [0u8; 32];
+            pad[..2 * avail].copy_from_slice(&raw[i..i + 2 * avail]);
+            scan16(&pad)
+        }
+    };
+    (bad | 1 << avail, packed, avail)
 }
 
 /// Writes the non-ASCII unit `u` (read just before `*i`) as UTF-8: a high surrogate takes the
@@ -568,39 +600,96 @@ pub fn write_utf16(s: &Utf16Str<'_>, out: &mut Vec<u8>) {
 /// digit in the lowest byte): all nibbles at once, in registers.
 #[inline]
 pub fn hex16(v: u64) -> u128 {
+    u128::from(hex8((v >> 32) as u32)) | u128::from(hex8(v as u32)) << 64
+}
+
+/// The eight lowercase hex digits of `h` as the bytes of a little-endian `u64`, most
+/// significant in the lowest byte.
+#[inline(always)]
+fn hex8(h: u32) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    /// The eight digits of `h`, most significant in the lowest byte.
-    #[inline(always)]
-    fn eight(h: u32) -> u64 {
-        // Byte k holds nibble k.
-        let mut x = u64::from(h);
-        x = (x | x << 16) & 0x0000_ffff_0000_ffff;
-        x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
-        x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
-        // '0' + n, and 'a' - '0' - 10 more for n >= 10 (n + 6 carries into bit 4).
-        let letters = ((x + 6 * ONES) >> 4) & ONES;
-        (x + b'0' as u64 * ONES + letters * (b'a' - b'0' - 10) as u64).swap_bytes()
-    }
-    u128::from(eight((v >> 32) as u32)) | u128::from(eight(v as u32)) << 64
+    // Byte k holds nibble k.
+    let mut x = u64::from(h);
+    x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+    x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+    x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+    // '0' + n, and 'a' - '0' - 10 more for n >= 10 (n + 6 carries into bit 4).
+    let letters = ((x + 6 * ONES) >> 4) & ONES;
+    (x + b'0' as u64 * ONES + letters * (b'a' - b'0' - 10) as u64).swap_bytes()
 }
 
 /// Appends `v` as `"0x…"` (lowercase, no leading zeros).
-#[inline]
+#[inline(always)]
 pub fn put_hex_string(out: &mut Vec<u8>, v: u64) {
     let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
     out.extend_from_slice(b"\"0x");
     let len = out.len();
-    out.extend_from_slice(&(hex16(v) >> (8 * (16 - digits))).to_le_bytes());
+    if digits <= 8 {
+        // A 32-bit value (every handle of a 32-bit process): half the work.
+        out.extend_from_slice(&(hex8(v as u32) >> (8 * (8 - digits))).to_le_bytes());
+    } else {
+        out.extend_from_slice(&(hex16(v) >> (8 * (16 - digits))).to_le_bytes());
+    }
     out.truncate(len + digits);
     out.push(b'"');
+}
+
+/// The 32 lowercase hex digits of 16 bytes (the first byte's digits first), as two
+/// little-endian `u128`s: SSE2, every nibble at once.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn hex32(bytes: u128) -> (u128, u128) {
+    // SAFETY: the build targets x86-64 with SSE2 (cfg above), so the CPU has it.
+    unsafe { hex32_sse2(bytes) }
+}
+
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+fn hex32_sse2(bytes: u128) -> (u128, u128) {
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi8, _mm_and_si128, _mm_cmpgt_epi8, _mm_cvtsi128_si64, _mm_set_epi64x, _mm_set1_epi8,
+        _mm_srli_epi16, _mm_unpackhi_epi8, _mm_unpackhi_epi64, _mm_unpacklo_epi8,
+    };
+    let v = _mm_set_epi64x((bytes >> 64) as i64, bytes as i64);
+    let nibble = _mm_set1_epi8(0x0f);
+    let high = _mm_and_si128(_mm_srli_epi16(v, 4), nibble);
+    let low = _mm_and_si128(v, nibble);
+    // '0' + n, and 'a' - '0' - 10 more above 9.
+    let ascii = |n: __m128i| {
+        let letters = _mm_and_si128(_mm_cmpgt_epi8(n, _mm_set1_epi8(9)), _mm_set1_epi8((b'a' - b'0' - 10) as i8));
+        _mm_add_epi8(_mm_add_epi8(n, _mm_set1_epi8(b'0' as i8)), letters)
+    };
+    let to_u128 = |x: __m128i| {
+        let lo = _mm_cvtsi128_si64(x) as u64;
+        let hi = _mm_cvtsi128_si64(_mm_unpackhi_epi64(x, x)) as u64;
+        u128::from(lo) | u128::from(hi) << 64
+    };
+    (to_u128(ascii(_mm_unpacklo_epi8(high, low))), to_u128(ascii(_mm_unpackhi_epi8(high, low))))
+}
+
+/// [`hex32`] without SSE2: two [`hex16`].
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[inline(always)]
+fn hex32(bytes: u128) -> (u128, u128) {
+    let b = bytes.to_le_bytes();
+    let word = |k: usize| u64::from_be_bytes(b[8 * k..8 * k + 8].try_into().unwrap_or_default());
+    (hex16(word(0)), hex16(word(1)))
 }
 
 /// Writes bytes as one JSON string of lowercase hex digits.
 pub fn write_hex(bytes: &[u8], out: &mut Vec<u8>) {
     out.reserve(bytes.len() * 2 + 2);
     out.push(b'"');
-    // 8 bytes (16 digits) at a time.
-    let mut chunks = bytes.chunks_exact(8);
+    // 16 bytes (32 digits) at a time, then 8.
+    let mut wide = bytes.chunks_exact(16);
+    for chunk in &mut wide {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(chunk);
+        let (first, second) = hex32(u128::from_le_bytes(b));
+        out.extend_from_slice(&first.to_le_bytes());
+        out.extend_from_slice(&second.to_le_bytes());
+    }
+    let mut chunks = wide.remainder().chunks_exact(8);
     for chunk in &mut chunks {
         let mut b = [0u8; 8];
         b.copy_from_slice(chunk);
@@ -631,47 +720,206 @@ fn digits8(x: u32) -> u64 {
 
 const ASCII_ZEROS: u64 = 0x3030_3030_3030_3030;
 
+/// The number of decimal digits of `v` (1 for 0), from its bit length: a few operations, so
+/// that where the next output goes does not wait for the digits.
+#[inline(always)]
+fn decimal_len(v: u64) -> usize {
+    const POW10: [u64; 20] = {
+        let mut p = [1u64; 20];
+        let mut i = 1;
+        while i < 20 {
+            p[i] = p[i - 1] * 10;
+            i += 1;
+        }
+        p
+    };
+    // 1233 / 4096 is just above log10(2): t is the length or one more.
+    let x = v | 1;
+    let t = (((64 - x.leading_zeros()) * 1233) >> 12) as usize;
+    t + 1 - usize::from(x < POW10[t.min(19)])
+}
+
 /// Appends `v` (below 10^8) in decimal.
 #[inline(always)]
 fn put_below_1e8(out: &mut Vec<u8>, v: u32) {
-    if v < 10 {
-        out.push(b'0' + v as u8);
-        return;
-    }
-    let d = digits8(v);
-    // Leading zero digits are the low zero bytes.
-    let zeros = d.trailing_zeros() / 8;
+    let n = decimal_len(u64::from(v));
+    let d = digits8(v) + ASCII_ZEROS;
     let len = out.len();
-    out.extend_from_slice(&((d + ASCII_ZEROS) >> (8 * zeros)).to_le_bytes());
-    out.truncate(len + 8 - zeros as usize);
+    out.extend_from_slice(&(d >> (8 * (8 - n))).to_le_bytes());
+    out.truncate(len + n);
 }
 
-/// Appends `v` in decimal.
-#[inline]
+/// Appends `v` in decimal. Inlined for the common values below 10^8.
+#[inline(always)]
 pub fn put_u64(out: &mut Vec<u8>, v: u64) {
     if v < 100_000_000 {
         put_below_1e8(out, v as u32);
-        return;
+    } else {
+        put_large(out, v);
     }
+}
+
+/// [`put_u64`] of 10^8 and above.
+#[inline(never)]
+fn put_large(out: &mut Vec<u8>, v: u64) {
+    let n = decimal_len(v);
     let (head, low) = (v / 100_000_000, (v % 100_000_000) as u32);
-    let low = u128::from(digits8(low) + ASCII_ZEROS);
+    let low = digits8(low) + ASCII_ZEROS;
     let len = out.len();
     if head < 100_000_000 {
-        // The head's digits without leading zeros, then all eight low digits: one store.
-        let d = digits8(head as u32);
-        let zeros = d.trailing_zeros() / 8;
-        let n = 8 - zeros;
-        let both = u128::from((d + ASCII_ZEROS) >> (8 * zeros)) | low << (8 * n);
-        out.extend_from_slice(&both.to_le_bytes());
-        out.truncate(len + n as usize + 8);
+        // The head's digits without leading zeros, then all eight low digits: two
+        // overlapping stores.
+        let h = n - 8;
+        let d = digits8(head as u32) + ASCII_ZEROS;
+        out.extend_from_slice(&[0u8; 16]);
+        let dst = &mut out[len..len + 16];
+        dst[..8].copy_from_slice(&(d >> (8 * (8 - h))).to_le_bytes());
+        dst[h..h + 8].copy_from_slice(&low.to_le_bytes());
+        out.truncate(len + n);
     } else {
-        put_u64(out, head);
-        out.extend_from_slice(&(low as u64).to_le_bytes());
+        put_large(out, head);
+        out.extend_from_slice(&low.to_le_bytes());
+    }
+}
+
+/// Writes values that mostly grow by little (a stream's timestamps) in decimal, keeping the
+/// digits above the last six of the last value written: a value in the same million then
+/// costs its last six digits.
+#[derive(Debug, Default)]
+pub struct NearbyU64 {
+    /// `v / 10^6` of the last value of 10^6 and above (0: none yet), its digits and their count.
+    high: u64,
+    spelled: [u8; 16],
+    len: usize,
+}
+
+impl NearbyU64 {
+    /// Appends `v` in decimal (what [`put_u64`] appends).
+    #[inline(always)]
+    pub fn put(&mut self, out: &mut Vec<u8>, v: u64) {
+        if v < 1_000_000 {
+            put_u64(out, v);
+            return;
+        }
+        let high = v / 1_000_000;
+        if high != self.high {
+            self.spell(high);
+        }
+        let low = (v - high * 1_000_000) as u32;
+        let len = out.len();
+        out.extend_from_slice(&self.spelled);
+        out.truncate(len + self.len);
+        // The six low digits of the eight (the first two are zeros).
+        out.extend_from_slice(&((digits8(low) + ASCII_ZEROS) >> 16).to_le_bytes());
+        out.truncate(len + self.len + 6);
+    }
+
+    /// Remembers the digits of `high` (1 to 10^14).
+    #[inline(never)]
+    fn spell(&mut self, high: u64) {
+        let n = decimal_len(high);
+        let mut b = [0u8; 24];
+        if high < 100_000_000 {
+            let d = digits8(high as u32) + ASCII_ZEROS;
+            b[..8].copy_from_slice(&(d >> (8 * (8 - n))).to_le_bytes());
+        } else {
+            let h = n - 8;
+            let d = digits8((high / 100_000_000) as u32) + ASCII_ZEROS;
+            b[..8].copy_from_slice(&(d >> (8 * (8 - h))).to_le_bytes());
+            b[h..h + 8].copy_from_slice(&(digits8((high % 100_000_000) as u32) + ASCII_ZEROS).to_le_bytes());
+        }
+        self.spelled.copy_from_slice(&b[..16]);
+        self.high = high;
+        self.len = n;
+    }
+}
+
+/// A few fields gathered in a fixed array whose length stays in a register (appends to a `Vec`
+/// reload and store its length around every byte they write: a `u8` store may alias it),
+/// then appended at once. Up to `N - 32` bytes.
+pub(crate) struct Local<const N: usize> {
+    b: [u8; N],
+    n: usize,
+}
+
+impl<const N: usize> Local<N> {
+    #[inline(always)]
+    pub fn new() -> Self {
+        Local { b: [0; N], n: 0 }
+    }
+
+    /// Appends up to 32 bytes.
+    #[inline(always)]
+    pub fn put(&mut self, s: &[u8]) {
+        let n = s.len().min(32);
+        let mut fixed = [0u8; 32];
+        fixed[..n].copy_from_slice(&s[..n]);
+        if let Some(d) = self.b.get_mut(self.n..self.n + 32) {
+            d.copy_from_slice(&fixed);
+            self.n += n;
+        }
+    }
+
+    /// Appends the first `n` of `bytes` (a copy of a fixed size).
+    #[inline(always)]
+    pub fn put_word<const K: usize>(&mut self, bytes: [u8; K], n: usize) {
+        if let Some(d) = self.b.get_mut(self.n..self.n + K) {
+            d.copy_from_slice(&bytes);
+            self.n += n.min(K);
+        }
+    }
+
+    /// A [`Key`]'s JSON spelling, separator included (`first`: without it).
+    #[inline(always)]
+    pub fn key(&mut self, key: &Key, first: bool) {
+        let skip = usize::from(first);
+        let n = key.json_len - skip;
+        if let Some(padded) = key.json.get(skip..skip + KEY_PAD) {
+            let mut fixed = [0u8; KEY_PAD];
+            fixed.copy_from_slice(padded);
+            self.put_word(fixed, n);
+        }
+    }
+
+    /// `v` as `"0x…"` ([`put_hex_string`]).
+    #[inline(always)]
+    pub fn hex(&mut self, v: u64) {
+        let digits = (64 - v.leading_zeros() as usize).div_ceil(4).max(1);
+        self.put_word(*b"\"0x\0", 3);
+        if digits <= 8 {
+            self.put_word((hex8(v as u32) >> (8 * (8 - digits))).to_le_bytes(), digits);
+        } else {
+            self.put_word((hex16(v) >> (8 * (16 - digits))).to_le_bytes(), digits);
+        }
+        self.put_word([b'"'], 1);
+    }
+
+    /// `v` in decimal ([`put_u64`]).
+    #[inline(always)]
+    pub fn dec(&mut self, v: u32) {
+        let n = decimal_len(u64::from(v));
+        if v < 100_000_000 {
+            self.put_word(((digits8(v) + ASCII_ZEROS) >> (8 * (8 - n))).to_le_bytes(), n);
+        } else {
+            // Ten digits at most: the head's one or two, then eight.
+            let h = n - 8;
+            let d = digits8(v / 100_000_000) + ASCII_ZEROS;
+            self.put_word((d >> (8 * (8 - h))).to_le_bytes(), h);
+            self.put_word((digits8(v % 100_000_000) + ASCII_ZEROS).to_le_bytes(), 8);
+        }
+    }
+
+    /// Appends what was gathered to `out`.
+    #[inline(always)]
+    pub fn flush(&self, out: &mut Vec<u8>) {
+        let len = out.len();
+        out.extend_from_slice(&self.b);
+        out.truncate(len + self.n);
     }
 }
 
 /// Appends `v` in decimal.
-#[inline]
+#[inline(always)]
 pub fn put_u32(out: &mut Vec<u8>, v: u32) {
     put_u64(out, u64::from(v));
 }
@@ -858,7 +1106,7 @@ mod tests {
             b.extend_from_slice(&src[..n]);
             assert_eq!(a, b, "{n}");
         }
-        for n in 0..40 {
+        for n in 0..80 {
             let bytes: Vec<u8> = (0..n as u8).map(|i| i.wrapping_mul(37)).collect();
             let mut out = Vec::new();
             write_hex(&bytes, &mut out);
@@ -976,6 +1224,44 @@ mod tests {
             assert_eq!(json(&(v as u8)), (v as u8).to_string());
         }
         assert_eq!(json(&i64::MIN), i64::MIN.to_string());
+    }
+
+    #[test]
+    fn local_fields_print_like_display() {
+        let mut next = rng(0x10ca_1f1e_1d5a_beef);
+        for k in 0..50_000 {
+            let r = next();
+            let v = if k < 64 { 1u64 << k } else { r >> (r % 64) };
+            let mut l = Local::<96>::new();
+            l.put(b"{");
+            l.key(&crate::key!("A"), true);
+            l.dec(v as u32);
+            l.key(&crate::key!("B"), false);
+            l.dec(v as u32);
+            l.key(&crate::key!("C"), false);
+            l.hex(v);
+            let mut out = b"x".to_vec();
+            l.flush(&mut out);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("x{{\"A\":{},\"B\":{},\"C\":\"0x{v:x}\"", v as u32, v as u32));
+        }
+    }
+
+    #[test]
+    fn nearby_values_print_like_display() {
+        let mut next = rng(0x7e57_ca5e_0ff1_ce00);
+        let mut w = NearbyU64::default();
+        let mut v = 0u64;
+        for k in 0..200_000u32 {
+            let r = next();
+            v = match k % 1000 {
+                0 => r >> (r % 64),
+                1 => u64::MAX - r % 3_000_000,
+                _ => v.wrapping_add(r % if r.is_multiple_of(5) { 10_000_000 } else { 1000 }),
+            };
+            let mut out = b"x".to_vec();
+            w.put(&mut out, v);
+            assert_eq!(out[1..], *v.to_string().as_bytes(), "{v}");
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub mod alloc;
 pub mod builder;
 pub mod contention;
 pub mod decode;
+pub mod direct_json;
 pub mod error;
 pub mod event_json;
 pub mod eventsource;

@@ -2,13 +2,15 @@
 //! names, runtime events by the typed decoders.
 use std::{io::Write, path::Path};
 
-use clr_events::event_json::{Hex, write_method_verbose_json};
-use clr_events::json::{self, Fields, Style, ToJson};
+use clr_events::direct_json::write_direct_json;
+use clr_events::event_json::Hex;
+use clr_events::json::{self, Fields, NearbyU64, Style, ToJson};
 use clr_events::schema::EventSchema;
 use clr_events::{ClrEvent, decode_as, write_fields_json};
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, StreamStatus};
 use serde::Serialize;
 
+use super::clock::Clock;
 use super::line_heads::{Head, LineHeads, json_middle, text_middle};
 use super::stack_ids::StackIds;
 
@@ -58,6 +60,7 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
     let p = name.to_owned();
     let mut reader = NetTraceReader::new(input).map_err(|source| DumpError::Read { path: p.clone(), source })?;
     let pointer_size = reader.trace_info().pointer_size as u8;
+    let clock = Clock::new(reader.trace_info());
     let mut stats = DumpStats::default();
     let mut lines = Lines {
         buf: Vec::with_capacity(CHUNK + (64 << 10)),
@@ -65,13 +68,18 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
         heads: LineHeads::default(),
         style: if json { Style::Json } else { Style::Text },
         pointer_size,
+        clock,
+        times: NearbyU64::default(),
     };
     let mut piped_away = false;
     let result = loop {
-        match reader.next_event() {
+        // Matched by reference: the event is read where the reader returned it (a copy of
+        // it first stalls on the stores just made).
+        let next = reader.next_event();
+        match &next {
             Ok(Some(ev)) => {
                 stats.events += 1;
-                if !lines.event(&ev) {
+                if !lines.event(ev) {
                     stats.decode_errors += 1;
                 }
                 if lines.buf.len() >= CHUNK {
@@ -83,7 +91,10 @@ pub fn dump_from(input: impl std::io::Read, name: &str, json: bool, mut out: imp
                 }
             }
             Ok(None) => break Ok(()),
-            Err(source) => break Err(DumpError::Read { path: p.clone(), source }),
+            Err(_) => {}
+        }
+        if let Err(source) = next {
+            break Err(DumpError::Read { path: p.clone(), source });
         }
     };
     if !piped_away && write_chunk(&mut out, &lines.buf)? {
@@ -130,6 +141,9 @@ struct Lines {
     heads: LineHeads,
     style: Style,
     pointer_size: u8,
+    clock: Clock,
+    /// The JSON lines' `time_ns` digits.
+    times: NearbyU64,
 }
 
 impl Lines {
@@ -150,19 +164,19 @@ impl Lines {
         };
         let md = ev.metadata();
         let head = self.heads.get(md);
-        // A verbose method event in JSON: written from the payload, each name escaped in the
-        // pass that finds its end (the same bytes as decoding it, then writing it). Not for a
-        // head's first event, which names it.
+        // In JSON, the events of the commonest layouts are written from the payload, strings
+        // escaped in the pass that finds their end (the same bytes as decoding them, then
+        // writing them). Not a head's first event, which names it.
         if self.style == Style::Json
-            && let Some(decoder_name) = head.method_verbose
+            && let Some((kind, decoder_name)) = head.direct
             && head.named()
         {
             let name = if md.name.is_empty() { decoder_name } else { md.name.as_str() };
             let buf = &mut self.buf;
             let mark = buf.len();
-            json_line_head(buf, ev, head, md, name, stack_id);
+            json_line_head(buf, &mut self.times, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
             let version = u8::try_from(md.version).unwrap_or(u8::MAX);
-            if write_method_verbose_json(ev.payload(), version, self.pointer_size, buf) {
+            if write_direct_json(kind, ev.payload(), version, self.pointer_size, buf) {
                 buf.extend_from_slice(b"}\n");
                 return true;
             }
@@ -191,13 +205,13 @@ impl Lines {
         let buf = &mut self.buf;
         match self.style {
             Style::Json => {
-                json_line_head(buf, ev, head, md, name, stack_id);
+                json_line_head(buf, &mut self.times, ev, self.clock.ns(ev.timestamp()), head, md, name, stack_id);
                 let ok = write_payload(buf, ev.payload(), &payload, Style::Json);
                 buf.extend_from_slice(b"}\n");
                 ok
             }
             Style::Text => {
-                write_ms(buf, ev.time_ns());
+                write_ms(buf, self.clock.ns(ev.timestamp()));
                 buf.extend_from_slice(b" ms  tid ");
                 let mark = buf.len();
                 ev.thread_id().write_json(buf);
@@ -229,9 +243,23 @@ impl Lines {
 
 /// An event's JSON line up to its fields: `{"type":"event",…,"fields":`.
 #[inline(always)]
-fn json_line_head(buf: &mut Vec<u8>, ev: &EventRef<'_>, head: &Head, md: &EventMetadata, name: &str, stack_id: Option<u64>) {
+#[allow(clippy::too_many_arguments)]
+fn json_line_head(
+    buf: &mut Vec<u8>,
+    times: &mut NearbyU64,
+    ev: &EventRef<'_>,
+    time_ns: i64,
+    head: &Head,
+    md: &EventMetadata,
+    name: &str,
+    stack_id: Option<u64>,
+) {
     buf.extend_from_slice(b"{\"type\":\"event\",\"time_ns\":");
-    ev.time_ns().write_json(buf);
+    if time_ns < 0 {
+        time_ns.write_json(buf);
+    } else {
+        times.put(buf, time_ns as u64);
+    }
     if head.has_name(name) {
         head.put_json(buf);
     } else {

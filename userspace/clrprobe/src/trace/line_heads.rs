@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use clr_events::Family;
-use clr_events::event_json::method_verbose_name;
+use clr_events::direct_json::Direct;
 use clr_events::json::{self, ToJson};
 use clrprobe_eventpipe::nettrace::EventMetadata;
 
@@ -24,9 +24,9 @@ pub(super) struct Head {
     pub(super) family: Family,
     /// Whether the metadata lists the payload's fields (an EventSource event).
     pub(super) self_describing: bool,
-    /// The decoder's name when the events are verbose method events, written straight from
-    /// the payload in JSON ([`clr_events::event_json::write_method_verbose_json`]).
-    pub(super) method_verbose: Option<&'static str>,
+    /// The layout and the decoder's name when the events are written straight from the
+    /// payload in JSON ([`clr_events::direct_json::write_direct_json`]).
+    pub(super) direct: Option<(Direct, &'static str)>,
     /// The name the bytes below carry (set by the first event: [`Head::name_once`]), and
     /// where the name it was made from lies (the metadata's, held here, or a decoder's
     /// static name): the same place is the same name.
@@ -49,7 +49,7 @@ impl Head {
         Head {
             family,
             self_describing,
-            method_verbose: if self_describing { None } else { method_verbose_name(family, id) },
+            direct: if self_describing { None } else { Direct::of(family, id) },
             name: None,
             name_at: (0, 0),
             fallback: format!("Event{}", md.event_id).into(),

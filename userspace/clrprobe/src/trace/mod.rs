@@ -1,6 +1,7 @@
 //! `clrprobe trace`: records an EventPipe session of a process to a `.nettrace` file (the
 //! runtime's own bytes, readable by PerfView and TraceEvent), and `--dump` prints a file's
 //! events decoded, as text or JSON lines.
+mod clock;
 mod dump;
 mod line_heads;
 mod stack_ids;
