@@ -10,9 +10,12 @@
 //!
 //! Only mappings of files that are not writable and hold no private copy of any page
 //! (`Anonymous: 0 kB` in smaps: no relocated RELRO page, no uprobe breakpoint) are released,
-//! since `MADV_DONTNEED` would drop such a copy; that includes the target's libraries clrprobe
-//! maps read-only to read their symbols and unwind tables (read again, they fault back in).
-//! The BPF maps and rings, the vdso and anonymous memory are left alone.
+//! since `MADV_DONTNEED` would drop such a copy; and only those of clrprobe's binary and the
+//! libraries the dynamic loader mapped at start, which stay mapped for the process's life:
+//! a file clrprobe maps for a while (a target's library, to read its symbols) can be unmapped
+//! by another thread between the read of smaps and the `madvise`, and its range reused for
+//! that thread's heap, whose pages `MADV_DONTNEED` would zero. The BPF maps and rings, the
+//! vdso and anonymous memory are left alone.
 //!
 //! `CLRPROBE_KEEP_CODE=1` turns it off (to measure what it saves).
 
@@ -40,8 +43,9 @@ pub fn release_code(after: &str) -> Released {
     let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
         return Released::default();
     };
+    let loaded = loaded_objects();
     let mut done = Released::default();
-    for m in releasable(&smaps) {
+    for m in releasable(&smaps).into_iter().filter(|m| loaded.contains(&m.path)) {
         // SAFETY: the range is a whole mapping of this process, read-only, private and file
         // backed with no private page: MADV_DONTNEED only unmaps page-cache pages, which the
         // next access maps again with the same contents. Nothing in this process holds a
@@ -56,11 +60,37 @@ pub fn release_code(after: &str) -> Released {
     done
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Mapping {
     start: usize,
     end: usize,
     rss_kb: u64,
+    path: String,
+}
+
+/// Canonical paths of clrprobe's binary and of the shared objects the dynamic loader mapped
+/// (never unloaded: clrprobe does not dlclose).
+fn loaded_objects() -> std::collections::HashSet<String> {
+    unsafe extern "C" fn add(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info for the call, and `data` is the
+        // Vec given below, borrowed for the whole iteration.
+        unsafe {
+            let names = &mut *(data as *mut Vec<std::path::PathBuf>);
+            let name = (*info).dlpi_name;
+            if !name.is_null() {
+                let name = std::ffi::CStr::from_ptr(name);
+                if !name.is_empty() {
+                    names.push(std::path::PathBuf::from(std::ffi::OsStr::from_encoded_bytes_unchecked(name.to_bytes())));
+                }
+            }
+        }
+        0
+    }
+    let mut names: Vec<std::path::PathBuf> = Vec::new();
+    // SAFETY: `add` only reads the info it is given and pushes to `names`.
+    unsafe { libc::dl_iterate_phdr(Some(add), &mut names as *mut Vec<std::path::PathBuf> as *mut libc::c_void) };
+    names.push("/proc/self/exe".into());
+    names.iter().filter_map(|p| std::fs::canonicalize(p).ok()).map(|p| p.to_string_lossy().into_owned()).collect()
 }
 
 /// The mappings of an smaps text that [`release_code`] releases: of a file by its path, not
@@ -107,9 +137,11 @@ fn header(line: &str) -> Option<(Mapping, bool)> {
         return None;
     }
     // A file by its path (not a BPF map, the vdso or memory with a name).
-    let file = inode != 0 && f.next().is_some_and(|p| p.starts_with('/'));
+    // The path: the rest of the line (it may hold spaces).
+    let path = f.collect::<Vec<_>>().join(" ");
+    let file = inode != 0 && path.starts_with('/');
     let ok = perms[0] == b'r' && perms[1] == b'-' && file;
-    Some((Mapping { start, end, rss_kb: 0 }, ok))
+    Some((Mapping { start, end, rss_kb: 0, path }, ok))
 }
 
 fn field_kb(line: &str, name: &str) -> Option<u64> {
@@ -180,10 +212,10 @@ Rss:                  64 kB
         assert_eq!(
             got,
             [
-                Mapping { start: 0x55d0a0000000, end: 0x55d0a01b4000, rss_kb: 900 },
-                Mapping { start: 0x55d0a01b4000, end: 0x55d0a07f6000, rss_kb: 5000 },
-                Mapping { start: 0x7f0000000000, end: 0x7f0000040000, rss_kb: 100 },
-                Mapping { start: 0x7f0200000000, end: 0x7f0200001000, rss_kb: 4 },
+                Mapping { start: 0x55d0a0000000, end: 0x55d0a01b4000, rss_kb: 900, path: "/usr/bin/clrprobe".into() },
+                Mapping { start: 0x55d0a01b4000, end: 0x55d0a07f6000, rss_kb: 5000, path: "/usr/bin/clrprobe".into() },
+                Mapping { start: 0x7f0000000000, end: 0x7f0000040000, rss_kb: 100, path: "/usr/lib/libcoreclr.so".into() },
+                Mapping { start: 0x7f0200000000, end: 0x7f0200001000, rss_kb: 4, path: "/usr/lib/with space.so".into() },
             ]
         );
     }
@@ -202,5 +234,36 @@ Rss:                  64 kB
         let still: u64 = after.iter().map(|m| m.rss_kb).sum();
         assert!(still < resident, "resident {resident} KiB before, {still} KiB after");
         assert_eq!(format!("{:?}", vec![1, 2, 3]), "[1, 2, 3]");
+    }
+
+    /// A file mapped for a while (as a target's library, to read its symbols) is never
+    /// released: another thread may unmap it and reuse its range before the `madvise`.
+    #[test]
+    fn only_the_binary_and_the_loaders_libraries_are_released() {
+        let loaded = loaded_objects();
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap().to_string_lossy().into_owned();
+        assert!(loaded.contains(&exe), "{exe} not in {loaded:?}");
+        assert!(loaded.iter().any(|p| p.contains("libc.so")), "{loaded:?}");
+        // A file of our own mapped read-only, its pages touched: resident, eligible by its
+        // kind, but not released.
+        let path = std::env::temp_dir().join(format!("own-pages-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 1 << 16]).unwrap();
+        let f = std::fs::File::open(&path).unwrap();
+        // SAFETY: a fresh read-only private mapping of a file we own, unmapped below.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), 1 << 16, libc::PROT_READ, libc::MAP_PRIVATE, std::os::fd::AsRawFd::as_raw_fd(&f), 0) };
+        assert_ne!(p, libc::MAP_FAILED);
+        // SAFETY: reads within the mapping.
+        let sum: u64 = (0..(1 << 16)).step_by(4096).map(|i| u64::from(unsafe { *(p as *const u8).add(i) })).sum();
+        assert_eq!(sum, 7 * 16);
+        let canon = std::fs::canonicalize(&path).unwrap().to_string_lossy().into_owned();
+        let eligible = releasable(&std::fs::read_to_string("/proc/self/smaps").unwrap());
+        assert!(eligible.iter().any(|m| m.path == canon), "{canon} not eligible by kind");
+        release_code("the test");
+        let after = releasable(&std::fs::read_to_string("/proc/self/smaps").unwrap());
+        let rss = after.iter().find(|m| m.path == canon).map(|m| m.rss_kb);
+        assert_eq!(rss, Some(64), "the temporary mapping was released");
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 1 << 16) };
+        let _ = std::fs::remove_file(&path);
     }
 }
