@@ -1,6 +1,6 @@
-//! NetTrace reader throughput on the largest corpus recording (read from memory: headers,
-//! stacks and metadata decoded, payloads left for on-demand decoding), next to a memcpy of the
-//! same bytes measured in the same run.
+//! NetTrace reader throughput on corpus recordings (the largest, a stack-heavy one and a small
+//! one; read from memory: headers, stacks and metadata decoded, payloads left for on-demand
+//! decoding), next to a memcpy of the same bytes measured in the same run.
 //!
 //! `cargo bench -p clrprobe-eventpipe --bench reader`
 
@@ -56,6 +56,8 @@ const FILES: &[&str] = &[
     "perfview__speedscope__HeartRateMonitor.10068.nettrace.zip",
     // stack-heavy: 35k CPU samples with stacks, 105k events
     "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace",
+    // small (0.5 MB, 2k events): an EventSource with array fields and full rundown, V5
+    "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace",
 ];
 
 fn main() {

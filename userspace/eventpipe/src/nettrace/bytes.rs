@@ -16,6 +16,12 @@ impl<'a> Cursor<'a> {
         Cursor { buf, pos: 0 }
     }
 
+    /// A cursor over `buf` at `pos` (offsets in errors stay relative to `buf`).
+    #[inline]
+    pub(crate) fn at(buf: &'a [u8], pos: usize) -> Self {
+        Cursor { buf, pos }
+    }
+
     #[inline]
     pub(crate) fn pos(&self) -> usize {
         self.pos

@@ -382,6 +382,7 @@ impl<R: Read> NetTraceReader<R> {
             Err(_) => Err(BufError::new(0, "more than 4 GiB of payload buffered in one sequence-point region")),
         };
         self.region.payloads = arena;
+        self.region.index_runs();
         self.region.flush_sorted();
         match r {
             Err(_) if partial => Ok(()),
@@ -395,7 +396,11 @@ impl<R: Read> NetTraceReader<R> {
         let mut c = Cursor::new(body);
         let (compressed, _) = block_header(&mut c)?;
         if compressed {
-            return self.compressed_rows(c, base);
+            return if self.v6 {
+                self.compressed_rows::<true>(body, c.pos(), base)
+            } else {
+                self.compressed_rows::<false>(body, c.pos(), base)
+            };
         }
         let mut h = EventHeader::default();
         let v6 = self.v6;
@@ -420,14 +425,14 @@ impl<R: Read> NetTraceReader<R> {
     /// that a header leaves out what did not change since the block's previous event, so what
     /// costs a hash lookup (V6 thread ids, label lists) or a comparison of ids (activity) is
     /// redone only after a header changed it, and sequence numbers are checked only where a
-    /// header sets them.
-    fn compressed_rows(&mut self, mut c: Cursor<'_>, base: u32) -> Result<(), BufError> {
+    /// header sets them. Headers are read from a fixed-size window while one fits before the
+    /// block's end (the cursor reads the last ones, and any header the window refuses).
+    fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32) -> Result<(), BufError> {
         use event_header::flag;
         const DERIVED: u8 = flag::CAPTURE_THREAD_AND_SEQUENCE
             | flag::THREAD_ID
             | flag::ACTIVITY_ID
             | flag::RELATED_ACTIVITY_ID;
-        let v6 = self.v6;
         let mut h = EventHeader::default();
         // Everything is looked up for the block's first event.
         let mut first = 0xffu8;
@@ -436,13 +441,30 @@ impl<R: Read> NetTraceReader<R> {
         let mut dirty = 0u8;
         let (mut thread_id, mut capture_thread_id) = (0u64, 0u64);
         let mut activity = 0u32;
-        while !c.is_empty() {
-            let raw = event_header::read_compressed(&mut c, &mut h, v6)?;
+        while pos < body.len() {
+            let decoded = match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
+                Some(w) => event_header::read_compressed_window::<V6>(w, &mut h),
+                None => None,
+            };
+            let raw = match decoded {
+                Some((raw, len)) => {
+                    pos += len;
+                    raw
+                }
+                None => {
+                    let (raw, at) = compressed_header_checked(body, pos, &mut h, V6)?;
+                    pos = at;
+                    raw
+                }
+            };
             let flags = raw | first;
             first = 0;
             // The arena is below 4 GiB, so offsets in it fit.
-            let payload_start = base + c.pos() as u32;
-            c.skip(h.payload_size as usize, "event payload")?;
+            let payload_start = base + pos as u32;
+            if h.payload_size as usize > body.len() - pos {
+                return Err(BufError::new(pos, "event payload"));
+            }
+            pos += h.payload_size as usize;
             if flags & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
                 self.seq.on_event(h.capture_thread_id, h.sequence_number);
             } else {
@@ -462,7 +484,7 @@ impl<R: Read> NetTraceReader<R> {
                 self.stats.unknown_stack_ids += 1;
                 (0, 0)
             };
-            if v6 {
+            if V6 {
                 if dirty != 0 {
                     if dirty & flag::THREAD_ID != 0 {
                         thread_id = self.threads.os_thread_id(h.thread_id);
@@ -484,23 +506,25 @@ impl<R: Read> NetTraceReader<R> {
                 }
                 dirty = 0;
             }
-            self.push_pending(
-                Pending {
-                    timestamp: h.timestamp as i64,
-                    metadata_id: h.metadata_id,
-                    sequence_number: h.sequence_number,
-                    thread_id,
-                    capture_thread_id,
-                    processor_number: h.processor_number,
-                    payload_start,
-                    payload_len: h.payload_size,
-                    stack_start,
-                    stack_len,
-                    activity,
-                },
-                raw & flag::SORTED != 0,
-                &c,
-            )?;
+            let pending = Pending {
+                timestamp: h.timestamp as i64,
+                metadata_id: h.metadata_id,
+                sequence_number: h.sequence_number,
+                thread_id,
+                capture_thread_id,
+                processor_number: h.processor_number,
+                payload_start,
+                payload_len: h.payload_size,
+                stack_start,
+                stack_len,
+                activity,
+            };
+            if !self.region.push(pending) {
+                return Err(BufError::new(pos, "more than 4 G events in one sequence-point region"));
+            }
+            if raw & flag::SORTED != 0 {
+                self.region.sorted_upto(h.timestamp as i64);
+            }
         }
         Ok(())
     }
@@ -623,6 +647,17 @@ impl<R: Read> NetTraceReader<R> {
         }
         Ok(())
     }
+}
+
+/// A compressed header the window decoder refused or that ends the block, read with the
+/// checked cursor: its flags and where its payload starts. Out of line, so that the loop over
+/// headers keeps to the window decoder.
+#[cold]
+#[inline(never)]
+fn compressed_header_checked(body: &[u8], pos: usize, h: &mut EventHeader, v6: bool) -> Result<(u8, usize), BufError> {
+    let mut c = Cursor::at(body, pos);
+    let raw = event_header::read_compressed(&mut c, h, v6)?;
+    Ok((raw, c.pos()))
 }
 
 /// Event/metadata block header: (header compression, min/max timestamps skipped).

@@ -1,5 +1,7 @@
 //! Buffering and timestamp-sorting of the events of one sequence-point region.
 
+use super::merge::{Merger, Stamped};
+
 /// One parsed event waiting to be handed out. Payload and stack are ranges into arenas.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pending {
@@ -18,7 +20,14 @@ pub(crate) struct Pending {
     pub activity: u32,
 }
 
-/// A sorted run of not-yet-released events: `order[next..end]`.
+impl Stamped for Pending {
+    #[inline(always)]
+    fn stamp(&self) -> i64 {
+        self.timestamp
+    }
+}
+
+/// A sorted run of not-yet-released events: `events[next..end]`.
 #[derive(Debug, Clone, Copy)]
 struct Run {
     next: u32,
@@ -31,28 +40,25 @@ struct Run {
 /// that alternates timestamps).
 const MAX_RUNS: usize = 64;
 
-/// Up to this many runs a flush merges them head by head; more are sorted together.
-const MERGE_SCAN_MAX: usize = 16;
-
 /// The events of the current region in stream order, the not-yet-released ones as sorted runs
-/// (each capture thread writes its events in time order, so the runs are long), and the
-/// release order (`out`, indexes into `events`).
+/// (each capture thread writes its events in time order, so the runs are long: a run is a
+/// range of `events`), and the release order (`out`, indexes into `events`). Events are
+/// appended as they are parsed; they are cut into runs once a block is parsed
+/// ([`Region::index_runs`], a scan of the timestamps that the loop over headers is spared).
 ///
-/// Releasing merges the runs' released prefixes: every run is sorted by (timestamp, index),
-/// so a stable sort of their concatenation merges them (it finds the runs and merges
-/// them pairwise, O(n log k)); a single run is copied as it is.
+/// Releasing merges the runs' released prefixes by (timestamp, index) (see [`Merger`]); a
+/// single run is handed out as it is.
 #[derive(Default)]
 pub(crate) struct Region {
     pub(crate) events: Vec<Pending>,
-    /// Timestamps of `events`, dense: what sorting and merging read.
-    ts: Vec<i64>,
-    /// Event indexes; runs are ranges of it.
-    order: Vec<u32>,
+    /// `events[..indexed]` are in `runs` (or were released).
+    indexed: usize,
     runs: Vec<Run>,
-    /// (timestamp, index) of the events being released by a flush over many runs.
+    /// The released prefixes of the runs being flushed, as index ranges.
+    released: Vec<(u32, u32)>,
+    merger: Merger,
+    /// (timestamp, index) of the events being released when their keys do not pack.
     scratch: Vec<(i64, u32)>,
-    /// The run heads of a flush over a few runs, sorted.
-    heads: Vec<((i64, u32), u32, u32, u32)>,
     /// The highest timestamp an IsSorted event vouched for since the last flush.
     watermark: Option<i64>,
     pub(crate) out: Vec<u32>,
@@ -90,62 +96,78 @@ impl Region {
     /// Adds an event; false if the region already holds 4 G events.
     #[inline(always)]
     pub(crate) fn push(&mut self, p: Pending) -> bool {
-        let (Ok(idx), Ok(_)) = (u32::try_from(self.events.len()), u32::try_from(self.order.len() + 1)) else {
+        if self.events.len() >= u32::MAX as usize {
             return false;
-        };
-        let ts = p.timestamp;
-        let pos = self.order.len();
-        match self.runs.last_mut() {
-            // The usual case: the event extends the last run (its thread's, in time order).
-            Some(r) if r.end as usize == pos && r.last <= ts => {
-                r.end += 1;
-                r.last = ts;
-                self.order.push(idx);
-            }
-            _ => self.start_run(ts, idx),
         }
         self.events.push(p);
-        self.ts.push(ts);
         true
     }
 
-    /// Puts event `idx` (timestamp `ts`) in a new run, collapsing the runs first when there
-    /// are too many.
-    #[cold]
-    #[inline(never)]
-    fn start_run(&mut self, ts: i64, idx: u32) {
-        if self.runs.len() >= MAX_RUNS {
-            self.collapse();
-            let pos = self.order.len();
-            if let Some(r) = self.runs.last_mut().filter(|r| r.end as usize == pos && r.last <= ts) {
-                r.end += 1;
-                r.last = ts;
-                self.order.push(idx);
-                return;
+    /// Puts the events added since the last call into runs: each extends the last run when it
+    /// follows it in the stream and is not earlier, else starts one. Collapses the runs when
+    /// there are too many.
+    pub(crate) fn index_runs(&mut self) {
+        let n = self.events.len();
+        let mut i = self.indexed;
+        while i < n {
+            // The stretch from i on that does not go back in time.
+            let mut last = self.events[i].timestamp;
+            let from = i;
+            i += 1;
+            while i < n && self.events[i].timestamp >= last {
+                last = self.events[i].timestamp;
+                i += 1;
+            }
+            // Below u32::MAX: push() keeps the count there.
+            let (from, end) = (from as u32, i as u32);
+            let first = self.events[from as usize].timestamp;
+            match self.runs.last_mut() {
+                Some(r) if r.end == from && r.last <= first => {
+                    r.end = end;
+                    r.last = last;
+                }
+                _ => self.runs.push(Run { next: from, end, last }),
             }
         }
-        let pos = self.order.len() as u32;
-        self.runs.push(Run { next: pos, end: pos + 1, last: ts });
-        self.order.push(idx);
+        self.indexed = n;
+        if self.runs.len() > MAX_RUNS {
+            self.collapse();
+        }
     }
 
-    /// Merges every run into one: their remaining indexes, sorted, appended to `order`.
+    /// Merges every run into one: the pending events, sorted by (timestamp, index), take the
+    /// place of everything from the first pending event on. Events there that are not pending
+    /// were handed out, so nothing refers to them: the reader adds events only once every ready
+    /// one was handed out. (While ready events wait, the sorted events are appended instead.)
     fn collapse(&mut self) {
-        let start = self.order.len();
-        for r in std::mem::take(&mut self.runs) {
-            self.order.extend_from_within(r.next as usize..r.end as usize);
+        let Some(lo) = self.runs.iter().map(|r| r.next).min() else {
+            return;
+        };
+        let pending: usize = self.runs.iter().map(|r| (r.end - r.next) as usize).sum();
+        let keep = if self.out_pos < self.out.len() { self.events.len() } else { lo as usize };
+        if keep + pending >= u32::MAX as usize {
+            return;
         }
-        let ts = &self.ts;
-        self.order[start..].sort_by_key(|&i| (ts[i as usize], i));
-        let end = self.order.len() as u32;
-        if let Some(&i) = self.order[start..].last() {
-            let last = self.ts[i as usize];
-            self.runs.push(Run { next: start as u32, end, last });
+        self.scratch.clear();
+        for r in std::mem::take(&mut self.runs) {
+            let run = &self.events[r.next as usize..r.end as usize];
+            self.scratch.extend(run.iter().zip(r.next..).map(|(e, i)| (e.timestamp, i)));
+        }
+        // Stable sort: finds the sorted runs in the concatenation and merges them.
+        self.scratch.sort();
+        let moved: Vec<Pending> = self.scratch.iter().map(|&(_, i)| self.events[i as usize]).collect();
+        self.events.truncate(keep);
+        self.events.extend_from_slice(&moved);
+        self.indexed = self.events.len();
+        if let Some(&(last, _)) = self.scratch.last() {
+            // Checked above: the length fits.
+            let end = self.events.len() as u32;
+            self.runs.push(Run { next: keep as u32, end, last });
         }
     }
 
     pub(crate) fn has_pending(&self) -> bool {
-        !self.runs.is_empty()
+        !self.runs.is_empty() || self.indexed < self.events.len()
     }
 
     /// Next ready event (index into `events`), in order.
@@ -160,10 +182,9 @@ impl Region {
     pub(crate) fn recycle(&mut self) {
         self.out.clear();
         self.out_pos = 0;
-        if self.runs.is_empty() {
+        if !self.has_pending() {
             self.events.clear();
-            self.ts.clear();
-            self.order.clear();
+            self.indexed = 0;
             self.payloads.clear();
             self.activities.clear();
         }
@@ -194,90 +215,31 @@ impl Region {
     /// guarantees no later event is earlier than it), merging the runs. Ties go to the event
     /// earlier in the stream.
     pub(crate) fn flush_upto(&mut self, watermark: i64) {
-        let (order, ts) = (&self.order, &self.ts);
-        // The released prefix of each run (runs are sorted, so a binary search finds it).
-        let released = |r: &Run| -> u32 {
-            let run = &order[r.next as usize..r.end as usize];
-            r.next + run.partition_point(|&i| ts[i as usize] <= watermark) as u32
-        };
-        let mut nonempty = 0;
-        let mut only = 0;
-        for (k, r) in self.runs.iter().enumerate() {
-            if released(r) > r.next {
-                nonempty += 1;
-                only = k;
-            }
-        }
-        if nonempty == 1 {
-            let r = &mut self.runs[only];
-            let upto = released(r);
-            self.out.extend_from_slice(&order[r.next as usize..upto as usize]);
-            r.next = upto;
-        } else if nonempty > 1 && self.runs.len() <= MERGE_SCAN_MAX {
-            // k-way merge over the run heads kept sorted by (timestamp, index): the first run
-            // hands out events while they sort before the second head (one comparison per
-            // event), then its new head is moved to its place among the others.
-            let key = |p: u32| (ts[order[p as usize] as usize], order[p as usize]);
-            // (head key, head position, end of the released prefix, run)
-            let heads = &mut self.heads;
-            heads.clear();
-            for (k, r) in self.runs.iter().enumerate() {
-                let upto = released(r);
-                if upto > r.next {
-                    heads.push((key(r.next), r.next, upto, k as u32));
-                }
-            }
-            heads.sort_unstable();
-            let total: usize = heads.iter().map(|h| (h.2 - h.1) as usize).sum();
-            self.out.reserve(total);
-            while let Some(&(_, from, upto, k)) = heads.first() {
-                let mut p = from + 1;
-                // The key of the event at `p` once the stretch ends before `upto`.
-                let mut next_key = None;
-                match heads.get(1) {
-                    Some(&(limit, ..)) => {
-                        // Events one by one: a leading stretch is a few events on average,
-                        // too short for a copy call to pay.
-                        self.out.push(order[from as usize]);
-                        for &i in &order[p as usize..upto as usize] {
-                            let k = (ts[i as usize], i);
-                            if k >= limit {
-                                next_key = Some(k);
-                                break;
-                            }
-                            self.out.push(i);
-                            p += 1;
-                        }
-                    }
-                    None => {
-                        p = upto;
-                        self.out.extend_from_slice(&order[from as usize..p as usize]);
-                    }
-                }
-                self.runs[k as usize].next = p;
-                if p == upto {
-                    heads.remove(0);
-                } else {
-                    let head = (next_key.unwrap_or_else(|| key(p)), p, upto, k);
-                    // Its new place: after every head that sorts before it.
-                    let mut at = 0;
-                    while at + 1 < heads.len() && heads[at + 1].0 < head.0 {
-                        heads[at] = heads[at + 1];
-                        at += 1;
-                    }
-                    heads[at] = head;
-                }
-            }
-        } else if nonempty > 1 {
-            self.scratch.clear();
-            for r in &mut self.runs {
-                let upto = released(r);
-                self.scratch.extend(order[r.next as usize..upto as usize].iter().map(|&i| (ts[i as usize], i)));
+        self.index_runs();
+        let ts = &self.events;
+        self.released.clear();
+        for r in &mut self.runs {
+            // Runs are sorted, so a binary search finds the released prefix.
+            let upto = r.next + ts[r.next as usize..r.end as usize].partition_point(|e| e.timestamp <= watermark) as u32;
+            if upto > r.next {
+                self.released.push((r.next, upto));
                 r.next = upto;
             }
-            // Stable sort: finds the sorted runs in the concatenation and merges them.
-            self.scratch.sort();
-            self.out.extend(self.scratch.iter().map(|&(_, i)| i));
+        }
+        match self.released[..] {
+            [] => {}
+            [(from, upto)] => self.out.extend(from..upto),
+            _ => {
+                if !self.merger.merge(ts, &self.released, &mut self.out) {
+                    self.scratch.clear();
+                    for &(from, upto) in &self.released {
+                        let run = &ts[from as usize..upto as usize];
+                        self.scratch.extend(run.iter().zip(from..).map(|(e, i)| (e.timestamp, i)));
+                    }
+                    self.scratch.sort_unstable();
+                    self.out.extend(self.scratch.iter().map(|&(_, i)| i));
+                }
+            }
         }
         self.runs.retain(|r| r.next < r.end);
     }
@@ -287,11 +249,13 @@ impl Region {
 mod tests {
     use super::*;
 
-    fn ev(ts: i64) -> Pending {
+    /// An event numbered `n` in stream order (the number survives a collapse, which moves
+    /// events).
+    fn ev(ts: i64, n: usize) -> Pending {
         Pending {
             timestamp: ts,
             metadata_id: 1,
-            sequence_number: 0,
+            sequence_number: n as u32,
             thread_id: 0,
             capture_thread_id: 0,
             processor_number: 0,
@@ -306,7 +270,7 @@ mod tests {
     fn drain(r: &mut Region) -> Vec<(i64, usize)> {
         let mut v = Vec::new();
         while let Some(i) = r.next_ready() {
-            v.push((r.events[i].timestamp, i));
+            v.push((r.events[i].timestamp, r.events[i].sequence_number as usize));
         }
         r.recycle();
         v
@@ -315,12 +279,12 @@ mod tests {
     #[test]
     fn runs_merge_stably_and_watermarks_release_prefixes() {
         let mut r = Region::default();
-        for ts in [10, 20, 30, 5, 20, 40, 20] {
-            assert!(r.push(ev(ts)));
+        for (n, ts) in [10, 20, 30, 5, 20, 40, 20].into_iter().enumerate() {
+            assert!(r.push(ev(ts, n)));
         }
         r.flush_upto(20);
         assert_eq!(drain(&mut r), [(5, 3), (10, 0), (20, 1), (20, 4), (20, 6)]);
-        r.push(ev(35));
+        r.push(ev(35, 7));
         r.flush_all();
         assert_eq!(drain(&mut r), [(30, 2), (35, 7), (40, 5)]);
         assert!(!r.has_pending());
@@ -337,7 +301,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let ts = (x % 1000) as i64;
-            r.push(ev(ts));
+            r.push(ev(ts, i));
             want.push((ts, i));
             if i % 700 == 0 {
                 r.flush_upto(300);
@@ -378,7 +342,7 @@ mod tests {
                 let t = rnd(threads) as usize;
                 for _ in 0..1 + rnd(20) {
                     clocks[t] += rnd(5) as i64;
-                    assert!(r.push(ev(clocks[t])));
+                    assert!(r.push(ev(clocks[t], n)));
                     pending.push((clocks[t], n));
                     n += 1;
                 }

@@ -1,0 +1,236 @@
+//! Merging the released prefixes of a region's sorted runs into one release order.
+//!
+//! Each event gets one `u64` key, `(timestamp - least) << bits | (index - first)` plus one,
+//! which
+//! orders like (timestamp, index) when the region's timestamp span and index span fit in 63
+//! bits together (they do for any real trace: a region spans seconds of ticks and thousands of
+//! events). Keys are unique, so runs can be merged in any order: the two shortest first (the
+//! long run of the sampling thread is merged once, at the end), two at a time, with the choice
+//! of side made without a branch (the heads of interleaved threads alternate unpredictably),
+//! from both ends at once (two independent chains of loads and compares).
+//! When one run holds most events (a sampling thread among threads that log now and then),
+//! the others are merged into it by a scan instead, one key at a time.
+
+/// Ends every run in the key arena: sorts after any key (keys stay below 2^63).
+const END: u64 = u64::MAX;
+/// Key arena capacity kept whatever the flush (256 KiB).
+const KEEP_KEYS: usize = 32 * 1024;
+/// Starts every run in the key arena: sorts before any key (keys are at least 1).
+const START: u64 = 0;
+
+/// What is merged: anything with a timestamp.
+pub(crate) trait Stamped {
+    fn stamp(&self) -> i64;
+}
+
+impl Stamped for i64 {
+    #[inline(always)]
+    fn stamp(&self) -> i64 {
+        *self
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Merger {
+    /// Runs and merged runs, each between [`START`] and [`END`].
+    keys: Vec<u64>,
+    /// (first key's place in `keys`, length without START and END) of the runs to merge.
+    segs: Vec<(usize, usize)>,
+}
+
+impl Merger {
+    /// Appends to `out` the indexes of `runs` (ranges of indexes into `ts`, each sorted by
+    /// (timestamp, index)) in (timestamp, index) order. False, with nothing written, when
+    /// the keys would not fit in 63 bits.
+    pub(crate) fn merge<T: Stamped>(&mut self, ts: &[T], runs: &[(u32, u32)], out: &mut Vec<u32>) -> bool {
+        let (mut tmin, mut tmax, mut imin, mut imax) = (i64::MAX, i64::MIN, u32::MAX, 0u32);
+        for &(from, upto) in runs {
+            tmin = tmin.min(ts[from as usize].stamp());
+            tmax = tmax.max(ts[upto as usize - 1].stamp());
+            imin = imin.min(from);
+            imax = imax.max(upto - 1);
+        }
+        let bits = 32 - (imax - imin).leading_zeros();
+        let span = (i128::from(tmax) - i128::from(tmin)) as u128;
+        if bits >= 63 || span >> (63 - bits) != 0 {
+            return false;
+        }
+        let key = |t: i64, i: usize| ((t.wrapping_sub(tmin) as u64) << bits | (i as u64 - u64::from(imin))) + 1;
+        let mask = (1u64 << bits) - 1;
+        let total: usize = runs.iter().map(|&(from, upto)| (upto - from) as usize).sum();
+        // The longest run (the sampling thread's, typically) is left out of the keys when the
+        // others are few next to it: they are merged first, then go into it one by one.
+        let (longest, &(lfrom, lupto)) = runs
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, r)| r.1 - r.0)
+            .expect("two runs or more");
+        let llen = (lupto - lfrom) as usize;
+        let apart = llen >= 4 * (total - llen);
+        self.keys.clear();
+        self.segs.clear();
+        for (k, &(from, upto)) in runs.iter().enumerate() {
+            if apart && k == longest {
+                continue;
+            }
+            self.keys.push(START);
+            let start = self.keys.len();
+            let (from, upto) = (from as usize, upto as usize);
+            self.keys.extend(ts[from..upto].iter().zip(from..).map(|(t, i)| key(t.stamp(), i)));
+            self.keys.push(END);
+            self.segs.push((start, upto - from));
+        }
+        while self.segs.len() > 1 {
+            let a = self.take_shortest();
+            let b = self.take_shortest();
+            let at = self.keys.len();
+            self.keys.resize(at + a.1 + b.1 + 2, END);
+            let (src, dst) = self.keys.split_at_mut(at);
+            merge2(&src[a.0 - 1..=a.0 + a.1], &src[b.0 - 1..=b.0 + b.1], dst);
+            self.segs.push((at + 1, a.1 + b.1));
+        }
+        let (start, len) = self.segs[0];
+        let merged = &self.keys[start..start + len];
+        out.reserve(total);
+        if apart {
+            // Each key of the others goes after the stretch of the longest run that sorts
+            // before it (a few events: a linear scan, one mispredicted exit per key).
+            let (lfrom, lupto) = (lfrom as usize, lupto as usize);
+            let mut p = lfrom;
+            for &k in merged {
+                let from = p;
+                while p < lupto && key(ts[p].stamp(), p) < k {
+                    p += 1;
+                }
+                out.extend(from as u32..p as u32);
+                out.push(((k - 1) & mask) as u32 + imin);
+            }
+            out.extend(p as u32..lupto as u32);
+        } else {
+            out.extend(merged.iter().map(|&k| ((k - 1) & mask) as u32 + imin));
+        }
+        // The arena holds each event once per merge it went through; after a flush much
+        // larger than this one (a sequence point ending a long region), give the space back.
+        if self.keys.capacity() > KEEP_KEYS && self.keys.capacity() > 16 * self.keys.len() {
+            self.keys = Vec::new();
+        }
+        true
+    }
+
+    fn take_shortest(&mut self) -> (usize, usize) {
+        let mut at = 0;
+        for (k, s) in self.segs.iter().enumerate() {
+            if s.1 < self.segs[at].1 {
+                at = k;
+            }
+        }
+        self.segs.swap_remove(at)
+    }
+}
+
+/// Merges two runs that start with [`START`] and end with [`END`] into `dst` (their length
+/// together: it gets START and END too). The smaller half is taken from the front and the
+/// larger from the back in the same loop; each side is chosen by a select, not a branch.
+///
+/// The heads stay inside their runs without a bounds check: keys are unique and lie strictly
+/// between START and END (see [`Merger::merge`]), so a front head stops at its run's END and
+/// a back head at its START until the other run's heads have passed every key, and the loop
+/// takes exactly as many keys as the runs hold.
+#[inline]
+fn merge2(a: &[u64], b: &[u64], dst: &mut [u64]) {
+    let n = dst.len() - 2;
+    assert!(a.len() >= 2 && b.len() >= 2 && a.len() + b.len() - 4 == n, "merge2: lengths");
+    let out = &mut dst[1..=n];
+    let (mut i, mut j) = (1usize, 1usize);
+    let (mut ia, mut jb) = (a.len() - 2, b.len() - 2);
+    for k in 0..n / 2 {
+        // SAFETY: 1 <= i <= a.len() - 1 and 1 <= j <= b.len() - 1 (front heads), and
+        // 0 <= ia <= a.len() - 2, 0 <= jb <= b.len() - 2 (back heads): see above; k and
+        // n - 1 - k are below n = out.len().
+        unsafe {
+            let (x, y) = (*a.get_unchecked(i), *b.get_unchecked(j));
+            let take_b = y < x;
+            *out.get_unchecked_mut(k) = if take_b { y } else { x };
+            j += usize::from(take_b);
+            i += usize::from(!take_b);
+            let (x, y) = (*a.get_unchecked(ia), *b.get_unchecked(jb));
+            let take_a = x > y;
+            *out.get_unchecked_mut(n - 1 - k) = if take_a { x } else { y };
+            ia -= usize::from(take_a);
+            jb -= usize::from(!take_a);
+        }
+    }
+    if n % 2 == 1 {
+        // The one left is the smaller of the front heads (the other, if taken from the back,
+        // is larger).
+        out[n / 2] = a[i].min(b[j]);
+    }
+    dst[0] = START;
+    dst[n + 1] = END;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_like_a_sort_by_timestamp_then_index() {
+        // Three runs over one timestamp array, with ties across runs.
+        let ts = [5, 9, 9, 1, 9, 20, 0, 9, 9, 30];
+        let runs = [(0, 3), (3, 6), (6, 10)];
+        let mut out = Vec::new();
+        assert!(Merger::default().merge(&ts, &runs, &mut out));
+        let mut want: Vec<u32> = (0..10).collect();
+        want.sort_by_key(|&i| (ts[i as usize], i));
+        assert_eq!(out, want);
+    }
+
+    /// Random runs over one timestamp array, one of them long or all alike: the same order as
+    /// a sort by (timestamp, index), on both paths (merged into the longest run, or all keys).
+    #[test]
+    fn random_runs_merge_like_a_sort() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut merger = Merger::default();
+        for round in 0..300 {
+            let nruns = 2 + rnd(12) as usize;
+            let (mut ts, mut runs) = (Vec::new(), Vec::new());
+            for k in 0..nruns {
+                let len = if k == 0 && round % 2 == 0 { 200 + rnd(800) } else { 1 + rnd(40) };
+                let from = ts.len() as u32;
+                let mut t = rnd(50) as i64 - 25;
+                for _ in 0..len {
+                    t += rnd(4) as i64;
+                    ts.push(t);
+                }
+                runs.push((from, ts.len() as u32));
+            }
+            // Merged runs need not be every run, nor start at 0.
+            runs.remove(rnd(nruns as u64) as usize % runs.len().max(1));
+            if runs.len() < 2 {
+                continue;
+            }
+            let mut out = Vec::new();
+            assert!(merger.merge(&ts, &runs, &mut out));
+            let mut want: Vec<u32> = runs.iter().flat_map(|&(a, b)| a..b).collect();
+            want.sort_by_key(|&i| (ts[i as usize], i));
+            assert_eq!(out, want, "round {round}");
+        }
+    }
+
+    #[test]
+    fn refuses_keys_wider_than_63_bits() {
+        let ts = [i64::MIN, i64::MAX];
+        let mut out = Vec::new();
+        assert!(!Merger::default().merge(&ts, &[(0, 1), (1, 2)], &mut out));
+        assert!(out.is_empty());
+        let ts = [-(1 << 60), 1 << 60];
+        assert!(Merger::default().merge(&ts, &[(1, 2), (0, 1)], &mut out));
+        assert_eq!(out, [0, 1]);
+    }
+}
