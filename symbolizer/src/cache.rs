@@ -159,6 +159,11 @@ impl ImageCache {
         *lock(&self.kernel) = Some(k);
     }
 
+    /// Kernel symbols if they have been loaded (never reads /proc/kallsyms).
+    pub fn kernel_if_loaded(&self) -> Option<Arc<crate::KernelSymbolizer>> {
+        lock(&self.kernel).clone()
+    }
+
     /// Kernel symbols, loaded once.
     pub fn kernel(&self) -> Result<Arc<crate::KernelSymbolizer>, Error> {
         let mut k = lock(&self.kernel);

@@ -8,6 +8,7 @@
 //! [`KernelSymbolizer::parse`] (saved inputs, tests) keeps the names of the text it is given.
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use crate::Error;
 
@@ -142,11 +143,14 @@ struct LazyNames {
 pub struct KernelSymbolizer {
     addrs: Addrs,
     names: Names,
+    /// Past this, a pass over /proc/kallsyms stops where it is (see
+    /// [`KernelSymbolizer::set_pass_deadline`]).
+    pass_by: Mutex<Option<Instant>>,
 }
 
 impl Default for KernelSymbolizer {
     fn default() -> Self {
-        KernelSymbolizer { addrs: Addrs::default(), names: Names::Held(HashMap::new()) }
+        KernelSymbolizer { addrs: Addrs::default(), names: Names::Held(HashMap::new()), pass_by: Mutex::default() }
     }
 }
 
@@ -172,15 +176,26 @@ fn full_name(name: &str, module: Option<&str>) -> Arc<str> {
 }
 
 /// Calls `f` with every line of /proc/kallsyms, read 64 KiB at a time.
-fn each_line(mut f: impl FnMut(&str)) -> Result<(), Error> {
+fn each_line(f: impl FnMut(&str)) -> Result<(), Error> {
+    each_line_until(None, f).map(|_| ())
+}
+
+/// [`each_line`], stopping once `by` has passed (checked every 1,024 lines); Ok(false): cut
+/// short.
+fn each_line_until(by: Option<Instant>, mut f: impl FnMut(&str)) -> Result<bool, Error> {
     use std::io::BufRead;
     let file = std::fs::File::open(KALLSYMS).map_err(|e| Error::io(KALLSYMS, e))?;
     let mut r = std::io::BufReader::with_capacity(64 * 1024, file);
     let mut line = String::new();
+    let mut n = 0u32;
     loop {
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(1024) && by.is_some_and(|by| Instant::now() >= by) {
+            return Ok(false);
+        }
         line.clear();
         match r.read_line(&mut line) {
-            Ok(0) => return Ok(()),
+            Ok(0) => return Ok(true),
             Ok(_) => f(&line),
             Err(e) => return Err(Error::io(KALLSYMS, e)),
         }
@@ -199,7 +214,7 @@ impl KernelSymbolizer {
             names.insert(addr, full_name(name, module));
         }
         names.shrink_to_fit();
-        KernelSymbolizer { addrs: Addrs::from_vec(addrs), names: Names::Held(names) }
+        KernelSymbolizer { addrs: Addrs::from_vec(addrs), names: Names::Held(names), pass_by: Mutex::default() }
     }
 
     /// Reads the text symbols' addresses from `/proc/kallsyms`; their names are read later,
@@ -211,7 +226,7 @@ impl KernelSymbolizer {
                 addrs.push(addr);
             }
         })?;
-        Ok(KernelSymbolizer { addrs: addrs.finish(), names: Names::Lazy(Mutex::default()) })
+        Ok(KernelSymbolizer { addrs: addrs.finish(), names: Names::Lazy(Mutex::default()), pass_by: Mutex::default() })
     }
 
     /// Number of usable symbols (0 when addresses are hidden).
@@ -235,6 +250,14 @@ impl KernelSymbolizer {
     fn start_of(&self, addr: u64) -> Option<u64> {
         let start = self.addrs.floor(addr)?;
         (addr - start < MAX_OFFSET).then_some(start)
+    }
+
+    /// Passes over /proc/kallsyms (reading names) stop once `by` has passed: the names read
+    /// by then are kept, the others stay noted for a later pass and their frames are unnamed
+    /// meanwhile (a pass took a second on a loaded host, past the end of a recording stopped
+    /// by Ctrl-C). None: passes run to the end.
+    pub fn set_pass_deadline(&self, by: Option<Instant>) {
+        *lock(&self.pass_by) = by;
     }
 
     /// Notes addresses whose names will be asked for (kernel frames of samples): they are
@@ -262,20 +285,38 @@ impl KernelSymbolizer {
         if found.is_empty() {
             return Ok(());
         }
-        let read = each_line(|line| {
-            if let Some((addr, name, module)) = text_symbol(line)
-                && let Some(slot) = found.get_mut(&addr)
-            {
-                *slot = Some(full_name(name, module));
-            }
-        });
+        let by = *lock(&self.pass_by);
+        let read = if by.is_some_and(|by| Instant::now() >= by) {
+            Ok(false)
+        } else {
+            each_line_until(by, |line| {
+                if let Some((addr, name, module)) = text_symbol(line)
+                    && let Some(slot) = found.get_mut(&addr)
+                {
+                    *slot = Some(full_name(name, module));
+                }
+            })
+        };
         let mut n = lock(names);
         match read {
-            Ok(()) => n.known.extend(found),
+            Ok(true) => n.known.extend(found),
+            // Cut short: the names read are kept, the rest asked for again next time.
+            Ok(false) => {
+                for (start, name) in found {
+                    match name {
+                        Some(name) => {
+                            n.known.insert(start, Some(name));
+                        }
+                        None => {
+                            n.pending.insert(start);
+                        }
+                    }
+                }
+            }
             // Asked for again next time.
             Err(_) => n.pending.extend(found.into_keys()),
         }
-        read
+        read.map(|_| ())
     }
 
     /// The nearest symbol at or below `addr` (kallsyms carries no sizes; hits 1 MiB or more
@@ -410,5 +451,13 @@ mod tests {
         assert_eq!(k.lookup(c), all.lookup(c));
         assert_eq!(k.names_held(), 6, "vfs_fsync was read with vfs_open");
         assert_eq!(k.lookup(b + 4), all.lookup(b + 4));
+        // Past the pass deadline no pass runs: the frame is unnamed, its name read later.
+        let line = text.lines().find(|l| l.ends_with(" T vfs_unlink")).expect("vfs_unlink");
+        let d = u64::from_str_radix(line.split(' ').next().expect("addr"), 16).expect("hex");
+        k.set_pass_deadline(Some(Instant::now() - std::time::Duration::from_millis(1)));
+        assert_eq!(k.lookup(d), None, "no pass past the deadline");
+        assert_eq!(k.names_held(), 6);
+        k.set_pass_deadline(None);
+        assert_eq!(k.lookup(d), all.lookup(d), "read once passes may run again");
     }
 }

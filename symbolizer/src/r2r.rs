@@ -12,7 +12,7 @@ use crate::FormatError;
 use crate::r2r_names::{LazyNames, NameOf, StringHeap};
 use crate::native_format::{NativeArray, decode_unsigned, hashtable_entries};
 use crate::pe::{ImageSource, PeImage, base_machine};
-use crate::r2r_sig::SigReader;
+use crate::r2r_sig::{MethodRef, SigReader};
 use crate::reader::Bytes;
 
 pub const READYTORUN_SIGNATURE: u32 = 0x0052_5452;
@@ -26,16 +26,60 @@ const SECTION_OWNER_COMPOSITE_EXECUTABLE: u32 = 116;
 pub const FLAG_COMPONENT: u32 = 0x20;
 
 /// One method with precompiled code. Its name is [`R2rImage::method_name`].
+///
+/// Packed in 8 bytes (CoreLib has ~36k of them): the top bit of `key` marks an entry of
+/// InstanceMethodEntryPoints, the other bits hold its index in the image's `instances`, or the
+/// MethodDef RID of a plain method.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct R2rMethod {
-    /// Instantiated: index of its signature in the image's `instances`; else 0.
-    name: u32,
-    /// MethodDef RID (0 if the entry names a MemberRef or another module).
-    pub rid: u32,
+    key: u32,
     /// RVA of the entry point (start of the main body).
     pub entry_rva: u32,
+}
+
+const INSTANTIATED: u32 = 1 << 31;
+
+impl R2rMethod {
     /// True for entries of InstanceMethodEntryPoints (generic instantiations).
-    pub instantiated: bool,
+    pub fn instantiated(&self) -> bool {
+        self.key & INSTANTIATED != 0
+    }
+}
+
+/// A [`MethodRef`] in 8 bytes instead of 16 (CoreLib has ~16k instantiated methods): the RID
+/// (below 2^30: metadata RIDs have 24 bits) with the two flags on top, and the owner TypeDef + 1
+/// (0 = none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PackedRef {
+    rid_flags: u32,
+    owner: u32,
+}
+
+const REF_MEMBER: u32 = 1 << 30;
+const REF_OTHER_MODULE: u32 = 1 << 31;
+
+impl PackedRef {
+    /// None if `m` does not fit (a RID of 2^30 or more, or an owner of u32::MAX).
+    fn pack(m: MethodRef) -> Option<PackedRef> {
+        if m.rid >= REF_MEMBER {
+            return None;
+        }
+        let owner = match m.owner_typedef {
+            Some(t) => t.checked_add(1)?,
+            None => 0,
+        };
+        let flags = if m.member_ref { REF_MEMBER } else { 0 } | if m.other_module { REF_OTHER_MODULE } else { 0 };
+        Some(PackedRef { rid_flags: m.rid | flags, owner })
+    }
+
+    fn unpack(self) -> MethodRef {
+        MethodRef {
+            rid: self.rid_flags & !(REF_MEMBER | REF_OTHER_MODULE),
+            member_ref: self.rid_flags & REF_MEMBER != 0,
+            owner_typedef: self.owner.checked_sub(1),
+            other_module: self.rid_flags & REF_OTHER_MODULE != 0,
+        }
+    }
 }
 
 /// A RUNTIME_FUNCTION, with the method it belongs to (funclets follow their method's body).
@@ -58,8 +102,8 @@ pub struct R2rImage {
     pub methods: Vec<R2rMethod>,
     /// The methods' names, built when asked for.
     names: LazyNames,
-    /// What names each instantiated method (`R2rMethod::name` indexes it).
-    instances: Vec<crate::r2r_sig::MethodRef>,
+    /// What names each instantiated method (the low bits of its `R2rMethod::key` index it).
+    instances: Vec<PackedRef>,
     ranges: Vec<CodeRange>,
     /// Entries of InstanceMethodEntryPoints that could not be decoded.
     pub undecoded_instance_entries: usize,
@@ -188,8 +232,11 @@ impl R2rImage {
                 let Some(r) = ranges.get(id as usize) else {
                     return Err(FormatError::invalid("MethodDefEntryPoints", format!("method {rid} -> runtime function {id} of {count}")));
                 };
+                if rid & INSTANTIATED != 0 {
+                    return Err(FormatError::invalid("MethodDefEntryPoints", format!("method RID {rid} out of range")));
+                }
                 claims.push((id, methods.len() as u32));
-                methods.push(R2rMethod { name: 0, rid, entry_rva: r.begin, instantiated: false });
+                methods.push(R2rMethod { key: rid, entry_rva: r.begin });
             }
         }
         let mut undecoded_instance_entries = 0;
@@ -198,7 +245,7 @@ impl R2rImage {
             for &off in entries {
                 let mut sig = SigReader::new(b, off);
                 let decoded = sig.method().and_then(|m| Ok((m, entry_point_index(b, sig.pos)?)));
-                let Ok((m, id)) = decoded else {
+                let Some((m, id)) = decoded.ok().and_then(|(m, id)| Some((PackedRef::pack(m)?, id))) else {
                     undecoded_instance_entries += 1;
                     continue;
                 };
@@ -206,11 +253,11 @@ impl R2rImage {
                     undecoded_instance_entries += 1;
                     continue;
                 };
-                let name = u32::try_from(instances.len()).map_err(|_| FormatError::invalid("InstanceMethodEntryPoints", "more than 4G entries"))?;
+                let name = u32::try_from(instances.len()).ok().filter(|&n| n & INSTANTIATED == 0);
+                let name = name.ok_or_else(|| FormatError::invalid("InstanceMethodEntryPoints", "more than 2G entries"))?;
                 instances.push(m);
                 claims.push((id, methods.len() as u32));
-                let rid = if m.member_ref || m.other_module { 0 } else { m.rid };
-                methods.push(R2rMethod { name, rid, entry_rva: r.begin, instantiated: true });
+                methods.push(R2rMethod { key: INSTANTIATED | name, entry_rva: r.begin });
             }
         }
         // Each claimed runtime function and the unclaimed ones after it (funclets) belong to
@@ -233,20 +280,32 @@ impl R2rImage {
     /// `Namespace.Type::Method` of a method of this image (`<method N>` when its row cannot be
     /// read), built the first time it is asked for.
     pub fn method_name(&self, m: &R2rMethod) -> Arc<str> {
-        if m.instantiated {
-            match self.instances.get(m.name as usize) {
-                Some(r) => self.names.name(1 << 32 | m.name as u64, NameOf::Instance(*r)),
+        let index = m.key & !INSTANTIATED;
+        if m.instantiated() {
+            match self.instances.get(index as usize) {
+                Some(r) => self.names.name(1 << 32 | index as u64, NameOf::Instance(r.unpack())),
                 None => Arc::from(""),
             }
         } else {
-            self.names.name(m.rid as u64, NameOf::Def(m.rid))
+            self.names.name(index as u64, NameOf::Def(index))
+        }
+    }
+
+    /// MethodDef RID of a method (0 if its entry names a MemberRef or another module).
+    pub fn method_rid(&self, m: &R2rMethod) -> u32 {
+        if !m.instantiated() {
+            return m.key;
+        }
+        match self.instances.get((m.key & !INSTANTIATED) as usize).map(|r| r.unpack()) {
+            Some(r) if !(r.member_ref || r.other_module) => r.rid,
+            _ => 0,
         }
     }
 
     /// Bytes held for the method names: the rows that name them (as string offsets), a copied
     /// `#Strings` heap (small images) and the names built so far.
     pub fn name_bytes(&self) -> usize {
-        self.names.bytes() + self.instances.capacity() * size_of::<crate::r2r_sig::MethodRef>()
+        self.names.bytes() + self.instances.capacity() * size_of::<PackedRef>()
     }
 
     /// Number of RUNTIME_FUNCTION entries (bodies and funclets).
@@ -290,4 +349,30 @@ impl R2rImage {
 fn entry_point_index(b: Bytes<'_>, off: u64) -> Result<u32, FormatError> {
     let (id, _) = decode_unsigned(b, off)?;
     Ok(if id & 1 != 0 { id >> 2 } else { id >> 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_and_instance_refs_take_eight_bytes() {
+        assert_eq!(size_of::<R2rMethod>(), 8);
+        assert_eq!(size_of::<PackedRef>(), 8);
+    }
+
+    #[test]
+    fn packed_refs_round_trip_or_refuse() {
+        for rid in [0, 1, 0x00ff_ffff, REF_MEMBER - 1] {
+            for owner_typedef in [None, Some(0), Some(7), Some(u32::MAX - 1)] {
+                for (member_ref, other_module) in [(false, false), (true, false), (false, true), (true, true)] {
+                    let m = MethodRef { rid, member_ref, owner_typedef, other_module };
+                    assert_eq!(PackedRef::pack(m).map(PackedRef::unpack), Some(m));
+                }
+            }
+        }
+        let big = MethodRef { rid: REF_MEMBER, member_ref: false, owner_typedef: None, other_module: false };
+        assert_eq!(PackedRef::pack(big), None);
+        assert_eq!(PackedRef::pack(MethodRef { rid: 1, owner_typedef: Some(u32::MAX), ..big }), None);
+    }
 }

@@ -17,7 +17,7 @@ fn corelib(rt: Runtime) -> (R2rImage, Vec<u8>) {
         img.minor_version,
         img.flags,
         img.methods.len(),
-        img.methods.iter().filter(|m| m.instantiated).count(),
+        img.methods.iter().filter(|m| m.instantiated()).count(),
         img.undecoded_instance_entries,
         img.runtime_function_count(),
         t.elapsed()
@@ -68,7 +68,7 @@ fn check(rt: Runtime, min_methods: usize) {
     ] {
         round_trip(&img, name);
     }
-    let inst: Vec<_> = img.methods.iter().filter(|m| m.instantiated).step_by(1500).map(|m| img.method_name(m)).collect();
+    let inst: Vec<_> = img.methods.iter().filter(|m| m.instantiated()).step_by(1500).map(|m| img.method_name(m)).collect();
     eprintln!("sample of instantiated: {inst:?}");
     // Every named method's entry resolves to itself.
     let mut checked = 0;
