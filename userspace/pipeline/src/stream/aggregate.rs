@@ -17,7 +17,7 @@ use super::{
 use crate::{EventInput, EventProfiles, Kinds};
 
 /// (pid, tid, thread name, kernel stack, user stack).
-pub(crate) type StackKey = (u32, u32, Arc<str>, Arc<[u64]>, Arc<[u64]>);
+pub type StackKey = (u32, u32, Arc<str>, Arc<[u64]>, Arc<[u64]>);
 
 #[derive(Debug, Clone)]
 pub struct AggregatorConfig {
@@ -46,6 +46,9 @@ pub struct AggregatorConfig {
     /// `dotnet_gc_heap_total_allocated` from the runtime's `alloc-rate` counter (exact: the
     /// sources ask for the counters), not from AllocationTick amounts.
     pub alloc_bytes_from_counters: bool,
+    /// Keep each followed process's CPU samples and off-CPU intervals with their times, and
+    /// its events' times (a recording's timeline: see [`Aggregator::combined_profile`]).
+    pub keep_times: bool,
 }
 
 impl Default for AggregatorConfig {
@@ -62,6 +65,7 @@ impl Default for AggregatorConfig {
             keep_gc_history: false,
             events_end_ns: None,
             alloc_bytes_from_counters: false,
+            keep_times: false,
         }
     }
 }
@@ -133,6 +137,7 @@ pub fn is_gc_thread(comm: &str) -> bool {
     comm.starts_with(".NET Server GC") || comm.starts_with(".NET BGC")
 }
 
+
 /// Timed samples this much older than the last tick are checked whatever events have arrived
 /// (a thread with no events since: it ran no GC of its own meanwhile, or its events lag far
 /// behind).
@@ -151,6 +156,8 @@ pub struct Aggregator {
     new_stacks: Vec<(u32, Arc<[u64]>)>,
     /// CPU samples and off-CPU intervals stamped after this are left out (a recording's end).
     pub(crate) samples_end_ns: Option<u64>,
+    /// Timed CPU samples and off-CPU intervals of followed processes (`keep_times`).
+    pub(crate) times: super::combined::Times,
 }
 
 impl Aggregator {
@@ -166,6 +173,7 @@ impl Aggregator {
             jit: Vec::new(),
             new_stacks: Vec::new(),
             samples_end_ns: None,
+            times: Default::default(),
         }
     }
 
@@ -188,9 +196,39 @@ impl Aggregator {
         self.procs.values().map(|p| (p.info.pid, p.events.report())).collect()
     }
 
+    /// A recording's timed CPU samples of the followed processes: (stack key, host
+    /// monotonic ns, count), in arrival order (`keep_times`).
+    pub fn timed_cpu(&self) -> impl Iterator<Item = (&StackKey, u64, u64)> + '_ {
+        self.times.cpu.entries()
+    }
+
+    /// … and off-CPU intervals: (stack key, start, ns off CPU).
+    pub fn timed_offcpu(&self) -> impl Iterator<Item = (&StackKey, u64, u64)> + '_ {
+        self.times.offcpu.entries()
+    }
+
     /// Is `pid` a followed .NET process (exited ones until let go)?
     pub fn follows(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid)
+    }
+
+    /// A recording's end: its event samples' threads named by the names /proc and the
+    /// samples gave them, as `record` names them at its end (lock owners named in the events
+    /// stay as they were: by tid).
+    pub fn name_event_threads(&mut self) {
+        for p in self.procs.values_mut() {
+            let pid = p.info.pid;
+            for (tid, t) in &p.threads {
+                p.events.threads.set_name(pid, u64::from(*tid), t.0.to_string());
+            }
+        }
+        for k in self.times.cpu.keys().iter().chain(self.times.offcpu.keys()) {
+            if let Some(p) = self.procs.get_mut(&k.0)
+                && p.events.threads.name(k.0, u64::from(k.1)).is_none()
+            {
+                p.events.threads.set_name(k.0, u64::from(k.1), k.2.to_string());
+            }
+        }
     }
 
     /// Method code ranges from MethodLoadVerbose / rundown since the last call:
@@ -286,8 +324,14 @@ impl Aggregator {
             return;
         }
         self.health.processes_followed += 1;
-        // Profiles here are aggregates: no per-event times.
-        let mut events = EventProfiles::new(self.cfg.kinds).without_times();
+        // Profiles here are aggregates: no per-event times, unless a recording keeps them
+        // (event times are on the host's clock already: origin 0).
+        let mut events = EventProfiles::new(self.cfg.kinds);
+        if self.cfg.keep_times {
+            events.clock = Some((0, 0));
+        } else {
+            events = events.without_times();
+        }
         events.end_mono_ns = self.cfg.events_end_ns.map(|t| t.min(i64::MAX as u64) as i64);
         self.procs.insert(
             pid,
@@ -352,6 +396,8 @@ impl Aggregator {
         }
         let max = self.cfg.max_cpu_keys;
         let key = (s.pid, s.tid, s.comm, s.kernel, s.user);
+        // Kept with its time: the bucket shares the kept key's stacks.
+        let key = if self.cfg.keep_times && self.procs.contains_key(&s.pid) { self.times.cpu.note(key, s.time_ns, s.count) } else { key };
         let Some(b) = self.bucket(t) else {
             *self.health.lost.entry("cpu-too-late").or_insert(0) += s.count;
             return;
@@ -365,15 +411,26 @@ impl Aggregator {
         }
     }
 
-    fn offcpu(&mut self, s: StackRecord) {
+    fn offcpu(&mut self, mut s: StackRecord) {
         if self.after_end(&s) {
             return;
+        }
+        // An interval that began before a recording's end counts up to the end (the sources'
+        // last drain, after the sessions stopped, brings intervals that lasted past it).
+        if let Some(end) = self.samples_end_ns
+            && s.time_ns != 0
+        {
+            s.count = s.count.min(end.saturating_sub(s.time_ns));
+            if s.count == 0 {
+                return;
+            }
         }
         self.advance(s.time_ns);
         let max = self.cfg.max_offcpu_keys;
         let Some(p) = self.procs.get_mut(&s.pid) else { return };
         p.counters.offcpu_ns += s.count;
         let key = (s.pid, s.tid, s.comm, s.kernel, s.user);
+        let key = if self.cfg.keep_times { self.times.offcpu.note(key, s.time_ns, s.count) } else { key };
         if let Some(v) = p.offcpu.get_mut(&key) {
             v.0 += s.count;
             v.1 += 1;

@@ -52,9 +52,16 @@ impl<R: Read> ClrStream<R> {
     /// aggregator uses ([`super::wanted`], or what [`ClrStream::only`] keeps; the others are
     /// dropped before their payload is copied). None at the end of the stream.
     pub fn next_item(&mut self) -> Result<Option<StreamItem>, NetTraceError> {
+        self.next_item_tapped(&mut |_| {})
+    }
+
+    /// [`ClrStream::next_item`], every event read (kept or not) shown to `tap` first (a
+    /// recording's EventSource collectors: `record --http`, `--providers`).
+    pub fn next_item_tapped(&mut self, tap: &mut dyn FnMut(&EventRef<'_>)) -> Result<Option<StreamItem>, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
+            tap(&ev);
             let raw = ev.raw_event();
             if raw.provider == COUNTERS_PROVIDER && self.counters {
                 if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
@@ -72,6 +79,12 @@ impl<R: Read> ClrStream<R> {
 
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The session's time 0 on the host's monotonic clock (ns): an event's own time plus
+    /// this is its record's time.
+    pub fn origin_ns(&self) -> i64 {
+        self.origin_ns
     }
 
     /// Events read and dropped (by the runtime) so far.

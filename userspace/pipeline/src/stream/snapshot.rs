@@ -70,6 +70,15 @@ pub trait Namer {
     /// A kernel stack (leaf first) that [`Namer::stack`] will be asked for: every stack of a
     /// profile is noted before the first is named, so kernel names are read in one pass.
     fn note_kernel(&mut self, _kernel: &[u64]) {}
+    /// The container the process runs in (a recording's `container` label), if any.
+    fn container(&mut self, _pid: u32) -> Option<String> {
+        None
+    }
+    /// What an off-CPU stack (root → leaf, as [`Namer::stack`] named it) waits for (a
+    /// recording's `wait` label), if known.
+    fn wait_kind(&mut self, _frames: &[Frame]) -> Option<&'static str> {
+        None
+    }
 }
 
 struct Build<'n> {

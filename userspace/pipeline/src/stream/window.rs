@@ -113,6 +113,18 @@ mod tests {
     }
 
     #[test]
+    fn off_cpu_intervals_count_up_to_a_recordings_end() {
+        let mut a = Aggregator::new(AggregatorConfig::default());
+        a.absorb(Record::Started(crate::stream::ProcessInfo { pid: 7, ..Default::default() }));
+        a.end_samples_at(1_500);
+        let off = |t: u64, ns: u64| Record::OffCpu(StackRecord { pid: 7, tid: 8, comm: "w".into(), time_ns: t, kernel: Arc::from(vec![]), user: Arc::from(vec![1]), count: ns });
+        for r in [off(1_000, 200), off(1_400, 400), off(1_600, 100)] {
+            a.absorb(r);
+        }
+        assert_eq!(a.procs[&7].counters.offcpu_ns, 200 + 100, "the second cut at the end, the third left out");
+    }
+
+    #[test]
     fn each_complete_second_is_read_once_and_the_filling_one_waits() {
         const S: u64 = 1_000_000_000;
         let mut a = Aggregator::new(AggregatorConfig::default());
