@@ -6,6 +6,7 @@
 pub mod elf;
 pub mod jit;
 pub mod runtime_code;
+pub mod sparse;
 pub mod wait;
 
 use std::{
@@ -130,13 +131,16 @@ impl UnwindSummary {
 
 /// An executable file mapping: start, end, file offset, inode, path.
 type PendingModule = (u64, u64, u64, u64, String);
+/// A module: start, end, its file's tables and load bias.
+type AddedModule = (u64, u64, Option<(Arc<ElfUnwind>, u64)>);
 
 struct Proc {
     maps: Maps,
     maps_read: Option<Instant>,
     unwinder: UnwinderX86_64<Bytes>,
-    /// Start addresses of the executable file mappings added as modules.
-    modules: Vec<(u64, u64)>,
+    /// The executable file mappings added as modules: start, end, and the file's tables with
+    /// their load bias (none: no tables, unwound as JIT code).
+    modules: Vec<AddedModule>,
     /// Executable file mappings not added yet: a file's unwind tables are read when an
     /// address in it is first unwound (a process maps libraries no sampled stack passes
     /// through: libstdc++'s tables alone are 0.24 MB).
@@ -188,7 +192,7 @@ impl Unwinder {
         let mut v: Vec<TableMemory> = self
             .files
             .iter()
-            .filter_map(|((path, _), f)| f.as_ref().map(|f| TableMemory { file: path.clone(), bytes: f.bytes }))
+            .filter_map(|((path, _), f)| f.as_ref().map(|f| TableMemory { file: path.clone(), bytes: f.resident() }))
             .collect();
         v.sort_by_key(|t| std::cmp::Reverse(t.bytes));
         v
@@ -290,14 +294,20 @@ impl Unwinder {
             let before = (regs.sp(), a);
             let next = if in_module {
                 let Some(p) = self.procs.get(&pid) else { break };
+                // Read the CFI entries this frame needs from sparse sections first; a file that
+                // shrank since is not unwound from (frame pointers continue the stack).
+                let usable = match p.modules.iter().find(|&&(s, e, _)| s <= a && a < e) {
+                    Some((_, _, Some((file, bias)))) => file.prepare(address.address_for_lookup().wrapping_sub(*bias)),
+                    _ => true,
+                };
                 let mut read = |addr: u64| read_word(addr).ok_or(());
-                match p.unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read) {
-                    Ok(Some(ra)) => Some(ra),
-                    Ok(None) => {
+                match usable.then(|| p.unwinder.unwind_frame(address, &mut regs, &mut self.cache, &mut read)) {
+                    Some(Ok(Some(ra))) => Some(ra),
+                    Some(Ok(None)) => {
                         ended = true;
                         None
                     }
-                    Err(_) => None,
+                    Some(Err(_)) | None => None,
                 }
             } else {
                 let at_ret = !address.is_return_address() && self.code_byte(pid, a) == Some(0xC3);
@@ -440,7 +450,7 @@ impl Unwinder {
             self.add_module(pid, m);
         }
         let p = self.proc(pid);
-        p.modules.iter().any(|&(s, e)| s <= addr && addr < e)
+        p.modules.iter().any(|&(s, e, _)| s <= addr && addr < e)
     }
 
     fn refresh(&mut self, pid: u32) {
@@ -456,7 +466,7 @@ impl Unwinder {
             .maps
             .mappings
             .iter()
-            .filter(|m| m.executable && !p.modules.iter().any(|&(s, _)| s == m.start))
+            .filter(|m| m.executable && !p.modules.iter().any(|&(s, ..)| s == m.start))
             .filter_map(|m| m.path().map(|path| (m.start, m.end, m.offset, m.inode, path.to_string())))
             .collect();
     }
@@ -476,10 +486,12 @@ impl Unwinder {
             })
             .clone();
         let p = self.proc(pid);
-        p.modules.push((start, end));
-        let Some(file) = file else { return };
-        let Some(bias) = file.bias(start, offset) else { return };
+        let Some((file, bias)) = file.and_then(|f| f.bias(start, offset).map(|b| (f, b))) else {
+            p.modules.push((start, end, None));
+            return;
+        };
         p.unwinder.add_module(Module::new(path, start..end, bias, file.section_info()));
+        p.modules.push((start, end, Some((file, bias))));
     }
 
     /// The prologue of the JIT method holding `addr` up to `addr`, when the runtime's perf map
