@@ -253,8 +253,18 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     }
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
-    if cmd.pipeline {
-        return record_on_pipeline(&args, &name.prefix, &cmd.format, quiet);
+    // On the streaming pipeline when it does all this recording asks for (see
+    // `takes_pipeline`); `CLRPROBE_RECORD_PATH=pipeline`: whenever it does all of it (the
+    // suites of `record` run on it), `=run`: never.
+    let program = launched.as_ref().and(cmd.command.first().map(String::as_str));
+    let on_pipeline = match std::env::var_os("CLRPROBE_RECORD_PATH") {
+        Some(v) if v == "pipeline" => clrprobe::pipeline::recorder::uncovered(&args).is_none() && !args.all,
+        _ => clrprobe::pipeline::recorder::takes_pipeline(&args, program),
+    };
+    log::info!("record: on the {}", if cmd.pipeline || on_pipeline { "pipeline" } else { "record::run path" });
+    if cmd.pipeline || on_pipeline {
+        let shown = PipelineShown { quiet, json: cmd.json, named: &named, early: &early, launched, command: &cmd.command };
+        return record_on_pipeline(&args, &name, &cmd.format, shown);
     }
     let result = record::run(&args, stop, |s| {
         if !quiet {
@@ -320,6 +330,13 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     if summary.folded_files_more > 0 {
         eprintln!("clrprobe: wrote {} more files of processes that exited ({}.PID.*)", summary.folded_files_more, prefix.display());
     }
+    if summary.reports_in_files > 0 {
+        eprintln!(
+            "clrprobe: the event reports of {} processes that exited are in their {}.PID.events.json only",
+            summary.reports_in_files,
+            prefix.display()
+        );
+    }
     drop(profile);
     summary.memory.after_outputs();
     for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {
@@ -334,14 +351,38 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// `record --pipeline`: the recording on the streaming pipeline, written by the files sink.
+/// What `record` on the pipeline shows besides the files.
 #[cfg(target_os = "linux")]
-fn record_on_pipeline(args: &clrprobe::record::RecordArgs, prefix: &std::path::Path, formats: &[clrprobe::formats::Format], quiet: bool) -> anyhow::Result<ExitCode> {
+struct PipelineShown<'a> {
+    quiet: bool,
+    json: bool,
+    named: &'a [clrprobe::target_notes::NamedTarget],
+    /// Notes printed before the recording (not repeated as warnings).
+    early: &'a [String],
+    launched: Option<clrprobe::launch::Launched>,
+    command: &'a [String],
+}
+
+/// `record --pipeline`: the recording on the streaming pipeline, written as `record` writes.
+#[cfg(target_os = "linux")]
+fn record_on_pipeline(
+    args: &clrprobe::record::RecordArgs,
+    name: &clrprobe::output::OutputName,
+    formats: &[clrprobe::formats::Format],
+    shown: PipelineShown<'_>,
+) -> anyhow::Result<ExitCode> {
     use std::io::Write;
+    let PipelineShown { quiet, json, named, early, launched, command } = shown;
     let stop = clrprobe::signals::stop_flag();
     let rec = clrprobe::pipeline::recorder::run(args, stop, |s| {
         if !quiet {
-            eprint!("\rclrprobe: {:5.1} s  {} samples  {} lost   ", s.elapsed.as_secs_f64(), s.samples, s.lost);
+            eprint!(
+                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
+                s.elapsed.as_secs_f64(),
+                s.samples,
+                s.lost,
+                s.symbolized * 100.0
+            );
             let _ = std::io::stderr().flush();
         }
     })
@@ -349,8 +390,18 @@ fn record_on_pipeline(args: &clrprobe::record::RecordArgs, prefix: &std::path::P
     if !quiet {
         eprintln!();
     }
+    let writing = std::time::Instant::now();
+    let mut summary = clrprobe::pipeline::recorder::summary(&rec, args);
+    summary.warnings.extend(clrprobe::target_notes::warnings(named, &summary, args.perf_map || args.eventpipe));
+    if let Some(line) = &summary.saved_raw {
+        eprintln!("clrprobe: {line}");
+    }
+    log::info!("outputs: summary made in {:?}", writing.elapsed());
     let mut failed = false;
-    for w in clrprobe::pipeline::sinks::files::write(&rec.profiles, &rec.events, prefix, formats) {
+    let mut written = clrprobe::output::write_named(&rec.profile, name, formats);
+    written.extend(clrprobe::record::http::write_outputs(&summary, &name.prefix));
+    log::info!("outputs: {} files written after {:?}", written.len(), writing.elapsed());
+    for w in written {
         match w.error_line() {
             None => eprintln!("clrprobe: wrote {}", w.path.display()),
             Some(e) => {
@@ -359,10 +410,23 @@ fn record_on_pipeline(args: &clrprobe::record::RecordArgs, prefix: &std::path::P
             }
         }
     }
-    for w in &rec.warnings {
+    drop(rec);
+    if let Some(l) = launched {
+        match l.finish() {
+            Ok(status) => eprintln!("clrprobe: {} exited: {status}", command.join(" ")),
+            Err(e) => eprintln!("clrprobe: warning: waiting for the launched command: {e}"),
+        }
+    }
+    summary.memory.after_outputs();
+    for w in summary.warnings.iter().filter(|w| !early.contains(w)) {
         eprintln!("clrprobe: warning: {w}");
     }
-    out!("{}", clrprobe::pipeline::recorder::summary_text(&rec));
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        out!("{}", clrprobe::record::summary_text(&summary));
+    }
+    log::info!("record: done {:?} after writing began", writing.elapsed());
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -511,6 +575,7 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
             counters_interval_s: (cmd.counters_interval > 0).then_some(cmd.counters_interval),
             alloc_slices: cmd.alloc_duty(),
             warnings: None,
+            recording: None,
         },
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,

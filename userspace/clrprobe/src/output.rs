@@ -125,6 +125,7 @@ pub fn write_named(profile: &Profile, name: &OutputName, formats: &[Format]) -> 
         (matching.len() == 1).then(|| (matching[0], file.clone()))
     });
     for (n, (suffix, job)) in jobs.into_iter().enumerate() {
+        let t0 = std::time::Instant::now();
         let path = match &exact {
             Some((i, file)) if *i == n => file.clone(),
             _ => PathBuf::from(format!("{}{suffix}", prefix.display())),
@@ -141,6 +142,7 @@ pub fn write_named(profile: &Profile, name: &OutputName, formats: &[Format]) -> 
             Job::Firefox(i) => firefox::write_file(profile, i, "clrprobe", &path),
             Job::Speedscope => speedscope::write_file(profile, &title, speedscope::Grouping::default(), &path),
         };
+        log::debug!("outputs: {} written in {:?}", path.display(), t0.elapsed());
         out.push(Written { path, result });
     }
     out

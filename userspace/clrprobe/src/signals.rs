@@ -4,12 +4,20 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// A signal (not the end of a duration or of the targets) asked for the stop.
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(true, Ordering::SeqCst);
     if STOP.swap(true, Ordering::SeqCst) {
         // SAFETY: _exit is async-signal-safe.
         unsafe { libc::_exit(128 + sig) };
     }
+}
+
+/// Has Ctrl-C or SIGTERM been received (the stop must then end within its bound)?
+pub fn signalled() -> bool {
+    SIGNALLED.load(Ordering::SeqCst)
 }
 
 /// Installs the handlers and returns the flag they set.

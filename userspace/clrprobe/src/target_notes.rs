@@ -18,8 +18,9 @@ impl NamedTarget {
 
     /// Said before recording: the target is not .NET (if it loads the runtime later, it is set
     /// up then and the summary says nothing more).
+    /// A pid that does not exist gets none: the recording's own error says so, once.
     pub fn early_note(&self) -> Option<String> {
-        (!self.dotnet).then(|| self.not_dotnet())
+        (!self.dotnet && std::path::Path::new(&format!("/proc/{}", self.pid)).exists()).then(|| self.not_dotnet())
     }
 
     fn not_dotnet(&self) -> String {

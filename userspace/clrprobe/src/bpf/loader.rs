@@ -182,6 +182,24 @@ mod tests {
             .expect("the object loads without BTF and with a smaller ring");
     }
 
+    /// aya-log's ring is loaded at 16 KiB, not the 128 KiB aya-log-ebpf declares (it is
+    /// resident as a whole, twice): read from the fdinfo of this process's ring maps.
+    #[test]
+    fn log_ring_is_small() {
+        let loaded = crate::bpf::Loaded::load_with_ring(cpu_ring_bytes(99)).expect("the object loads");
+        let mut rings = Vec::new();
+        for e in std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten() {
+            let Ok(info) = std::fs::read_to_string(e.path()) else { continue };
+            let field = |k: &str| info.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
+            if field("map_type:").as_deref() == Some("27") {
+                rings.push(field("max_entries:").unwrap_or_default());
+            }
+        }
+        assert!(rings.iter().any(|r| r == "16384"), "ring maps: {rings:?}");
+        assert!(!rings.iter().any(|r| r == "131072"), "ring maps: {rings:?}");
+        drop(loaded);
+    }
+
     #[test]
     fn cpu_ring_is_a_bounded_power_of_two() {
         for freq in [1, 99, 999, 100_000] {

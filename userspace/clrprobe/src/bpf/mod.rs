@@ -67,6 +67,11 @@ pub struct Loaded {
     uprobe_links: HashMap<(&'static str, u32), aya::programs::uprobe::UProbeLinkId>,
 }
 
+/// aya-log's ring of BPF log records, and its size here: 16 KiB holds dozens of the object's
+/// only record (a process's first uprobe hit; the ring is read at every drain).
+const LOG_RING: &str = "AYA_LOGS";
+const LOG_RING_BYTES: u32 = 16 << 10;
+
 /// Size of the stack-copy ring for the next load (0: the object's 16 MiB). The ring is mapped
 /// twice (wrap-around), so it counts double in clrprobe's resident set.
 static USTACK_RING_BYTES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -107,6 +112,9 @@ impl Loaded {
         if let Some(n) = ring_bytes {
             loader.map_max_entries(names::USTACK_RING, n);
         }
+        // aya-log's ring is 128 KiB, mapped twice and resident as a whole from the start
+        // (0.26 MB); the object logs one line per process's first uprobe hit.
+        loader.map_max_entries(LOG_RING, LOG_RING_BYTES);
         let mut ebpf = loader.load(bytes)?;
         let logs = LogCollector::default();
         let logger = EbpfLogger::init_with_logger(&mut ebpf, logs.clone())?;

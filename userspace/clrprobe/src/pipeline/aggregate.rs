@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use clrprobe_pipeline::stream::{Aggregator, AggregatorConfig, Namer, ProfileKind, Record};
+use clrprobe_pipeline::stream::{Aggregator, AggregatorConfig, CombinedOptions, Namer, ProfileKind, Record};
 use clrprobe_profile::Frame;
 use crossbeam_channel::{Receiver, TryRecvError};
 use tokio::sync::oneshot;
@@ -25,11 +25,32 @@ pub enum Query {
     Now(oneshot::Sender<u64>),
     /// A recording ends at this time (host monotonic ns): later samples are left out.
     EndAt(u64),
-    /// A recording's progress: CPU samples of the followed processes, data lost.
-    Progress(oneshot::Sender<(u64, u64)>),
+    /// A recording's named processes: the code their samples pass through is named as the
+    /// samples come, before their set-up announces them (it waits up to 2 s per IPC
+    /// exchange; their samples were named at the end, all at once, past a Ctrl-C's bound).
+    Expect(Vec<u32>),
+    /// A recording's progress: CPU samples of the followed processes, data lost, the share
+    /// of their sampled managed frames named so far (0..=1).
+    Progress(oneshot::Sender<(u64, u64, f64)>),
     /// A recording's end: every kind's profile of all the time kept and the event reports,
     /// after every record sent so far is absorbed.
     Final { start_unix_ns: u64, duration_ns: u64, reply: oneshot::Sender<Result<Final, String>> },
+    /// A recording's end (`record`): the combined profile of every kind and the completed
+    /// event reports, after every record sent so far is absorbed; symbolizing stops at
+    /// `symbolize_by` (Ctrl-C: the recording ends within its bound).
+    Combined { opts: CombinedOptions, symbolize_by: Option<Instant>, reply: oneshot::Sender<Result<Combined, String>> },
+    /// A recording's end (`record --http` / `--providers`): each session's requests named
+    /// and placed among the timed samples (after [`Query::Combined`]).
+    /// Naming stops at `symbolize_by` (a recording ended by Ctrl-C).
+    Http {
+        parts: Vec<crate::record::http::NetPart>,
+        clock: crate::record::http::Clock,
+        symbolize_by: Option<Instant>,
+        reply: oneshot::Sender<Vec<crate::http::HttpReport>>,
+    },
+    /// The kernel's symbols as the aggregator loaded them (`--save-raw` keeps those of the
+    /// kernel frames seen).
+    Kernel(oneshot::Sender<Option<std::sync::Arc<clrprobe_symbolizer::KernelSymbolizer>>>),
     /// The terminal view's refresh: CPU leaves of the seconds completed after `after_ns`,
     /// and every process's event report.
     Top { after_ns: Option<u64>, reply: oneshot::Sender<crate::pipeline::sinks::terminal::Window> },
@@ -43,6 +64,20 @@ pub struct Final {
     pub health: clrprobe_pipeline::stream::Health,
 }
 
+/// What a recording kept, in `record`'s form.
+pub struct Combined {
+    pub profile: clrprobe_profile::Profile,
+    /// Each followed process's event report, GC window and GC CPU filled in.
+    pub reports: Vec<(u32, clrprobe_pipeline::EventReport)>,
+    pub health: clrprobe_pipeline::stream::Health,
+    /// Followed processes: pid, name, events read, events the runtime dropped, JIT methods.
+    pub processes: Vec<(u32, String, u64, u64, u64)>,
+    /// Address lookups left unnamed when symbolizing ran out of its time.
+    pub out_of_time: u64,
+    /// Records the sources sent that were not absorbed in time (a recording ended by Ctrl-C).
+    pub left_out: u64,
+}
+
 /// Names for one profile: the followed .NET processes' from the long-lived resolver, every
 /// other process's from a resolver made for this profile and dropped after it, so the images
 /// of whatever else runs on the host (compilers with huge symbol tables…) are not kept.
@@ -50,6 +85,8 @@ struct Names<'r> {
     dotnet: &'r mut FrameResolver,
     followed: HashSet<u32>,
     native: Option<FrameResolver>,
+    /// When the per-profile resolver stops symbolizing (a recording ended by Ctrl-C).
+    deadline: Option<Instant>,
 }
 
 impl Namer for Names<'_> {
@@ -59,7 +96,8 @@ impl Namer for Names<'_> {
         }
         let dotnet = &*self.dotnet;
         let r = self.native.get_or_insert_with(|| {
-            let r = FrameResolver::new();
+            let mut r = FrameResolver::new();
+            r.set_deadline(self.deadline);
             // The kernel's symbols are the long-lived resolver's (/proc/kallsyms was read and
             // parsed again for every profile request).
             if let Ok(k) = dotnet.image_cache().kernel() {
@@ -76,6 +114,12 @@ impl Namer for Names<'_> {
         // two fifths of a loaded agent's CPU and made profile requests time out).
         self.dotnet.note_kernel(kernel);
     }
+    fn container(&mut self, pid: u32) -> Option<String> {
+        crate::discover::in_container(pid).then(|| crate::record::container_id(pid).unwrap_or_else(|| "yes".into()))
+    }
+    fn wait_kind(&mut self, frames: &[Frame]) -> Option<&'static str> {
+        Some(crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref())))
+    }
     fn process_name(&mut self, pid: u32) -> String {
         std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| pid.to_string())
     }
@@ -88,14 +132,24 @@ const FORGET_AFTER: Duration = Duration::from_secs(10);
 /// unnamed at first — JIT code before its perf-map line — is tried again, and the sets stay
 /// bounded).
 const RENOTE_AFTER: Duration = Duration::from_secs(30);
+/// A recording's passes over /proc/kallsyms naming the kernel frames noted meanwhile: at most
+/// this often (the kernel formats every line of the file for each pass: with off-CPU stacks new
+/// kernel addresses came every second, and a pass per tick was 37 % of clrprobe's CPU when
+/// recording three busy processes). The end names the rest within its deadline.
+const KERNEL_PASS_EVERY: Duration = Duration::from_secs(10);
 /// How often the followed processes' maps and perf maps are read again (reading
 /// /proc/PID/maps was a tenth of the aggregator's work at every one-second tick).
 const REFRESH: Duration = Duration::from_secs(5);
+/// … and in a recording (short-lived processes: their perf maps go when they exit).
+const RECORDING_REFRESH: Duration = Duration::from_secs(1);
 /// The aggregator sleeps this long when no record or query is waiting. Blocking on the
 /// channel instead made every record of a mostly idle aggregator a futex wake-up and two
 /// context switches (a fifth of the agent's CPU with three busy .NET processes); the channel
 /// holds far more than the sources send in this time.
 const IDLE_POLL: Duration = Duration::from_millis(20);
+/// A recording's end absorbs the records still waiting up to this long past its symbolizing
+/// deadline, without naming their code; records still waiting then are counted as left out.
+const ABSORB_AFTER_SYMBOLIZING: Duration = Duration::from_millis(200);
 /// Records absorbed before the queries are looked at again.
 const BATCH: usize = 4096;
 
@@ -110,30 +164,44 @@ struct State {
     /// again at every sample).
     noted: HashMap<u32, HashSet<u64>>,
     last_renote: Instant,
+    /// When the last pass over /proc/kallsyms began (None: none yet).
+    last_kernel_pass: Option<Instant>,
     last_refresh: Instant,
+    /// A pass naming noted kernel frames runs (a recording's).
+    prefetching: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Records left waiting when a recording's end ran out of its time.
+    left_out: u64,
+    /// A recording's named processes not announced yet (see [`Query::Expect`]).
+    expected: HashSet<u32>,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
 /// gone (queries are answered after the sources have ended: a recording's final profiles).
 pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver<Query>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name("aggregator".into()).spawn(move || {
-        let mut s = State {
-            agg: Aggregator::new(cfg),
-            resolver: FrameResolver::new(),
-            last_seen: HashMap::new(),
-            last_forget: Instant::now(),
-            noted: HashMap::new(),
-            last_renote: Instant::now(),
-            last_refresh: Instant::now(),
-        };
+        let recording = cfg.keep_times;
+        let mut s = State::new(cfg);
+        if recording {
+            // The kernel's symbols read meanwhile, not after Ctrl-C (as record does).
+            s.resolver.preload_kernel();
+        }
         let mut sinks = true;
         let mut sources = true;
         loop {
             let mut busy = false;
-            for _ in 0..BATCH {
+            for i in 0..BATCH {
+                // A query waiting (a recording's end above all) is answered before the rest
+                // of a batch.
+                if i % 64 == 63 && !queries.is_empty() {
+                    break;
+                }
                 match records.try_recv() {
                     Ok(r) => {
+                        let (t, what) = (Instant::now(), record_kind(&r));
                         s.absorb(r);
+                        if t.elapsed() > Duration::from_millis(100) {
+                            log::info!("aggregator: a {what} record took {:?}", t.elapsed());
+                        }
                         busy = true;
                     }
                     Err(TryRecvError::Empty) => break,
@@ -147,11 +215,21 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
             while sinks {
                 match queries.try_recv() {
                     Ok(q) => {
-                        if matches!(q, Query::Final { .. }) {
-                            // Every record sent before the question is in the answer.
-                            while let Ok(r) = records.try_recv() {
-                                s.absorb(r);
-                            }
+                        if matches!(q, Query::Final { .. } | Query::Combined { .. }) {
+                            // Every record sent before the question is in the answer; after a
+                            // Ctrl-C only those absorbed by the symbolizing deadline (the
+                            // recording ends within its bound), the rest counted.
+                            let by = match &q {
+                                Query::Combined { symbolize_by, .. } => *symbolize_by,
+                                _ => None,
+                            };
+                            // Past the symbolizing deadline what arrives is absorbed without
+                            // being named (cheap): every sample the sources sent is kept.
+                            s.resolver.set_deadline(by);
+                            s.kernel_pass_deadline(by);
+                            let (t, n, left) = absorb_until(&mut s, &records, by.map(|b| b + ABSORB_AFTER_SYMBOLIZING));
+                            s.left_out = left;
+                            log::info!("stop: {n} records absorbed in {:?} before the answer, {left} left", t.elapsed());
                         }
                         s.answer(q);
                         busy = true;
@@ -171,21 +249,82 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
     })
 }
 
+/// Absorbs the records waiting, until `by` if given (checked every 256 records): when it
+/// began, how many it absorbed, how many were left waiting.
+fn absorb_until(s: &mut State, records: &Receiver<Record>, by: Option<Instant>) -> (Instant, u64, u64) {
+    let (t, mut n) = (Instant::now(), 0u64);
+    loop {
+        if n % 256 == 0 && by.is_some_and(|by| Instant::now() >= by) {
+            return (t, n, records.len() as u64);
+        }
+        match records.try_recv() {
+            Ok(r) => {
+                s.absorb(r);
+                n += 1;
+            }
+            Err(_) => return (t, n, 0),
+        }
+    }
+}
+
+fn record_kind(r: &Record) -> &'static str {
+    match r {
+        Record::Cpu(_) => "cpu",
+        Record::OffCpu(_) => "offcpu",
+        Record::Clr(_) => "clr",
+        Record::Started(_) => "started",
+        Record::Exited { .. } => "exited",
+        Record::Tick { .. } => "tick",
+        _ => "other",
+    }
+}
+
 impl State {
+    fn new(cfg: AggregatorConfig) -> Self {
+        State {
+            agg: Aggregator::new(cfg),
+            resolver: FrameResolver::new(),
+            last_seen: HashMap::new(),
+            last_forget: Instant::now(),
+            noted: HashMap::new(),
+            last_renote: Instant::now(),
+            last_kernel_pass: None,
+            last_refresh: Instant::now(),
+            prefetching: Default::default(),
+            left_out: 0,
+            expected: HashSet::new(),
+        }
+    }
+
     fn absorb(&mut self, r: Record) {
+        if crate::record::save_raw::active() {
+            // `record --save-raw` on the pipeline: what the sources sent, in this order.
+            crate::record::save_raw::record(&r);
+        }
         match &r {
             // The .NET processes' code is named as it arrives (JIT code moves, processes end);
             // other processes' when a profile asks for it, which keeps host-wide sampling cheap.
-            Record::Cpu(c) | Record::OffCpu(c) if self.agg.follows(c.pid) => {
+            Record::Cpu(c) | Record::OffCpu(c) if self.agg.follows(c.pid) || self.expected.contains(&c.pid) => {
                 self.note(c.pid, &c.user);
+                if self.agg.config().keep_times {
+                    // A recording names kernel frames as they come (a pass over kallsyms at
+                    // its end took a second of a Ctrl-C's bound).
+                    self.resolver.note_kernel(&c.kernel);
+                }
                 self.last_seen.insert(c.pid, Instant::now());
             }
             Record::Started(i) => {
+                self.expected.remove(&i.pid);
                 self.resolver.add_process(i.pid);
                 self.resolver.refresh(i.pid);
                 self.last_seen.insert(i.pid, Instant::now());
             }
-            Record::Tick { .. } if self.last_refresh.elapsed() >= REFRESH => {
+            // A recording's process that exits: its code as it was (the perf map the
+            // symbolizer holds open is read once more).
+            Record::Exited { pid, .. } if self.agg.config().keep_times => {
+                self.resolver.refresh(*pid);
+            }
+            Record::Tick { .. } if self.last_refresh.elapsed() >= if self.agg.config().keep_times { RECORDING_REFRESH } else { REFRESH } => {
                 self.last_refresh = Instant::now();
                 let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
                 for pid in live {
@@ -200,6 +339,24 @@ impl State {
             }
             _ => {}
         }
+        if self.agg.config().keep_times
+            && matches!(r, Record::Tick { .. })
+            && self.last_kernel_pass.is_none_or(|t| t.elapsed() >= KERNEL_PASS_EVERY)
+            && !self.prefetching.swap(true, std::sync::atomic::Ordering::AcqRel)
+            && let Ok(k) = self.resolver.image_cache().kernel()
+        {
+            // The kernel frames noted since the last tick named in one pass, on a thread of
+            // its own (a pass can take a second on a loaded host: queries are not held).
+            let busy = std::sync::Arc::clone(&self.prefetching);
+            self.last_kernel_pass = Some(Instant::now());
+            let spawned = std::thread::Builder::new().name("kallsyms-names".into()).spawn(move || {
+                let _ = k.prefetch([]);
+                busy.store(false, std::sync::atomic::Ordering::Release);
+            });
+            if spawned.is_err() {
+                self.prefetching.store(false, std::sync::atomic::Ordering::Release);
+            }
+        }
         self.agg.absorb(r);
         let jit = self.agg.take_jit_methods();
         if !jit.is_empty() {
@@ -213,6 +370,14 @@ impl State {
         }
         for (pid, stack) in self.agg.take_new_stacks() {
             self.note(pid, &stack);
+        }
+    }
+
+    /// A recording's end: kernel names are read from /proc/kallsyms until `by` (a pass cut
+    /// short leaves the frames it did not reach unnamed).
+    fn kernel_pass_deadline(&self, by: Option<Instant>) {
+        if let Some(k) = self.resolver.image_cache().kernel_if_loaded() {
+            k.set_pass_deadline(by);
         }
     }
 
@@ -258,9 +423,17 @@ impl State {
                 let _ = reply.send(self.agg.now_ns());
             }
             Query::EndAt(ns) => self.agg.end_samples_at(ns),
+            Query::Expect(pids) => {
+                for pid in pids {
+                    if !self.agg.follows(pid) && self.expected.insert(pid) {
+                        self.resolver.add_process(pid);
+                        self.resolver.refresh(pid);
+                    }
+                }
+            }
             Query::Progress(reply) => {
                 let samples = self.agg.processes().map(|p| p.1.cpu_samples).sum();
-                let _ = reply.send((samples, self.agg.health.lost.values().sum()));
+                let _ = reply.send((samples, self.agg.health.lost.values().sum(), self.resolver.named_share()));
             }
             Query::Final { start_unix_ns, duration_ns, reply } => {
                 // The followed processes' code as it is now (the last perf-map lines).
@@ -269,21 +442,58 @@ impl State {
                     self.resolver.refresh(pid);
                 }
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
                 let profiles = crate::pipeline::sinks::files::profiles(&self.agg, &mut names).map_err(|e| e.to_string());
                 let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns, true);
                 let _ = reply.send(profiles.map(|profiles| Final { profiles, events, health: self.agg.health.clone() }));
             }
+            Query::Combined { opts, symbolize_by, reply } => {
+                let t0 = Instant::now();
+                let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
+                for pid in live {
+                    if symbolize_by.is_some_and(|by| Instant::now() >= by) {
+                        break;
+                    }
+                    self.resolver.refresh(pid);
+                }
+                log::info!("stop: maps read again in {:?}", t0.elapsed());
+                self.agg.name_event_threads();
+                self.resolver.out_of_time = 0;
+                self.resolver.set_deadline(symbolize_by);
+                // Named processes never announced (a set-up still under way) are named by the
+                // long-lived resolver too, which has named their samples as they came.
+                let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).chain(self.expected.iter().copied()).collect();
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by };
+                let profile = self.agg.combined_profile(&opts, &mut names).map_err(|e| e.to_string());
+                log::info!("stop: combined profile built in {:?}", t0.elapsed());
+                let out_of_time = names.native.as_ref().map_or(0, |r| r.out_of_time) + self.resolver.out_of_time;
+                self.resolver.set_deadline(None);
+                self.kernel_pass_deadline(None);
+                let reports = self.agg.completed_event_reports(opts.duration_ns);
+                let processes = self.agg.processes().map(|(i, c, _)| (i.pid, i.name.clone(), c.events, c.dropped_events, c.jit_methods)).collect();
+                let health = self.agg.health.clone();
+                let _ = reply.send(profile.map(|profile| Combined { profile, reports, health, processes, out_of_time, left_out: self.left_out }));
+            }
+            Query::Http { parts, clock, symbolize_by, reply } => {
+                self.resolver.set_deadline(symbolize_by);
+                let times = PipelineTimes(&self.agg);
+                let reports = crate::record::http::finish(parts, &mut self.resolver, &times, clock);
+                self.resolver.set_deadline(None);
+                let _ = reply.send(reports);
+            }
+            Query::Kernel(reply) => {
+                let _ = reply.send(self.resolver.image_cache().kernel().ok());
+            }
             Query::Top { after_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
                 let _ = reply.send(crate::pipeline::sinks::terminal::window(&self.agg, &mut names, after_ns));
             }
             Query::Profile { kind, pid, since_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
                 let bytes = self
                     .agg
-                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None })
+                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None, deadline: None })
                     .and_then(|p| {
                         let mut out = Vec::new();
                         clrprobe_profile::pprof::to_writer(&p, &mut out)?;
@@ -297,10 +507,44 @@ impl State {
     }
 }
 
+/// The aggregator's timed samples, for the slowest HTTP requests' threads.
+struct PipelineTimes<'a>(&'a Aggregator);
+
+impl crate::record::http::StackTimes for PipelineTimes<'_> {
+    fn cpu(&self) -> Box<dyn Iterator<Item = crate::record::http::TimedStack<'_>> + '_> {
+        Box::new(self.0.timed_cpu().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], t, n)))
+    }
+    fn offcpu(&self) -> Box<dyn Iterator<Item = crate::record::http::TimedStack<'_>> + '_> {
+        Box::new(self.0.timed_offcpu().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], t, n)))
+    }
+}
+
 /// Hands the memory freed after a profile (the per-request symbolizer's images) back to the
 /// OS: glibc keeps a thread's freed arena memory otherwise, and an agent's RSS would keep the
 /// peak of every request.
 fn release_free_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe { libc::malloc_trim(0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recording_end_absorbs_until_its_deadline_and_counts_the_rest() {
+        let mut s = State::new(AggregatorConfig::default());
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for t in 0..1000 {
+            tx.send(Record::Tick { time_ns: t }).unwrap();
+        }
+        // Past its deadline: nothing more absorbed, every waiting record counted.
+        let (_, n, left) = absorb_until(&mut s, &rx, Some(Instant::now() - Duration::from_millis(1)));
+        assert_eq!((n, left), (0, 1000));
+        // In time (or without a deadline): all of them.
+        let (_, n, left) = absorb_until(&mut s, &rx, Some(Instant::now() + Duration::from_secs(60)));
+        assert_eq!((n, left), (1000, 0));
+        tx.send(Record::Tick { time_ns: 1000 }).unwrap();
+        assert_eq!(absorb_until(&mut s, &rx, None).1, 1);
+    }
 }

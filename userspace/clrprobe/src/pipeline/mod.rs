@@ -7,3 +7,4 @@ pub mod aggregate;
 pub mod recorder;
 pub mod sinks;
 pub mod sources;
+pub mod stop;

@@ -23,8 +23,8 @@ pub enum SessionError {
     Ipc { pid: u32, #[source] source: IpcError },
     #[error("reading the EventPipe stream of pid {pid}: {source}")]
     Stream { pid: u32, #[source] source: NetTraceError },
-    #[error("the runtime of pid {pid} did not finish its EventPipe session within {:.1} s of StopTracing (stopped or not answering): kept the events read before", STOP_DEADLINE.as_secs_f64())]
-    NoAnswer { pid: u32 },
+    #[error("the runtime of pid {pid} did not finish its EventPipe session within {seconds:.1} s of StopTracing (stopped or not answering): kept the events read before")]
+    NoAnswer { pid: u32, seconds: f64 },
     #[error("the EventPipe reader of pid {pid} did not end after its stream was shut down: kept the events read before")]
     GaveUp { pid: u32 },
 }
@@ -193,6 +193,16 @@ const START_TIMEOUT: Duration = Duration::from_secs(5);
 /// stream. A runtime that has not finished by then (stopped with SIGSTOP, a fake server, a
 /// rundown too long) is given up on: its stream is shut down and what was read is kept.
 pub const STOP_DEADLINE: Duration = Duration::from_millis(1000);
+/// … when the recording ended by its duration or its targets' exit (no one waits on a 2 s
+/// bound): rundowns name the JIT code (all of it on .NET Core 3.1, which has no perf map),
+/// and four .NET Core 3.1 runtimes' rundowns took more than 1 s at load 7 here.
+pub const UNHURRIED_STOP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The time sessions get to stop: [`STOP_DEADLINE`] after Ctrl-C or SIGTERM,
+/// [`UNHURRIED_STOP_DEADLINE`] otherwise.
+pub fn stop_deadline() -> Duration {
+    if crate::signals::signalled() { STOP_DEADLINE } else { UNHURRIED_STOP_DEADLINE }
+}
 
 /// Stops every session at once and waits for them until `deadline`; sessions not done by then
 /// are aborted (their events so far are kept, the outcome names the reason).
@@ -238,7 +248,7 @@ pub fn finish_all_while(mut sessions: Vec<RuntimeSession>, deadline: Instant, mu
             let mut o = s.outcome();
             // A stream error after the shut-down is ours: the reason is the runtime's silence.
             if late.contains(&i) && !matches!(o.error, Some(SessionError::GaveUp { .. })) {
-                o.error = Some(SessionError::NoAnswer { pid: s.pid });
+                o.error = Some(SessionError::NoAnswer { pid: s.pid, seconds: stop_deadline().as_secs_f64() });
             }
             (s.pid, o)
         })
@@ -247,7 +257,7 @@ pub fn finish_all_while(mut sessions: Vec<RuntimeSession>, deadline: Instant, mu
 
 /// The process is stopped (state `T` or `t` in /proc/PID/stat): its runtime answers nothing
 /// until it is continued.
-fn process_stopped(pid: u32) -> bool {
+pub(crate) fn process_stopped(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
     let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
     matches!(state, Some("T" | "t"))

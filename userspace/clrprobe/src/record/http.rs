@@ -10,7 +10,7 @@ use clrprobe_eventpipe::ipc::{
 use clrprobe_pipeline::http::{host_path_stats, otel_duration_histograms};
 use clrprobe_profile::{Marker, Profile, ProfileError};
 
-use super::{AggKey, FrameResolver, gc::TimedSamples};
+use super::{FrameResolver, gc::TimedSamples};
 use crate::http::{
     HttpLine, HttpReport, Meanwhile, NetCollector, NetOutcome, SLOWEST, http_providers,
     merge_providers,
@@ -98,12 +98,33 @@ pub struct Clock {
     pub offcpu: bool,
 }
 
+/// One timed stack: pid, tid, kernel frames, user frames (leaf first), host monotonic ns,
+/// value (samples; off-CPU: ns).
+pub type TimedStack<'a> = (u32, u32, &'a [u64], &'a [u64], u64, u64);
+
+/// Where the slowest requests' threads are looked up: the recording's timed CPU samples and
+/// off-CPU intervals (`record::run`'s, or the pipeline aggregator's).
+pub trait StackTimes {
+    fn cpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_>;
+    /// Off-CPU intervals by their start.
+    fn offcpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_>;
+}
+
+impl StackTimes for TimedSamples {
+    fn cpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_> {
+        Box::new(self.entries().into_iter().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], *t, *n)))
+    }
+    fn offcpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_> {
+        Box::new(self.offcpu.intervals().into_iter().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], *t, *n)))
+    }
+}
+
 /// The per-process HTTP reports: requests with named stacks and times, summaries, and for the
 /// slowest requests what their threads did meanwhile.
 pub fn finish(
     parts: Vec<NetPart>,
     resolver: &mut FrameResolver,
-    timed: &TimedSamples,
+    timed: &dyn StackTimes,
     clock: Clock,
 ) -> Vec<HttpReport> {
     parts
@@ -115,7 +136,7 @@ pub fn finish(
 fn report_of(
     part: NetPart,
     resolver: &mut FrameResolver,
-    timed: &TimedSamples,
+    timed: &dyn StackTimes,
     clock: Clock,
 ) -> HttpReport {
     let NetPart {
@@ -195,45 +216,47 @@ fn meanwhile(
     threads: &[u64],
     (lo, hi): (u64, u64),
     resolver: &mut FrameResolver,
-    timed: &TimedSamples,
+    timed: &dyn StackTimes,
     clock: Clock,
 ) -> Meanwhile {
     let tids: HashSet<u32> = threads.iter().map(|&t| t as u32).collect();
-    let mine = |k: &AggKey| k.0 == pid && tids.contains(&k.1);
+    let mine = |p: u32, tid: u32| p == pid && tids.contains(&tid);
     let mut m = Meanwhile {
         cpu_period_ms: clock.cpu_period_ms,
         ..Meanwhile::default()
     };
-    let mut cpu: HashMap<&AggKey, u64> = HashMap::new();
-    for (k, t, n) in timed.entries() {
-        if mine(k) && (lo..=hi).contains(t) {
-            *cpu.entry(k).or_insert(0) += n;
+    let mut cpu: HashMap<(&[u64], &[u64]), u64> = HashMap::new();
+    let mut any_cpu = false;
+    for (p, tid, kernel, user, t, n) in timed.cpu() {
+        any_cpu = true;
+        if mine(p, tid) && (lo..=hi).contains(&t) {
+            *cpu.entry((kernel, user)).or_insert(0) += n;
             m.cpu_samples += n;
         }
     }
     let mut top: HashMap<String, u64> = HashMap::new();
-    for (k, n) in cpu {
-        *top.entry(stack_text(resolver, pid, &k.3, &k.4))
+    for ((kernel, user), n) in cpu {
+        *top.entry(stack_text(resolver, pid, kernel, user))
             .or_insert(0) += n;
     }
     m.cpu_top = sorted(top);
     m.cpu_top.truncate(5);
-    if timed.entries().is_empty() {
+    if !any_cpu {
         m.notes.push(
             "no CPU sample times: CPU sampling was off, used perf_event, or recorded --all".into(),
         );
     }
-    if clock.offcpu && !timed.offcpu.intervals().is_empty() {
+    if clock.offcpu && timed.offcpu().next().is_some() {
         let mut off: HashMap<String, u64> = HashMap::new();
         let mut total = 0u64;
-        for (k, t, ns) in timed.offcpu.intervals() {
-            let (s, e) = (*t, t.saturating_add(*ns));
-            if !mine(k) || e <= lo || s >= hi {
+        for (p, tid, _, user, t, ns) in timed.offcpu() {
+            let (s, e) = (t, t.saturating_add(ns));
+            if !mine(p, tid) || e <= lo || s >= hi {
                 continue;
             }
             let overlap = e.min(hi) - s.max(lo);
             total += overlap;
-            *off.entry(stack_text(resolver, pid, &[], &k.4)).or_insert(0) += overlap;
+            *off.entry(stack_text(resolver, pid, &[], user)).or_insert(0) += overlap;
         }
         m.offcpu_ms = Some(total as f64 / 1e6);
         let mut v: Vec<(String, f64)> = sorted(off)

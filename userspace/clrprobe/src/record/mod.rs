@@ -4,14 +4,14 @@
 mod clr_collect;
 pub(crate) mod clr_session;
 mod census;
-mod cxa;
+pub(crate) mod cxa;
 mod fold_files;
 mod frames;
 mod limits;
 pub(crate) mod gc;
 pub mod http;
 mod mappings;
-mod memory;
+pub(crate) mod memory;
 mod perfmap;
 pub mod recipe;
 pub mod save_raw;
@@ -32,6 +32,7 @@ pub use targets::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
 pub use memory::OwnMemory;
 pub use summary::{RecordSummary, RecordedPid, TopFrame, summary_text};
+pub(crate) use timeline::container_id;
 pub use clrprobe_pipeline::EventReport;
 
 use std::{
@@ -308,7 +309,7 @@ pub fn run(
                 resolver.refresh(pid);
             }
             // The runtimes' rundowns run while the last samples are read and named.
-            sessions_by = Instant::now() + clr_session::STOP_DEADLINE;
+            sessions_by = Instant::now() + clr_session::stop_deadline();
             early_restores = Some(restore_then_stop(std::mem::take(&mut targets.guards), &targets.sessions, sessions_by));
             stop_sent = targets.sessions.iter().map(|s| s.pid()).collect();
         }
@@ -365,7 +366,8 @@ pub fn run(
                 let planned = args.duration.map_or(i64::MAX, |d| started_mono.saturating_add((d + summary.time_to_attach).as_nanos() as i64));
                 let end = if done { gc::monotonic_ns().min(planned) } else { planned };
                 let end = (end < i64::MAX).then_some(end.max(0) as u64);
-                drain(s.as_mut(), &mut cpu, &mut offcpu, &mut resolver, &mut summary, &mut timed, &targets.pids, end);
+                let mut into = DrainInto { cpu: &mut cpu, offcpu: &mut offcpu, resolver: &mut resolver, processes: &mut processes };
+                drain(s.as_mut(), &mut into, &mut summary, &mut timed, &targets.pids, end);
             }
             save_raw::tick(&targets.pids);
             for s in &targets.sessions {
@@ -486,7 +488,7 @@ pub fn run(
     // Sessions set up after StopTracing was sent to the others get their own full time,
     // unless the recording was interrupted (Ctrl-C: everything ends within 2 s).
     let late_setups = targets.sessions.iter().any(|s| !stop_sent.contains(&s.pid()));
-    let by = if late_setups && !interrupted { Instant::now() + clr_session::STOP_DEADLINE } else { sessions_by };
+    let by = if late_setups && !interrupted { Instant::now() + clr_session::stop_deadline() } else { sessions_by };
     // While the runtimes finish their rundowns, the addresses left are named.
     resolver.set_deadline(Some(by));
     let sessions = std::mem::take(&mut targets.sessions);
@@ -569,7 +571,7 @@ pub fn run(
     Ok((profile, summary))
 }
 
-fn save_raw_meta(args: &RecordArgs, started_mono: i64, start_unix_ns: u64) -> clrprobe_pipeline::stream::raw::RawMeta {
+pub(crate) fn save_raw_meta(args: &RecordArgs, started_mono: i64, start_unix_ns: u64) -> clrprobe_pipeline::stream::raw::RawMeta {
     clrprobe_pipeline::stream::raw::RawMeta {
         freq_hz: args.freq,
         start_mono_ns: started_mono.max(0) as u64,
@@ -664,14 +666,19 @@ fn recorded_pids(targets: &targets::Targets) -> Vec<RecordedPid> {
         .collect()
 }
 
+/// Where a drain puts the samples it reads.
+struct DrainInto<'a> {
+    cpu: &'a mut HashMap<AggKey, u64>,
+    offcpu: &'a mut HashMap<AggKey, u64>,
+    resolver: &'a mut FrameResolver,
+    processes: &'a mut timeline::ProcessLabels,
+}
+
 /// Moves the sampler's new samples into the aggregates (those timed after `end`, monotonic
 /// ns, are left out).
-#[allow(clippy::too_many_arguments)]
 fn drain(
     s: &mut dyn Sampler,
-    cpu: &mut HashMap<AggKey, u64>,
-    offcpu: &mut HashMap<AggKey, u64>,
-    resolver: &mut FrameResolver,
+    into: &mut DrainInto<'_>,
     summary: &mut RecordSummary,
     timed: &mut gc::TimedSamples,
     targets: &[u32],
@@ -683,7 +690,7 @@ fn drain(
             batch.retain(before_end);
             save_raw::samples(false, &batch);
             batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.note(s));
-            absorb(cpu, batch, resolver)
+            absorb(into.cpu, batch, into.resolver, into.processes)
         }
         Err(e) => summary.warnings.push(format!("reading samples: {e}")),
     }
@@ -696,19 +703,38 @@ fn drain(
                     // Host-wide: one entry per interval of every thread on the host would grow
                     // without bound; only the targets' intervals are kept with their times.
                     batch.iter().filter(|s| targets.contains(&s.pid)).for_each(|s| timed.offcpu.note(s));
-                    absorb(offcpu, batch, resolver)
+                    absorb(into.offcpu, batch, into.resolver, into.processes)
                 }
                 Err(e) => summary.warnings.push(format!("reading off-CPU time: {e}")),
             }
         }
 }
 
-fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver) {
-    for s in batch {
+fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut FrameResolver, processes: &mut timeline::ProcessLabels) {
+    let me = std::process::id();
+    for mut s in batch {
+        if s.pid == me {
+            own_thread(&mut s);
+        }
+        // The process's name is read while it runs (a folded process's would be its pid).
+        processes.seen(s.pid, s.tid, &s.comm);
         resolver.ensure_process(s.pid);
         resolver.note_addresses(s.pid, &s.user, s.count);
         resolver.note_kernel(&s.kernel);
         *agg.entry((s.pid, s.tid, s.comm, s.kernel, s.user)).or_insert(0) += s.count;
+    }
+}
+
+/// clrprobe's own threads add up by role, without their tid: a long `--all` recording starts
+/// threads per target (`attach-PID`, `eventpipe-PID`, `stop-PID`…), and each one's samples and
+/// labels were kept apart to the end (4,600 label sets of a 60-minute soak).
+fn own_thread(s: &mut RawSample) {
+    s.tid = 0;
+    if let Some(i) = s.comm.rfind('-')
+        && i + 1 < s.comm.len()
+        && s.comm[i + 1..].bytes().all(|b| b.is_ascii_digit())
+    {
+        s.comm.truncate(i);
     }
 }
 
@@ -943,3 +969,23 @@ pub fn default_prefix(pids: &[u32]) -> PathBuf {
     PathBuf::from(format!("clrprobe-{}", pids.first().copied().unwrap_or(0)))
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn own_threads_add_up_by_role() {
+        let sample = |comm: &str| crate::sampler::RawSample {
+            pid: std::process::id(),
+            tid: 4242,
+            comm: comm.into(),
+            kernel: std::sync::Arc::from(vec![]),
+            user: std::sync::Arc::from(vec![]),
+            count: 1,
+            time_ns: 0,
+        };
+        for (comm, role) in [("attach-12345", "attach"), ("eventpipe-9", "eventpipe"), ("clrprobe-elf-sy", "clrprobe-elf-sy"), ("stop-", "stop-"), ("aggregator", "aggregator")] {
+            let mut s = sample(comm);
+            super::own_thread(&mut s);
+            assert_eq!((s.tid, s.comm.as_str()), (0, role));
+        }
+    }
+}

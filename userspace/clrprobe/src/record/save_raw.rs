@@ -68,6 +68,13 @@ struct Running {
 }
 
 static SAVER: Mutex<Option<Running>> = Mutex::new(None);
+/// A saver runs (checked without the lock on the pipeline's every record).
+static ACTIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Is a recording saving its raw inputs?
+pub fn active() -> bool {
+    ACTIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -106,6 +113,7 @@ pub fn start(dir: &Path, meta: RawMeta) -> Result<Saving, SafeFileError> {
     let saver = Arc::new(Saver { dir: dir.to_path_buf(), tx, known: Mutex::new(Known::default()) });
     saver.send(RawItem::Meta(meta));
     *lock(&SAVER) = Some(Running { saver, writer });
+    ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(Saving(()))
 }
 
@@ -259,6 +267,59 @@ pub fn tick(targets: &[u32]) {
     s.send(RawItem::Record(Record::Tick { time_ns: now }));
 }
 
+/// The pipeline's hook (`record` on the streaming pipeline): one record as the aggregator
+/// absorbs it, in its order. Samples and off-CPU intervals stamped after the recording's end
+/// ([`end_at`]) are not saved (the aggregator leaves them out too); a process followed from
+/// now on and each tick read the followed processes' maps and perf maps as [`snapshot`] does;
+/// runtime events are in the saved streams ([`tee`]), counters and allocation slices are not
+/// items.
+pub fn record(r: &Record) {
+    let Some(s) = saver() else { return };
+    match r {
+        Record::Cpu(st) | Record::OffCpu(st) => {
+            let mut k = lock(&s.known);
+            if st.time_ns != 0 && k.end_ns.is_some_and(|e| st.time_ns > e) {
+                return;
+            }
+            for (i, &a) in st.kernel.iter().enumerate() {
+                if is_kernel_address(a) {
+                    k.kernel.insert(if i == 0 { a } else { a.saturating_sub(1) });
+                }
+            }
+            drop(k);
+            s.send(RawItem::Record(r.clone()));
+        }
+        Record::Started(info) => {
+            let pid = info.pid;
+            // Its maps (and the Started item, once) as a live target's.
+            let first = lock(&s.known).started.insert(pid);
+            if first {
+                s.send(RawItem::Record(r.clone()));
+            }
+            snapshot(pid);
+        }
+        Record::Exited { pid, .. } => {
+            if lock(&s.known).exited.insert(*pid) {
+                s.send(RawItem::Record(r.clone()));
+            }
+        }
+        Record::Tick { .. } => {
+            let live: Vec<u32> = {
+                let k = lock(&s.known);
+                let mut v: Vec<u32> = k.started.iter().copied().filter(|p| !k.exited.contains(p)).collect();
+                v.sort_unstable();
+                v
+            };
+            for pid in live {
+                snapshot(pid);
+            }
+            s.send(RawItem::Record(r.clone()));
+        }
+        Record::ThreadCpu { .. } | Record::ProcessCpu { .. } | Record::Lost { .. } => s.send(RawItem::Record(r.clone())),
+        Record::Clr(_) | Record::Counter { .. } | Record::AllocSampling { .. } => {}
+    }
+}
+
 /// Wraps an EventPipe stream so that what is read is also saved as `PID.nettrace`.
 pub fn tee<R: Read>(pid: u32, stream: R) -> Tee<R> {
     let saver = saver();
@@ -307,6 +368,7 @@ pub fn end_at(end_mono_ns: i64) {
 /// renamed to its name. Returns a line for the summary.
 pub fn finish(kernel: Option<Arc<KernelSymbolizer>>) -> Option<Result<String, SafeFileError>> {
     let Running { saver, writer } = lock(&SAVER).take()?;
+    ACTIVE.store(false, std::sync::atomic::Ordering::Relaxed);
     let loaded = kernel;
     let kernel: Vec<u64> = {
         let mut v: Vec<u64> = lock(&saver.known).kernel.iter().copied().collect();

@@ -63,6 +63,9 @@ pub struct RecordSummary {
     pub recorded: Vec<RecordedPid>,
     /// Exited processes folded into the profile while recording (`--all`).
     pub folded_processes: u64,
+    /// Event reports of folded processes kept only in their `PREFIX.PID.events.json` (beyond
+    /// the first [`super::retire::PIDS_KEPT`]).
+    pub reports_in_files: u64,
     /// Per-process files of folded processes, written when each was folded (`--all`), and
     /// their pids (not written again from the host profile).
     #[serde(skip)]

@@ -79,10 +79,6 @@ pub struct TimedView<'a> {
 }
 
 impl<'a> TimedView<'a> {
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = (&'a AggKey, &'a u64, &'a u64)> + '_ {
         self.entries.iter().filter_map(|(i, t, v)| Some((self.keys[*i as usize]?, t, v)))
     }

@@ -141,6 +141,8 @@ pub(super) struct ProcessLabels {
 const NAMES_KEPT: usize = 1024;
 /// The thread name of the rest.
 pub(super) const OTHER_NAME: &str = "[other threads]";
+/// The process name of a process gone before its name was read.
+const EXITED_NAME: &str = "[exited]";
 
 impl ProcessLabels {
     /// Forgets exited processes.
@@ -154,16 +156,36 @@ impl ProcessLabels {
         self.name_only.extend(pids);
     }
 
+    /// A sample of `pid` was read: its name and container are read now, while it runs (at
+    /// fold time a short-lived process has gone and its name would be its pid: one more label
+    /// set per process in the host profile, which grew for an hour). A process gone already
+    /// is named after the thread of its first sample when that is its main thread.
+    pub fn seen(&mut self, pid: u32, tid: u32, comm: &str) {
+        if self.by_pid.contains_key(&pid) || self.name_only.contains(&pid) {
+            return;
+        }
+        let entry = Self::read(pid).unwrap_or_else(|| (if tid == pid { comm.to_string() } else { EXITED_NAME.to_string() }, None));
+        self.by_pid.insert(pid, entry);
+    }
+
+    /// The name and container of a running process (None: gone).
+    fn read(pid: u32) -> Option<(String, Option<String>)> {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?.trim_end().to_string();
+        let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
+        Some((name, container))
+    }
+
     pub fn labels(&mut self, pid: u32, tid: u32, comm: &str) -> LabelSet {
         if self.name_only.contains(&pid) {
             let kept = self.names.contains(comm) || (self.names.len() < NAMES_KEPT && self.names.insert(comm.to_string()));
             return LabelSet { thread_name: Some(if kept { comm } else { OTHER_NAME }.into()), ..LabelSet::default() };
         }
-        let (name, container) = self.by_pid.entry(pid).or_insert_with(|| {
-            let container = crate::discover::in_container(pid).then(|| container_id(pid).unwrap_or_else(|| "yes".into()));
-            (super::process_name(pid), container)
-        });
+        let (name, container) = self.by_pid.entry(pid).or_insert_with(|| Self::read(pid).unwrap_or_else(|| (pid.to_string(), None)));
         let mut l = LabelSet::thread(pid, tid);
+        // Threads kept by name only (clrprobe's own, see `record::own_thread`).
+        if tid == 0 {
+            l.tid = None;
+        }
         l.thread_name = Some(comm.into());
         l.process_name = Some(name.as_str().into());
         if let Some(c) = container {
@@ -175,7 +197,7 @@ impl ProcessLabels {
 
 /// The container id in `/proc/PID/cgroup` (docker, containerd, podman: 64 hex digits),
 /// shortened to 12 as `docker ps` shows it.
-fn container_id(pid: u32) -> Option<String> {
+pub(crate) fn container_id(pid: u32) -> Option<String> {
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     container_id_in(&cgroup)
 }
@@ -203,6 +225,32 @@ mod tests {
         }
         assert_eq!(p.labels(1, 1, "one_more").thread_name.as_deref(), Some(super::OTHER_NAME));
         assert_eq!(p.labels(1, 1, "test_7").thread_name.as_deref(), Some("test_7"), "names kept stay");
+    }
+
+    #[test]
+    fn process_names_are_read_while_the_process_runs() {
+        let mut p = super::ProcessLabels::default();
+        // A child that exits at once: its name is read when its first sample is seen, and
+        // still labels its samples after it has gone.
+        let mut child = std::process::Command::new("sleep").arg("0.2").spawn().expect("sleep");
+        let pid = child.id();
+        // spawn() may return before the child has exec'd (its comm is still ours).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim_end() != "sleep").unwrap_or(false) && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        p.seen(pid, pid, "whatever");
+        child.wait().expect("wait");
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        assert_eq!(p.labels(pid, pid, "sleep").process_name.as_deref(), Some("sleep"));
+        // Gone before it was seen: its main thread's name, else `[exited]` (never its pid).
+        let mut gone = std::process::Command::new("true").spawn().expect("true");
+        let gone_pid = gone.id();
+        gone.wait().expect("wait");
+        p.seen(gone_pid, gone_pid + 1, "worker");
+        assert_eq!(p.labels(gone_pid, gone_pid + 1, "worker").process_name.as_deref(), Some(super::EXITED_NAME));
+        // Threads kept by name only carry no tid.
+        assert_eq!(p.labels(std::process::id(), 0, "attach").tid, None);
     }
 
     #[test]

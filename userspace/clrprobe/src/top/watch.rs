@@ -127,6 +127,7 @@ impl Watch {
             alloc_slices: None,
             // Shown in the view (a log line would land on the screen).
             warnings: Some(warn_tx),
+            recording: None,
         };
         let cfg = AggregatorConfig { freq_hz: freq, buckets: 10, exited_grace_ns: 2_000_000_000, kinds: Kinds::ALL, ..AggregatorConfig::default() };
         let (rec_tx, rec_rx) = crossbeam_channel::bounded(16_384);

@@ -24,6 +24,16 @@ impl EventPipeSource {
     /// [`EventPipeSource::start`], sending only the events `keep` says yes to (and no
     /// counters): a second session beside the first.
     pub fn start_keeping(pid: u32, config: &SessionConfig, tx: Sender<Record>, keep: Option<fn(&str, u16) -> bool>) -> Result<Self, SessionError> {
+        Self::start_full(pid, config, tx, keep, None)
+    }
+
+    /// [`EventPipeSource::start`] for `record --http` / `--providers`: every event is also
+    /// shown to `net`, whose requests and summaries go to `parts` when the stream ends.
+    pub fn start_net(pid: u32, config: &SessionConfig, tx: Sender<Record>, net: Option<NetTap>) -> Result<Self, SessionError> {
+        Self::start_full(pid, config, tx, None, net)
+    }
+
+    fn start_full(pid: u32, config: &SessionConfig, tx: Sender<Record>, keep: Option<fn(&str, u16) -> bool>, net: Option<NetTap>) -> Result<Self, SessionError> {
         let mut client = Client::for_pid(pid).map_err(|source| SessionError::Ipc { pid, source })?;
         if keep.is_some() {
             // Slices open and close on the host source's thread: a stalled runtime holds it
@@ -32,9 +42,12 @@ impl EventPipeSource {
         }
         let session = client.start_session(config).map_err(|source| SessionError::Ipc { pid, source })?;
         let stop = session.stop_handle();
+        // `record --save-raw` on the pipeline: the process's stream saved as it is read (a
+        // second session's, keeping only some events, is not a recording's).
+        let save = keep.is_none() && crate::record::save_raw::active();
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))
-            .spawn(move || read(pid, session, &tx, keep))
+            .spawn(move || if save { read(pid, crate::record::save_raw::tee(pid, session), &tx, keep, net) } else { read(pid, session, &tx, keep, net) })
             .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
         Ok(Self { pid, stop, thread: Some(thread) })
     }
@@ -56,14 +69,28 @@ impl EventPipeSource {
     /// [`EventPipeSource::stop`] bounded by `deadline`: StopTracing within it, then the end of
     /// the stream awaited until it. A runtime that has not ended its stream by then (stopped,
     /// a rundown too long) is given up on: its stream is shut down, what was read was sent.
-    pub fn stop_by(mut self, deadline: std::time::Instant) {
+    /// Returns whether the stream ended in time.
+    /// A runtime whose process is stopped (SIGSTOP, a debugger) cannot answer before the
+    /// deadline: given up on at once, as `record::run` does (it waited the deadline out).
+    pub fn stop_by(mut self, deadline: std::time::Instant) -> bool {
         use std::time::{Duration, Instant};
-        let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
-        let _ = self.stop.stop_within(timeout);
+        let stopped = crate::record::clr_session::process_stopped;
+        if !stopped(self.pid) {
+            let timeout = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(50));
+            let _ = self.stop.stop_within(timeout);
+        }
+        let mut checked = Instant::now();
         while !self.ended() && Instant::now() < deadline {
+            if checked.elapsed() >= Duration::from_millis(50) {
+                checked = Instant::now();
+                if stopped(self.pid) {
+                    break;
+                }
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
-        if !self.ended() {
+        let in_time = self.ended();
+        if !in_time {
             log::warn!("the runtime of pid {} did not end its EventPipe session in time: given up on", self.pid);
             self.stop.abort();
             // A shut-down stream ends the reader within milliseconds.
@@ -80,6 +107,7 @@ impl EventPipeSource {
             // Left behind, its stream shut down; never joined (Drop would wait).
             drop(self.thread.take());
         }
+        in_time
     }
 
     fn stop_and_join(&mut self) {
@@ -99,7 +127,14 @@ impl Drop for EventPipeSource {
 /// Bound of each IPC exchange (start, stop) of a second session.
 const SLICE_IPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
-fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<fn(&str, u16) -> bool>) {
+/// A session's EventSource collector (`record --http`, `--providers`) and where its outcome
+/// goes when the stream ends.
+pub struct NetTap {
+    pub collector: crate::http::NetCollector,
+    pub parts: Sender<crate::record::http::NetPart>,
+}
+
+fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<fn(&str, u16) -> bool>, mut net: Option<NetTap>) {
     let mut stream = match ClrStream::new(pid, stream) {
         Ok(s) => match keep {
             Some(k) => s.only(k),
@@ -112,8 +147,14 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
     };
     let mut dropped = 0;
     let mut n: u64 = 0;
+    let origin_ns = stream.origin_ns();
+    let mut tap = |ev: &clrprobe_eventpipe::nettrace::EventRef<'_>| {
+        if let Some(t) = net.as_mut() {
+            t.collector.on_event(ev);
+        }
+    };
     loop {
-        let rec = match stream.next_item() {
+        let rec = match stream.next_item_tapped(&mut tap) {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
@@ -126,7 +167,7 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
             StreamItem::Counter { name, value } => Record::Counter { pid, name: Arc::from(name), value },
         };
         if tx.send(rec).is_err() {
-            return;
+            break;
         }
         n += 1;
         if n.is_multiple_of(256) {
@@ -134,6 +175,9 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
         }
     }
     lost(pid, &stream.stats(), &mut dropped, tx);
+    if let Some(t) = net {
+        let _ = t.parts.send(crate::record::http::NetPart { pid, outcome: t.collector.finish(), origin_mono_ns: Some(origin_ns) });
+    }
 }
 
 /// System.Runtime's counters every `interval_s` seconds.

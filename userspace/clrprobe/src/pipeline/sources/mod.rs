@@ -1,9 +1,12 @@
 //! Where records come from. Linux only: the host source (BPF, discovery, /proc) and one
 //! EventPipe reader per .NET process.
+mod cxa;
 mod eventpipe;
 mod host;
+mod no_cpu;
 mod proc_stat;
 
-pub use eventpipe::EventPipeSource;
-pub use host::{AllocDuty, HostConfig, HostSource, SourceError, spawn};
+pub use cxa::CxaReport;
+pub use eventpipe::{EventPipeSource, NetTap};
+pub use host::{AllocDuty, HostConfig, HostReport, HostSource, RecordingMode, SourceError, late_line, spawn};
 pub use proc_stat::{container_id, monotonic_ns, ppid};

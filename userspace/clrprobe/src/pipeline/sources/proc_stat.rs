@@ -23,8 +23,9 @@ fn parse_stat(stat: &str) -> Option<(&str, u64, u64)> {
     Some((comm, utime, stime))
 }
 
-/// The process's CPU time and every thread's, as records.
-pub fn cpu_records(pid: u32, out: &mut Vec<Record>) {
+/// The process's CPU time and its GC threads' (`all_threads`: every thread's, which names the
+/// threads of a recording), as records.
+pub fn cpu_records(pid: u32, all_threads: bool, out: &mut Vec<Record>) {
     let tick = ticks_ns();
     if let Some((_, u, s)) = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().as_deref().and_then(parse_stat) {
         out.push(Record::ProcessCpu { pid, user_ns: u * tick, system_ns: s * tick });
@@ -35,7 +36,7 @@ pub fn cpu_records(pid: u32, out: &mut Vec<Record>) {
         let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else { continue };
         // Only the GC threads' CPU is used (GC CPU on dedicated threads).
         if let Some((comm, u, s)) = parse_stat(&stat)
-            && clrprobe_pipeline::stream::is_gc_thread(comm)
+            && (all_threads || clrprobe_pipeline::stream::is_gc_thread(comm))
         {
             out.push(Record::ThreadCpu { pid, tid, comm: Arc::from(comm), cpu_ns: (u + s) * tick });
         }
