@@ -239,7 +239,9 @@ fn go_pprof_raw(url: &str) -> String {
 fn go_tool_pprof_reads_cpu_allocs_mutex_and_block_endpoints() {
     require_root();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string()]);
+    // Slices of 1 s every 5 s (the default is every 30 s): the allocations start after the
+    // first slice, and the second must come within the test.
+    let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "--alloc-period", "5"]);
     let cpu = Workload::new("Cpu", Runtime::Net8).arg(20).start().unwrap();
     let alloc = Workload::new("AllocTypes", Runtime::Net8).arg(20).arg(2500).start().unwrap();
     let cont = Workload::new("Contention", Runtime::Net8).arg(20).arg(30).arg(2).start().unwrap();
@@ -253,7 +255,7 @@ fn go_tool_pprof_reads_cpu_allocs_mutex_and_block_endpoints() {
     assert!(raw.contains("samples/count[dflt] cpu/nanoseconds"), "{raw}");
     assert!(raw.contains("Cpu::Spin"), "CPU profile lacks the workload's managed frames:\n{raw}");
     assert!(!raw.contains("AllocTypes::"), "the pid filter keeps one process:\n{raw}");
-    // Allocation events come in slices (1 s of every 5 s by default): the allocations start
+    // Allocation events come in slices (1 s of every 5 s here): the allocations start
     // 2.5 s after "ready", so within two periods a slice has seen them.
     let deadline = Instant::now() + Duration::from_secs(12);
     let raw = loop {
@@ -388,7 +390,7 @@ fn thread_pool_metrics_equal_the_runtimes_own_counts() {
 fn allocated_bytes_equal_the_runtimes_own_total_while_allocation_events_are_sliced() {
     require_root();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // The default slices (1 s of every 5 s): AllocationTick amounts cover a fifth of the time;
+    // The default slices (1 s of every 30 s): AllocationTick amounts cover a part of the time;
     // the metric must still be the runtime's GC.GetTotalAllocatedBytes() increments.
     let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "--counters-interval", "1"]);
     // Allocates for 6 s, 2.5 s after "ready"; idles 2.5 s after its last reading.
@@ -405,8 +407,8 @@ fn allocated_bytes_equal_the_runtimes_own_total_while_allocation_events_are_slic
     let got = metric(&metrics, "dotnet_gc_heap_total_allocated_bytes_total", w.pid).unwrap_or_else(|| panic!("no allocated bytes in\n{metrics}"));
     eprintln!("allocated: runtime {runtime} bytes while allocating ({ba:?}); agent {got} ({:+.3} %)", (got / runtime - 1.0) * 100.0);
     assert!(runtime > 50e6, "the workload allocated too little: {ba:?}");
-    // The allocation events were sliced: a fifth of the time or so (the first slice opens as
-    // the process is found).
+    // The allocation events were sliced: the first slice opens as the process is found, the
+    // next 30 s later (the process is followed ~12 s).
     let ratio = metric(&metrics, "clrprobe_alloc_sampled_ratio", w.pid).unwrap_or_else(|| panic!("no sampled ratio in
 {metrics}"));
     eprintln!("allocation events collected {:.1} % of the time", ratio * 100.0);

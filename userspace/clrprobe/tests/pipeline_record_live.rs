@@ -1,7 +1,8 @@
 //! Live: `record --pipeline` (record as a front end of the streaming pipeline: host source →
 //! aggregator → files sink) on real .NET 8 processes: the runtime's exceptions counted
-//! exactly in PREFIX.events.json and in the exceptions profile, and, beside a `record -p` of
-//! the same process at the same time, the same kinds of files with the managed frames named.
+//! exactly in PREFIX.events.json and in the exceptions profile, and, beside a `record -p` on
+//! `record::run` (`CLRPROBE_RECORD_PATH=run`) of the same process at the same time, the same
+//! kinds of files with the managed frames named.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -85,7 +86,8 @@ fn record_on_the_pipeline_writes_the_kinds_record_writes_with_the_managed_frames
     let (legacy, pipe) = (dir.join("legacy"), dir.join("pipe"));
     let pid = w.pid.to_string();
     // Both at once, on the same process.
-    let mut a = clrprobe().args(["record", "--quiet", "-p", &pid, "-d", "4s", "--format", "pprof", "-o"]).arg(&legacy).spawn().unwrap();
+    // `record::run` (plain `record` takes the pipeline for this recording otherwise).
+    let mut a = clrprobe().env("CLRPROBE_RECORD_PATH", "run").args(["record", "--quiet", "-p", &pid, "-d", "4s", "--format", "pprof", "-o"]).arg(&legacy).spawn().unwrap();
     let out = run(clrprobe().args(["record", "--pipeline", "--quiet", "-p", &pid, "-d", "4s", "--format", "pprof", "-o"]).arg(&pipe));
     assert!(a.wait().unwrap().success());
     eprintln!("{out}");

@@ -187,6 +187,8 @@ fn record_of_a_missing_process_names_the_cause() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("999999998") && err.contains("does not exist"), "{err}");
+    // Said once: not also "is not a .NET process" before it.
+    assert_eq!(err.matches("999999998").count(), 1, "{err}");
 }
 
 #[test]
