@@ -3,6 +3,14 @@
 //! continuous profiler would (`/metrics` every 15 s; `profile?seconds=10`, `allocs`, `mutex`,
 //! `block` every minute). Prints the workloads' slowdown against runs without the agent just
 //! before and after, the agent's CPU (share of one core) and its RSS each minute.
+//!
+//! First, the targets' slowdown measured apart (`--pairs N`, 0 skips it): N pairs of rounds,
+//! alone and under a freshly started agent in alternating order, of three Bench processes
+//! (cpu, alloc, throw: tests/workloads/Bench.cs) counting rounds after a warm-up that covers the
+//! agent finding and setting them up. Each prints its rounds per second and per second of its
+//! own CPU time: the second is what the agent costs the app's threads (the runtime's event
+//! writing included) whatever else the host runs, the first adds the CPU the agent takes from
+//! them on this 2-core machine.
 use std::{
     io::{Read, Write},
     net::TcpStream,
@@ -36,6 +44,123 @@ fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// Starts `clrprobe agent --all` following this benchmark's .NET processes only (`--parent`:
+/// CPU is sampled host-wide all the same, other .NET processes on the host are left alone);
+/// returns after giving it 2 s to load.
+fn spawn_agent(bin: &std::path::Path, port: u16, agent_args: &str) -> Result<std::process::Child> {
+    let agent = Command::new(bin)
+        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
+        .args(agent_args.split_whitespace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting clrprobe agent")?;
+    std::thread::sleep(Duration::from_secs(2));
+    Ok(agent)
+}
+
+/// Bench.cs modes run side by side in each round of the slowdown part.
+const BENCH_MODES: [&str; 3] = ["cpu", "alloc", "throw"];
+/// Seconds counted per round, and the warm-up before (the agent finds a process within 250 ms
+/// and sets it up in about a second on a loaded host).
+const BENCH_SECONDS: u64 = 20;
+const BENCH_WARMUP: u64 = 5;
+
+/// (rounds per second, rounds per CPU-second) of each Bench mode in one round.
+fn bench_round() -> Result<Vec<(f64, f64)>> {
+    let ws: Vec<Running> = BENCH_MODES
+        .iter()
+        .map(|m| {
+            let mut w = Workload::new("Bench", Runtime::Net8).arg(m).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
+            w.ready_timeout = Duration::from_secs(120);
+            w.start().context("starting a Bench workload")
+        })
+        .collect::<Result<_>>()?;
+    let mut out = Vec::new();
+    for mut w in ws {
+        w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
+        let field = |name: &str| -> Result<f64> {
+            w.output()
+                .iter()
+                .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
+                .with_context(|| format!("a Bench workload did not print {name}"))
+        };
+        out.push((field("per_second=")?, field("per_cpu_second=")?));
+    }
+    Ok(out)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+/// The targets' slowdown under the agent: `pairs` alone/agent pairs, order alternating.
+fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> Result<()> {
+    println!("slowdown: {pairs} pairs of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up), alone and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
+    // Per mode: (alone, with) rates and CPU rates.
+    let n = BENCH_MODES.len();
+    let mut alone: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
+    let mut with: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
+    let mut agent_cpu = Vec::new();
+    for i in 0..pairs * 2 {
+        // ABBA: alone first in even pairs, the agent first in odd ones.
+        let under_agent = (i % 2 == 1) ^ ((i / 2) % 2 == 1);
+        let rates = if under_agent {
+            let mut agent = spawn_agent(bin, port, agent_args)?;
+            let t = Instant::now();
+            let (_, c0) = usage(agent.id());
+            // Scraped as Prometheus would, every 5 s, on its own thread.
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let scraper = {
+                let done = done.clone();
+                std::thread::spawn(move || {
+                    while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                        get(port, "/metrics");
+                        for _ in 0..25 {
+                            if done.load(std::sync::atomic::Ordering::SeqCst) {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(200));
+                        }
+                    }
+                })
+            };
+            let r = bench_round();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            let _ = scraper.join();
+            let (_, c1) = usage(agent.id());
+            agent_cpu.push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+            let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+            let _ = agent.wait();
+            r?
+        } else {
+            bench_round()?
+        };
+        for (m, r) in rates.into_iter().enumerate() {
+            if under_agent { with[m].push(r) } else { alone[m].push(r) }
+        }
+        println!(
+            "  round {:>2} {:<5}: {}; load {}",
+            i + 1,
+            if under_agent { "agent" } else { "alone" },
+            BENCH_MODES.iter().zip(if under_agent { &with } else { &alone }).map(|(m, v)| format!("{m} {:.0}/s {:.0}/CPU-s", v.last().unwrap().0, v.last().unwrap().1)).collect::<Vec<_>>().join(", "),
+            load()
+        );
+    }
+    println!("| workload | alone (rounds/s) | slowdown | alone (rounds/CPU-s) | slowdown per app CPU-s | pairs |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for m in 0..n {
+        let a_rate = median(&mut alone[m].iter().map(|r| r.0).collect::<Vec<_>>());
+        let w_rate = median(&mut with[m].iter().map(|r| r.0).collect::<Vec<_>>());
+        let a_cpu = median(&mut alone[m].iter().map(|r| r.1).collect::<Vec<_>>());
+        let w_cpu = median(&mut with[m].iter().map(|r| r.1).collect::<Vec<_>>());
+        println!("| {} | {a_rate:.0} | {:+.2} % | {a_cpu:.0} | {:+.2} % | {pairs} |", BENCH_MODES[m], (1.0 - w_rate / a_rate) * 100.0, (1.0 - w_cpu / a_cpu) * 100.0);
+    }
+    println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&mut agent_cpu.clone()), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
+    Ok(())
+}
+
 fn get(port: u16, path: &str) -> usize {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
@@ -65,7 +190,7 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port: u16) -> Result<()> {
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port: u16, pairs: usize) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -73,20 +198,17 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port:
     }
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
+    if pairs > 0 {
+        slowdown(&bin, pairs, agent_args, port)?;
+    }
+    if minutes == 0 {
+        return Ok(());
+    }
     println!("load average before: {}", load());
     let before = rates(start(baseline_s)?, baseline_s)?;
     println!("without the agent ({baseline_s} s): {before:.0?} rounds/s; load {}", load());
-    let mut agent = Command::new(&bin)
-        // --parent: the .NET processes of this benchmark only (CPU is sampled host-wide all the
-        // same), so other .NET processes on the host are left alone.
-        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
-        .args(agent_args.split_whitespace())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting clrprobe agent")?;
+    let mut agent = spawn_agent(&bin, port, agent_args)?;
     let pid = agent.id();
-    std::thread::sleep(Duration::from_secs(2));
     let seconds = minutes * 60;
     // The workloads outlive the last minute's line (their start-up takes seconds).
     let run_s = seconds + 20;

@@ -87,6 +87,10 @@ enum Cmd {
         /// Port the agent serves on (two benchmarks side by side need two).
         #[arg(long, default_value_t = 19_464)]
         port: u16,
+        /// Pairs of interleaved rounds (alone / under a new agent) of three Bench processes
+        /// measuring the targets' slowdown first; 0 skips them.
+        #[arg(long, default_value_t = 5)]
+        pairs: usize,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -161,7 +165,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, port } => bench_agent::run(minutes, baseline, scrape, &agent_args, port)?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, port, pairs)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;
