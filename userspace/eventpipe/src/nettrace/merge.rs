@@ -33,7 +33,10 @@ impl Stamped for i64 {
 #[derive(Default)]
 pub(crate) struct Merger {
     /// Runs and merged runs, each between [`START`] and [`END`].
+    /// Kept at its largest length (`used` of it in use): it is filled by merges, so growing it
+    /// only when a flush needs more spares a fill with END before each merge.
     keys: Vec<u64>,
+    used: usize,
     /// (first key's place in `keys`, length without START and END) of the runs to merge.
     segs: Vec<(usize, usize)>,
 }
@@ -67,26 +70,31 @@ impl Merger {
             .expect("two runs or more");
         let llen = (lupto - lfrom) as usize;
         let apart = llen >= 4 * (total - llen);
-        self.keys.clear();
+        self.used = 0;
         self.segs.clear();
         for (k, &(from, upto)) in runs.iter().enumerate() {
             if apart && k == longest {
                 continue;
             }
-            self.keys.push(START);
-            let start = self.keys.len();
             let (from, upto) = (from as usize, upto as usize);
-            self.keys.extend(ts[from..upto].iter().zip(from..).map(|(t, i)| key(t.stamp(), i)));
-            self.keys.push(END);
-            self.segs.push((start, upto - from));
+            let n = upto - from;
+            let start = self.used + 1;
+            let seg = self.take(n + 2);
+            seg[0] = START;
+            for (d, (t, i)) in seg[1..=n].iter_mut().zip(ts[from..upto].iter().zip(from..)) {
+                *d = key(t.stamp(), i);
+            }
+            seg[n + 1] = END;
+            self.segs.push((start, n));
         }
         while self.segs.len() > 1 {
             let a = self.take_shortest();
             let b = self.take_shortest();
-            let at = self.keys.len();
-            self.keys.resize(at + a.1 + b.1 + 2, END);
+            let at = self.used;
+            let n = a.1 + b.1 + 2;
+            self.take(n);
             let (src, dst) = self.keys.split_at_mut(at);
-            merge2(&src[a.0 - 1..=a.0 + a.1], &src[b.0 - 1..=b.0 + b.1], dst);
+            merge2(&src[a.0 - 1..=a.0 + a.1], &src[b.0 - 1..=b.0 + b.1], &mut dst[..n]);
             self.segs.push((at + 1, a.1 + b.1));
         }
         let (start, len) = self.segs[0];
@@ -111,10 +119,21 @@ impl Merger {
         }
         // The arena holds each event once per merge it went through; after a flush much
         // larger than this one (a sequence point ending a long region), give the space back.
-        if self.keys.capacity() > KEEP_KEYS && self.keys.capacity() > 16 * self.keys.len() {
+        if self.keys.capacity() > KEEP_KEYS && self.keys.capacity() > 16 * self.used {
             self.keys = Vec::new();
         }
         true
+    }
+
+    /// The next `n` places of the key arena (grown, filled with END, only past its length).
+    #[inline]
+    fn take(&mut self, n: usize) -> &mut [u64] {
+        let at = self.used;
+        if self.keys.len() < at + n {
+            self.keys.resize(at + n, END);
+        }
+        self.used = at + n;
+        &mut self.keys[at..at + n]
     }
 
     fn take_shortest(&mut self) -> (usize, usize) {
