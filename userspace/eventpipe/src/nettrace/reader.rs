@@ -159,6 +159,8 @@ impl<R: Read> NetTraceReader<R> {
 
     pub fn stats(&self) -> ReaderStats {
         let mut s = self.stats;
+        // Those of the batch being handed out.
+        s.events += self.region.out_pos as u64;
         s.dropped_events = self.seq.dropped;
         s.bytes = self.input.offset();
         s
@@ -171,7 +173,6 @@ impl<R: Read> NetTraceReader<R> {
     pub fn next_event(&mut self) -> Result<Option<EventRef<'_>>, NetTraceError> {
         loop {
             if let Some(i) = self.region.next_ready() {
-                self.stats.events += 1;
                 return Ok(Some(self.event_at(i)));
             }
             if !self.advance()? {
@@ -184,6 +185,8 @@ impl<R: Read> NetTraceReader<R> {
     /// flushes at the end). False at the end of the stream; the deferred error is returned once.
     #[inline(never)]
     fn advance(&mut self) -> Result<bool, NetTraceError> {
+        // Events handed out are counted a batch at a time (not per event).
+        self.stats.events += self.region.out_pos as u64;
         self.region.recycle();
         if let Some(r) = self.reset.take() {
             self.stacks.clear();
@@ -586,9 +589,10 @@ impl<R: Read> NetTraceReader<R> {
             stack_len: r.stack.1,
             activity: r.activity,
         };
-        if !self.region.push(pending) {
-            return Err(BufError::new(*pos, "more than 4 G events in one sequence-point region"));
-        }
+        // Without the check of `Region::push`: each event's header (2 bytes at least) is in the
+        // payload arena, which `event_block` keeps below 4 GiB, so the region holds fewer than
+        // 2 G events and their indexes fit in u32.
+        self.region.events.push(pending);
         if raw & flag::SORTED != 0 {
             self.region.sorted_upto(h.timestamp as i64);
         }
