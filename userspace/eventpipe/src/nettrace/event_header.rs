@@ -89,6 +89,9 @@ pub(crate) const WINDOW: usize = 128;
 /// next (a CPU sample has a stack, the event after it none), and the branches per field
 /// mispredicted where one indirect jump predicts from the same history. Headers with
 /// activity ids (rare) take the decoder with a branch per field.
+/// The reader dispatches the same way in `NetTraceReader::compressed_rows`, each layout with
+/// the rest of its event's work; this one is the reference its tests check the decoders with.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn read_compressed_window<const V6: bool>(w: &[u8; WINDOW], h: &mut EventHeader) -> Option<(u8, usize)> {
     // The layout bits: METADATA_ID, CAPTURE_THREAD_AND_SEQUENCE, THREAD_ID, STACK_ID (0x0f)
@@ -115,7 +118,7 @@ pub(crate) fn read_compressed_window<const V6: bool>(w: &[u8; WINDOW], h: &mut E
 /// [`read_compressed_window`] for the headers whose flags & the layout bits are `LAYOUT`
 /// (`FIXED`), or for any header (not `FIXED`: a branch per field).
 #[inline(always)]
-fn window_layout<const V6: bool, const LAYOUT: u8, const FIXED: bool>(
+pub(crate) fn window_layout<const V6: bool, const LAYOUT: u8, const FIXED: bool>(
     w: &[u8; WINDOW],
     h: &mut EventHeader,
 ) -> Option<(u8, usize)> {

@@ -33,7 +33,10 @@ impl Stamped for i64 {
 #[derive(Default)]
 pub(crate) struct Merger {
     /// Runs and merged runs, each between [`START`] and [`END`].
+    /// Kept at its largest length (`used` of it in use): it is filled by merges, so growing it
+    /// only when a flush needs more spares a fill with END before each merge.
     keys: Vec<u64>,
+    used: usize,
     /// (first key's place in `keys`, length without START and END) of the runs to merge.
     segs: Vec<(usize, usize)>,
 }
@@ -67,26 +70,36 @@ impl Merger {
             .expect("two runs or more");
         let llen = (lupto - lfrom) as usize;
         let apart = llen >= 4 * (total - llen);
-        self.keys.clear();
+        self.used = 0;
         self.segs.clear();
         for (k, &(from, upto)) in runs.iter().enumerate() {
             if apart && k == longest {
                 continue;
             }
-            self.keys.push(START);
-            let start = self.keys.len();
             let (from, upto) = (from as usize, upto as usize);
-            self.keys.extend(ts[from..upto].iter().zip(from..).map(|(t, i)| key(t.stamp(), i)));
-            self.keys.push(END);
-            self.segs.push((start, upto - from));
+            let n = upto - from;
+            let start = self.used + 1;
+            let seg = self.take(n + 2);
+            seg[0] = START;
+            for (d, (t, i)) in seg[1..=n].iter_mut().zip(ts[from..upto].iter().zip(from..)) {
+                *d = key(t.stamp(), i);
+            }
+            seg[n + 1] = END;
+            self.segs.push((start, n));
         }
         while self.segs.len() > 1 {
             let a = self.take_shortest();
             let b = self.take_shortest();
-            let at = self.keys.len();
-            self.keys.resize(at + a.1 + b.1 + 2, END);
+            let at = self.used;
+            let n = a.1 + b.1 + 2;
+            self.take(n);
             let (src, dst) = self.keys.split_at_mut(at);
-            merge2(&src[a.0 - 1..=a.0 + a.1], &src[b.0 - 1..=b.0 + b.1], dst);
+            let (ra, rb) = (&src[a.0 - 1..=a.0 + a.1], &src[b.0 - 1..=b.0 + b.1]);
+            if n >= SPLIT_MERGE {
+                merge2_split(ra, rb, &mut dst[..n]);
+            } else {
+                merge2(ra, rb, &mut dst[..n]);
+            }
             self.segs.push((at + 1, a.1 + b.1));
         }
         let (start, len) = self.segs[0];
@@ -111,10 +124,21 @@ impl Merger {
         }
         // The arena holds each event once per merge it went through; after a flush much
         // larger than this one (a sequence point ending a long region), give the space back.
-        if self.keys.capacity() > KEEP_KEYS && self.keys.capacity() > 16 * self.keys.len() {
+        if self.keys.capacity() > KEEP_KEYS && self.keys.capacity() > 16 * self.used {
             self.keys = Vec::new();
         }
         true
+    }
+
+    /// The next `n` places of the key arena (grown, filled with END, only past its length).
+    #[inline]
+    fn take(&mut self, n: usize) -> &mut [u64] {
+        let at = self.used;
+        if self.keys.len() < at + n {
+            self.keys.resize(at + n, END);
+        }
+        self.used = at + n;
+        &mut self.keys[at..at + n]
     }
 
     fn take_shortest(&mut self) -> (usize, usize) {
@@ -126,6 +150,84 @@ impl Merger {
         }
         self.segs.swap_remove(at)
     }
+}
+
+/// Merges of at least this many keys (with START and END) are split in two halves merged in
+/// the same loop ([`merge2_split`]).
+const SPLIT_MERGE: usize = 64;
+
+/// [`merge2`] as two independent merges in one loop: the keys are cut where the smaller half
+/// of the output ends (found by a binary search), and each half is merged from both ends.
+/// A step of a merge waits on the load its previous step chose; four chains of them, not
+/// two, keep the core busy while each waits.
+///
+/// Indexed with bounds checks (off the chains). The heads stay inside their halves: keys are
+/// unique, and the key past a half's end in each run (the other half's first, or END) sorts
+/// after all of the half, the key before its start (the other half's last, or START) before
+/// all of it, so they stop the heads as START and END do in [`merge2`].
+fn merge2_split(a: &[u64], b: &[u64], dst: &mut [u64]) {
+    let n = dst.len() - 2;
+    assert!(a.len() >= 2 && b.len() >= 2 && a.len() + b.len() - 4 == n, "merge2_split: lengths");
+    let (na, nb) = (a.len() - 2, b.len() - 2);
+    // The first half: the k smallest keys, a[1..=p] and b[1..=k - p], with a[p] < b[k - p + 1]
+    // and b[k - p] < a[p + 1].
+    let k = n / 2;
+    let (mut lo, mut hi) = (k.saturating_sub(nb), k.min(na));
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if a[mid] < b[k - mid + 1] {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let (p, q) = (lo, k - lo);
+    let out = &mut dst[1..=n];
+    // Front and back heads of the first half (output 0..k) and of the second (k..n).
+    let (mut i1, mut j1, mut ia1, mut jb1) = (1usize, 1usize, p, q);
+    let (mut i2, mut j2, mut ia2, mut jb2) = (p + 1, q + 1, na, nb);
+    let (h1, h2) = (k / 2, (n - k) / 2);
+    for t in 0..h1 {
+        let (x, y) = (a[i1], b[j1]);
+        let take_b = y < x;
+        out[t] = if take_b { y } else { x };
+        j1 += usize::from(take_b);
+        i1 += usize::from(!take_b);
+        let (x, y) = (a[ia1], b[jb1]);
+        let take_a = x > y;
+        out[k - 1 - t] = if take_a { x } else { y };
+        ia1 -= usize::from(take_a);
+        jb1 -= usize::from(!take_a);
+        let (x, y) = (a[i2], b[j2]);
+        let take_b = y < x;
+        out[k + t] = if take_b { y } else { x };
+        j2 += usize::from(take_b);
+        i2 += usize::from(!take_b);
+        let (x, y) = (a[ia2], b[jb2]);
+        let take_a = x > y;
+        out[n - 1 - t] = if take_a { x } else { y };
+        ia2 -= usize::from(take_a);
+        jb2 -= usize::from(!take_a);
+    }
+    // The second half is as long as the first or one longer: one more step of it.
+    if h2 > h1 {
+        let (x, y) = (a[i2], b[j2]);
+        let take_b = y < x;
+        out[k + h1] = if take_b { y } else { x };
+        j2 += usize::from(take_b);
+        i2 += usize::from(!take_b);
+        let (x, y) = (a[ia2], b[jb2]);
+        out[n - 1 - h1] = x.max(y);
+    }
+    // A half of odd length leaves its middle key: the smaller front head.
+    if k % 2 == 1 {
+        out[h1] = a[i1].min(b[j1]);
+    }
+    if (n - k) % 2 == 1 {
+        out[k + h2] = a[i2].min(b[j2]);
+    }
+    dst[0] = START;
+    dst[n + 1] = END;
 }
 
 /// Merges two runs that start with [`START`] and end with [`END`] into `dst` (their length
@@ -220,6 +322,48 @@ mod tests {
             let mut want: Vec<u32> = runs.iter().flat_map(|&(a, b)| a..b).collect();
             want.sort_by_key(|&i| (ts[i as usize], i));
             assert_eq!(out, want, "round {round}");
+        }
+    }
+
+    /// The split merge gives what the plain one gives, on runs of every small length and
+    /// random longer ones.
+    #[test]
+    fn split_merge_matches_the_plain_merge() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let run = |keys: &[u64]| {
+            let mut v = vec![START];
+            v.extend_from_slice(keys);
+            v.push(END);
+            v
+        };
+        for round in 0..3000 {
+            let (la, lb) = if round < 400 { (round / 20, round % 20) } else { (rnd(300) as usize, rnd(300) as usize) };
+            if la + lb == 0 {
+                continue;
+            }
+            // Unique keys >= 1, dealt at random to the two runs, each sorted.
+            let mut keys: Vec<u64> = (1..=(la + lb) as u64).map(|k| k * 3 + rnd(3)).collect();
+            for i in (1..keys.len()).rev() {
+                keys.swap(i, rnd(i as u64 + 1) as usize);
+            }
+            let (mut ka, mut kb) = (keys[..la].to_vec(), keys[la..].to_vec());
+            ka.sort_unstable();
+            kb.sort_unstable();
+            let (a, b) = (run(&ka), run(&kb));
+            let mut want = vec![0; la + lb + 2];
+            merge2(&a, &b, &mut want);
+            let mut got = vec![0; la + lb + 2];
+            merge2_split(&a, &b, &mut got);
+            assert_eq!(got, want, "round {round}: {la} + {lb}");
+            let mut sorted = keys.clone();
+            sorted.sort_unstable();
+            assert_eq!(&got[1..=la + lb], &sorted[..], "round {round}");
         }
     }
 

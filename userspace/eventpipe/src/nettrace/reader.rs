@@ -159,6 +159,8 @@ impl<R: Read> NetTraceReader<R> {
 
     pub fn stats(&self) -> ReaderStats {
         let mut s = self.stats;
+        // Those of the batch being handed out.
+        s.events += self.region.out_pos as u64;
         s.dropped_events = self.seq.dropped;
         s.bytes = self.input.offset();
         s
@@ -171,7 +173,6 @@ impl<R: Read> NetTraceReader<R> {
     pub fn next_event(&mut self) -> Result<Option<EventRef<'_>>, NetTraceError> {
         loop {
             if let Some(i) = self.region.next_ready() {
-                self.stats.events += 1;
                 return Ok(Some(self.event_at(i)));
             }
             if !self.advance()? {
@@ -184,6 +185,8 @@ impl<R: Read> NetTraceReader<R> {
     /// flushes at the end). False at the end of the stream; the deferred error is returned once.
     #[inline(never)]
     fn advance(&mut self) -> Result<bool, NetTraceError> {
+        // Events handed out are counted a batch at a time (not per event).
+        self.stats.events += self.region.out_pos as u64;
         self.region.recycle();
         if let Some(r) = self.reset.take() {
             self.stacks.clear();
@@ -423,108 +426,175 @@ impl<R: Read> NetTraceReader<R> {
 
     /// The events of a block with compressed headers: [`Self::add_event`] for each, except
     /// that a header leaves out what did not change since the block's previous event, so what
-    /// costs a hash lookup (V6 thread ids, label lists) or a comparison of ids (activity) is
-    /// redone only after a header changed it, and sequence numbers are checked only where a
-    /// header sets them. Headers are read from a fixed-size window while one fits before the
-    /// block's end (the cursor reads the last ones, and any header the window refuses).
+    /// costs a lookup is redone only after a header changed it. Headers are read from a
+    /// fixed-size window while one fits before the block's end (the cursor reads the last ones,
+    /// and any header the window refuses).
+    ///
+    /// Each header jumps once, on the flags bits that place its fields, to a decoder for that
+    /// layout followed by the rest of the event's work for that layout ([`Self::row`]), so
+    /// whether the metadata id, the stack id or the capture thread changed is known without a
+    /// branch: the metadata and stack lookups are redone only by the layouts that set their
+    /// ids (a branch per flag mispredicted: the layout changes from one event to the next).
+    /// Headers with activity ids (rare) and the cursor's take the path that checks each flag.
     fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32) -> Result<(), BufError> {
-        use event_header::flag;
-        const DERIVED: u8 = flag::CAPTURE_THREAD_AND_SEQUENCE
-            | flag::THREAD_ID
-            | flag::ACTIVITY_ID
-            | flag::RELATED_ACTIVITY_ID;
-        let mut h = EventHeader::default();
-        // Everything is looked up for the block's first event.
-        let mut first = 0xffu8;
-        // Fields changed since the derived values below were computed (events of unknown
-        // metadata are skipped before they are).
-        let mut dirty = 0u8;
-        let (mut thread_id, mut capture_thread_id) = (0u64, 0u64);
-        let mut activity = 0u32;
+        // The zeroed header the block's first one is read against: metadata id 0, no stack.
+        let mut r = Rows {
+            h: EventHeader::default(),
+            fresh: true,
+            // Everything else is looked up for the block's first event.
+            dirty: DERIVED,
+            known: self.metadata.get(0).is_some(),
+            stack: (0, 0),
+            stack_missing: false,
+            thread_id: 0,
+            capture_thread_id: 0,
+            activity: 0,
+        };
+        // The layout bits: METADATA_ID, CAPTURE_THREAD_AND_SEQUENCE, THREAD_ID, STACK_ID (0x0f)
+        // and DATA_LENGTH (0x80); with ACTIVITY_ID or RELATED_ACTIVITY_ID (0x30) none matches.
+        macro_rules! layouts {
+            ($w:expr, $($l:literal)*) => {
+                match $w[0] & 0xbf {
+                    $($l => self.row::<V6, $l, true>($w, body, &mut pos, base, &mut r),)*
+                    _ => self.row::<V6, 0, false>($w, body, &mut pos, base, &mut r),
+                }
+            };
+        }
         while pos < body.len() {
-            let decoded = match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
-                Some(w) => event_header::read_compressed_window::<V6>(w, &mut h),
-                None => None,
-            };
-            let raw = match decoded {
-                Some((raw, len)) => {
-                    pos += len;
-                    raw
-                }
-                None => {
-                    let (raw, at) = compressed_header_checked(body, pos, &mut h, V6)?;
-                    pos = at;
-                    raw
-                }
-            };
-            let flags = raw | first;
-            first = 0;
-            // The arena is below 4 GiB, so offsets in it fit.
-            let payload_start = base + pos as u32;
-            if h.payload_size as usize > body.len() - pos {
-                return Err(BufError::new(pos, "event payload"));
+            match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
+                Some(w) => layouts!(
+                    w,
+                    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+                    128 129 130 131 132 133 134 135 136 137 138 139 140 141 142 143
+                )?,
+                None => self.row_checked::<V6>(body, &mut pos, base, &mut r)?,
             }
-            pos += h.payload_size as usize;
-            if flags & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
-                self.seq.on_event(h.capture_thread_id, h.sequence_number);
+        }
+        Ok(())
+    }
+
+    /// One event of [`Self::compressed_rows`] whose header starts the window `w` at `pos`:
+    /// for the headers whose flags & the layout bits are `LAYOUT` (`FIXED`), or any header (not
+    /// `FIXED`: the flags are tested).
+    #[inline(always)]
+    fn row<const V6: bool, const LAYOUT: u8, const FIXED: bool>(
+        &mut self,
+        w: &[u8; event_header::WINDOW],
+        body: &[u8],
+        pos: &mut usize,
+        base: u32,
+        r: &mut Rows,
+    ) -> Result<(), BufError> {
+        match event_header::window_layout::<V6, LAYOUT, FIXED>(w, &mut r.h) {
+            Some((raw, len)) => {
+                *pos += len;
+                self.row_tail::<V6, LAYOUT, FIXED>(raw, body, pos, base, r)
+            }
+            None => self.row_checked::<V6>(body, pos, base, r),
+        }
+    }
+
+    /// [`Self::row`] for a header the window decoder refused or that ends the block, read with
+    /// the checked cursor. Out of line, so that the loop over headers keeps to the window.
+    #[cold]
+    #[inline(never)]
+    fn row_checked<const V6: bool>(&mut self, body: &[u8], pos: &mut usize, base: u32, r: &mut Rows) -> Result<(), BufError> {
+        let mut c = Cursor::at(body, *pos);
+        let raw = event_header::read_compressed(&mut c, &mut r.h, V6)?;
+        *pos = c.pos();
+        self.row_tail::<V6, 0, false>(raw, body, pos, base, r)
+    }
+
+    /// The event of the header just decoded into `r.h` (its flags `raw`), whose payload starts
+    /// at `pos`.
+    #[inline(always)]
+    fn row_tail<const V6: bool, const LAYOUT: u8, const FIXED: bool>(
+        &mut self,
+        raw: u8,
+        body: &[u8],
+        pos: &mut usize,
+        base: u32,
+        r: &mut Rows,
+    ) -> Result<(), BufError> {
+        use event_header::flag;
+        // Whether the header set a field: from the const parameter when FIXED.
+        let has = |bit: u8| if FIXED { LAYOUT & bit != 0 } else { raw & bit != 0 };
+        let h = &r.h;
+        // The arena is below 4 GiB, so offsets in it fit.
+        let payload_start = base + *pos as u32;
+        if h.payload_size as usize > body.len() - *pos {
+            return Err(BufError::new(*pos, "event payload"));
+        }
+        *pos += h.payload_size as usize;
+        if has(flag::CAPTURE_THREAD_AND_SEQUENCE) || r.fresh {
+            self.seq.on_event(h.capture_thread_id, h.sequence_number);
+        } else {
+            // Same capture thread, sequence number one up (or unchanged): no gap.
+            self.seq.continue_thread(h.sequence_number);
+        }
+        r.fresh = false;
+        r.dirty |= raw & DERIVED;
+        // The tables do not change within a block, so a lookup holds until a header changes the
+        // id (also for the events skipped below, which the next ones are read against).
+        if !FIXED || has(flag::METADATA_ID) {
+            r.known = self.metadata.get(h.metadata_id).is_some();
+        }
+        if !FIXED || has(flag::STACK_ID) {
+            (r.stack, r.stack_missing) = if h.stack_id == 0 {
+                ((0, 0), false)
             } else {
-                // Same capture thread, sequence number one up (or unchanged): no gap.
-                self.seq.continue_thread(h.sequence_number);
-            }
-            dirty |= flags & DERIVED;
-            if self.metadata.get(h.metadata_id).is_none() {
-                self.stats.unknown_metadata_events += 1;
-                continue;
-            }
-            let (stack_start, stack_len) = if h.stack_id == 0 {
-                (0, 0)
-            } else if let Some(r) = self.stacks.get(h.stack_id) {
-                r
-            } else {
-                self.stats.unknown_stack_ids += 1;
-                (0, 0)
-            };
-            if V6 {
-                if dirty != 0 {
-                    if dirty & flag::THREAD_ID != 0 {
-                        thread_id = self.threads.os_thread_id(h.thread_id);
-                    }
-                    if dirty & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
-                        capture_thread_id = self.threads.os_thread_id(h.capture_thread_id);
-                    }
-                    if dirty & flag::ACTIVITY_ID != 0 {
-                        let labels = self.labels.get(h.label_list_id);
-                        activity = self.region.activity((labels.activity_id, labels.related_activity_id));
-                    }
-                    dirty = 0;
+                match self.stacks.get(h.stack_id) {
+                    Some(range) => (range, false),
+                    None => ((0, 0), true),
                 }
-            } else {
-                thread_id = h.thread_id;
-                capture_thread_id = h.capture_thread_id;
-                if dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
-                    activity = self.region.activity((h.activity_id, h.related_activity_id));
-                }
-                dirty = 0;
-            }
-            let pending = Pending {
-                timestamp: h.timestamp as i64,
-                metadata_id: h.metadata_id,
-                sequence_number: h.sequence_number,
-                thread_id,
-                capture_thread_id,
-                processor_number: h.processor_number,
-                payload_start,
-                payload_len: h.payload_size,
-                stack_start,
-                stack_len,
-                activity,
             };
-            if !self.region.push(pending) {
-                return Err(BufError::new(pos, "more than 4 G events in one sequence-point region"));
+        }
+        if !r.known {
+            self.stats.unknown_metadata_events += 1;
+            return Ok(());
+        }
+        self.stats.unknown_stack_ids += u64::from(r.stack_missing);
+        if V6 {
+            if r.dirty != 0 {
+                if r.dirty & flag::THREAD_ID != 0 {
+                    r.thread_id = self.threads.os_thread_id(h.thread_id);
+                }
+                if r.dirty & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
+                    r.capture_thread_id = self.threads.os_thread_id(h.capture_thread_id);
+                }
+                if r.dirty & flag::ACTIVITY_ID != 0 {
+                    let labels = self.labels.get(h.label_list_id);
+                    r.activity = self.region.activity((labels.activity_id, labels.related_activity_id));
+                }
+                r.dirty = 0;
             }
-            if raw & flag::SORTED != 0 {
-                self.region.sorted_upto(h.timestamp as i64);
+        } else {
+            r.thread_id = h.thread_id;
+            r.capture_thread_id = h.capture_thread_id;
+            if r.dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
+                r.activity = self.region.activity((h.activity_id, h.related_activity_id));
             }
+            r.dirty = 0;
+        }
+        let pending = Pending {
+            timestamp: h.timestamp as i64,
+            metadata_id: h.metadata_id,
+            sequence_number: h.sequence_number,
+            thread_id: r.thread_id,
+            capture_thread_id: r.capture_thread_id,
+            processor_number: h.processor_number,
+            payload_start,
+            payload_len: h.payload_size,
+            stack_start: r.stack.0,
+            stack_len: r.stack.1,
+            activity: r.activity,
+        };
+        // Without the check of `Region::push`: each event's header (2 bytes at least) is in the
+        // payload arena, which `event_block` keeps below 4 GiB, so the region holds fewer than
+        // 2 G events and their indexes fit in u32.
+        self.region.events.push(pending);
+        if raw & flag::SORTED != 0 {
+            self.region.sorted_upto(h.timestamp as i64);
         }
         Ok(())
     }
@@ -649,15 +719,30 @@ impl<R: Read> NetTraceReader<R> {
     }
 }
 
-/// A compressed header the window decoder refused or that ends the block, read with the
-/// checked cursor: its flags and where its payload starts. Out of line, so that the loop over
-/// headers keeps to the window decoder.
-#[cold]
-#[inline(never)]
-fn compressed_header_checked(body: &[u8], pos: usize, h: &mut EventHeader, v6: bool) -> Result<(u8, usize), BufError> {
-    let mut c = Cursor::at(body, pos);
-    let raw = event_header::read_compressed(&mut c, h, v6)?;
-    Ok((raw, c.pos()))
+/// Fields of the compressed headers whose change redoes work (V6 thread lookups, label
+/// lists, activity ids).
+const DERIVED: u8 = event_header::flag::CAPTURE_THREAD_AND_SEQUENCE
+    | event_header::flag::THREAD_ID
+    | event_header::flag::ACTIVITY_ID
+    | event_header::flag::RELATED_ACTIVITY_ID;
+
+/// What [`NetTraceReader::compressed_rows`] carries from one event of a block to the next: the
+/// previous header and what was looked up from it.
+struct Rows {
+    h: EventHeader,
+    /// No event of the block read yet (its sequence number is checked whatever its flags).
+    fresh: bool,
+    /// Fields changed since the derived values below were computed (events of unknown
+    /// metadata are skipped before they are).
+    dirty: u8,
+    /// Whether `h.metadata_id` is defined.
+    known: bool,
+    /// The arena range of `h.stack_id`, and whether that id is undefined.
+    stack: (u32, u32),
+    stack_missing: bool,
+    thread_id: u64,
+    capture_thread_id: u64,
+    activity: u32,
 }
 
 /// Event/metadata block header: (header compression, min/max timestamps skipped).
