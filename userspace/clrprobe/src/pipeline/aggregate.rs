@@ -51,6 +51,9 @@ pub enum Query {
     /// The kernel's symbols as the aggregator loaded them (`--save-raw` keeps those of the
     /// kernel frames seen).
     Kernel(oneshot::Sender<Option<std::sync::Arc<clrprobe_symbolizer::KernelSymbolizer>>>),
+    /// A recording (`record --all`): exited processes are folded from now on (see
+    /// [`crate::pipeline::fold`]); [`Query::Combined`] hands the folding back.
+    Fold(Box<super::fold::Folding>),
     /// The terminal view's refresh: CPU leaves of the seconds completed after `after_ns`,
     /// and every process's event report.
     Top { after_ns: Option<u64>, reply: oneshot::Sender<crate::pipeline::sinks::terminal::Window> },
@@ -76,6 +79,8 @@ pub struct Combined {
     pub out_of_time: u64,
     /// Records the sources sent that were not absorbed in time (a recording ended by Ctrl-C).
     pub left_out: u64,
+    /// `record --all`: the processes folded while recording (their totals are in `profile`).
+    pub folded: Option<super::fold::Folded>,
 }
 
 /// Names for one profile: the followed .NET processes' from the long-lived resolver, every
@@ -150,6 +155,8 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 /// A recording's end absorbs the records still waiting up to this long past its symbolizing
 /// deadline, without naming their code; records still waiting then are counted as left out.
 const ABSORB_AFTER_SYMBOLIZING: Duration = Duration::from_millis(200);
+/// How long a recording's end without a deadline waits for the folded processes' files.
+const FOLD_FILES_WAIT: Duration = Duration::from_secs(10);
 /// Records absorbed before the queries are looked at again.
 const BATCH: usize = 4096;
 
@@ -173,6 +180,8 @@ struct State {
     left_out: u64,
     /// A recording's named processes not announced yet (see [`Query::Expect`]).
     expected: HashSet<u32>,
+    /// `record --all`: exited processes are folded (see [`Query::Fold`]).
+    folding: Option<Box<super::fold::Folding>>,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -293,6 +302,7 @@ impl State {
             prefetching: Default::default(),
             left_out: 0,
             expected: HashSet::new(),
+            folding: None,
         }
     }
 
@@ -357,6 +367,7 @@ impl State {
                 self.prefetching.store(false, std::sync::atomic::Ordering::Release);
             }
         }
+        let tick = matches!(r, Record::Tick { .. });
         self.agg.absorb(r);
         let jit = self.agg.take_jit_methods();
         if !jit.is_empty() {
@@ -370,6 +381,35 @@ impl State {
         }
         for (pid, stack) in self.agg.take_new_stacks() {
             self.note(pid, &stack);
+        }
+        if tick && self.folding.is_some() {
+            self.fold_settled();
+        }
+    }
+
+    /// Folds the followed processes whose exit has settled (`record --all`), then forgets
+    /// what naming them needed.
+    fn fold_settled(&mut self) {
+        let pids = self.agg.settled_exits();
+        let Some(f) = self.folding.as_mut() else { return };
+        for pid in pids {
+            let t0 = Instant::now();
+            let opts = f.options(self.agg.now_ns());
+            let window = opts.duration_ns;
+            let mut names = Names { followed: [pid].into(), dotnet: &mut self.resolver, native: None, deadline: None };
+            match self.agg.take_process(pid, &opts, window, &mut names) {
+                Ok(Some(t)) => {
+                    if let Err(e) = f.fold(t) {
+                        log::warn!("folding the exited process {pid}: {e}");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("folding the exited process {pid}: {e}"),
+            }
+            self.resolver.forget(&[pid].into());
+            self.noted.remove(&pid);
+            self.last_seen.remove(&pid);
+            log::info!("fold: {pid} folded in {:?}", t0.elapsed());
         }
     }
 
@@ -423,6 +463,7 @@ impl State {
                 let _ = reply.send(self.agg.now_ns());
             }
             Query::EndAt(ns) => self.agg.end_samples_at(ns),
+            Query::Fold(f) => self.folding = Some(f),
             Query::Expect(pids) => {
                 for pid in pids {
                     if !self.agg.follows(pid) && self.expected.insert(pid) {
@@ -466,13 +507,23 @@ impl State {
                 let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by };
                 let profile = self.agg.combined_profile(&opts, &mut names).map_err(|e| e.to_string());
                 log::info!("stop: combined profile built in {:?}", t0.elapsed());
+                // The folded processes' totals beside it; their files in flight get until the
+                // symbolizing deadline (after a Ctrl-C: within its bound).
+                let files_by = symbolize_by.unwrap_or_else(|| Instant::now() + FOLD_FILES_WAIT);
+                let (profile, folded) = match (profile, self.folding.take()) {
+                    (Ok(p), Some(f)) => match f.finish(p, files_by) {
+                        Ok((p, folded)) => (Ok(p), Some(folded)),
+                        Err(e) => (Err(e.to_string()), None),
+                    },
+                    (p, _) => (p, None),
+                };
                 let out_of_time = names.native.as_ref().map_or(0, |r| r.out_of_time) + self.resolver.out_of_time;
                 self.resolver.set_deadline(None);
                 self.kernel_pass_deadline(None);
                 let reports = self.agg.completed_event_reports(opts.duration_ns);
                 let processes = self.agg.processes().map(|(i, c, _)| (i.pid, i.name.clone(), c.events, c.dropped_events, c.jit_methods)).collect();
                 let health = self.agg.health.clone();
-                let _ = reply.send(profile.map(|profile| Combined { profile, reports, health, processes, out_of_time, left_out: self.left_out }));
+                let _ = reply.send(profile.map(|profile| Combined { profile, reports, health, processes, out_of_time, left_out: self.left_out, folded }));
             }
             Query::Http { parts, clock, symbolize_by, reply } => {
                 self.resolver.set_deadline(symbolize_by);
