@@ -114,6 +114,10 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         keep_times: true,
         ..AggregatorConfig::default()
     };
+    // Host-wide, the CPU samples of the whole recording add up in one bucket (a bucket a
+    // second kept each second's copy of every stack of every process on the host, and memory
+    // grew with the time recorded); the profile merges the buckets all the same.
+    let cfg = if args.all { AggregatorConfig { bucket_ns: u64::MAX, buckets: 1, max_cpu_keys: ALL_CPU_KEYS, ..cfg } } else { cfg };
     // Named processes that are not .NET. A launched one is the stopped shell that execs the
     // command: looked at once it runs (followed as not .NET if it has not loaded the runtime
     // 2 s after its start, set up after all if it loads it later).
@@ -382,6 +386,10 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
 /// second's drain of a `-p` recording at 99 Hz is a few hundred records, and a full channel
 /// holds the sender until the aggregator has absorbed some.
 const RECORD_CHANNEL: usize = 1024;
+
+/// Most distinct CPU stacks (per process and thread) a host-wide recording keeps; more are
+/// counted as lost (`cpu-keys-full`).
+const ALL_CPU_KEYS: usize = 1 << 19;
 
 /// Symbolizing after a Ctrl-C ends this long after it (the rundowns run meanwhile).
 const INTERRUPTED_SYMBOLIZE: Duration = Duration::from_millis(1200);
