@@ -92,6 +92,9 @@ struct Names<'r> {
     native: Option<FrameResolver>,
     /// When the per-profile resolver stops symbolizing (a recording ended by Ctrl-C).
     deadline: Option<Instant>,
+    /// Other processes' native frames as `module+offset` only (`record --all`: the symbol
+    /// tables of every binary on the host were most of its memory at the end).
+    light: bool,
 }
 
 impl Namer for Names<'_> {
@@ -103,6 +106,7 @@ impl Namer for Names<'_> {
         let r = self.native.get_or_insert_with(|| {
             let mut r = FrameResolver::new();
             r.set_deadline(self.deadline);
+            r.light_for_others(self.light);
             // The kernel's symbols are the long-lived resolver's (/proc/kallsyms was read and
             // parsed again for every profile request).
             if let Ok(k) = dotnet.image_cache().kernel() {
@@ -182,6 +186,8 @@ struct State {
     expected: HashSet<u32>,
     /// `record --all`: exited processes are folded (see [`Query::Fold`]).
     folding: Option<Box<super::fold::Folding>>,
+    /// `record --all`: the profile names other processes' native code lightly.
+    host_wide: bool,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -303,6 +309,7 @@ impl State {
             left_out: 0,
             expected: HashSet::new(),
             folding: None,
+            host_wide: false,
         }
     }
 
@@ -396,7 +403,7 @@ impl State {
             let t0 = Instant::now();
             let opts = f.options(self.agg.now_ns());
             let window = opts.duration_ns;
-            let mut names = Names { followed: [pid].into(), dotnet: &mut self.resolver, native: None, deadline: None };
+            let mut names = Names { followed: [pid].into(), dotnet: &mut self.resolver, native: None, deadline: None, light: false };
             match self.agg.take_process(pid, &opts, window, &mut names) {
                 Ok(Some(t)) => {
                     if let Err(e) = f.fold(t) {
@@ -463,7 +470,10 @@ impl State {
                 let _ = reply.send(self.agg.now_ns());
             }
             Query::EndAt(ns) => self.agg.end_samples_at(ns),
-            Query::Fold(f) => self.folding = Some(f),
+            Query::Fold(f) => {
+                self.folding = Some(f);
+                self.host_wide = true;
+            }
             Query::Expect(pids) => {
                 for pid in pids {
                     if !self.agg.follows(pid) && self.expected.insert(pid) {
@@ -483,7 +493,7 @@ impl State {
                     self.resolver.refresh(pid);
                 }
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false };
                 let profiles = crate::pipeline::sinks::files::profiles(&self.agg, &mut names).map_err(|e| e.to_string());
                 let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns, true);
                 let _ = reply.send(profiles.map(|profiles| Final { profiles, events, health: self.agg.health.clone() }));
@@ -504,7 +514,7 @@ impl State {
                 // Named processes never announced (a set-up still under way) are named by the
                 // long-lived resolver too, which has named their samples as they came.
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).chain(self.expected.iter().copied()).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by, light: self.host_wide };
                 let profile = self.agg.combined_profile(&opts, &mut names).map_err(|e| e.to_string());
                 log::info!("stop: combined profile built in {:?}", t0.elapsed());
                 // The folded processes' totals beside it; their files in flight get until the
@@ -537,14 +547,14 @@ impl State {
             }
             Query::Top { after_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false };
                 let _ = reply.send(crate::pipeline::sinks::terminal::window(&self.agg, &mut names, after_ns));
             }
             Query::Profile { kind, pid, since_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
                 let bytes = self
                     .agg
-                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None, deadline: None })
+                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false })
                     .and_then(|p| {
                         let mut out = Vec::new();
                         clrprobe_profile::pprof::to_writer(&p, &mut out)?;
