@@ -254,8 +254,8 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
     // On the streaming pipeline when it does all this recording asks for (see
-    // `takes_pipeline`); `CLRPROBE_RECORD_PATH=pipeline`: whenever it does all of it (the
-    // suites of `record` run on it), `=run`: never.
+    // `takes_pipeline`: `-p`, launch mode and `--all`); `CLRPROBE_RECORD_PATH=pipeline`:
+    // whenever it does all of it, `=run`: never (record::run, the peer of the pipeline tests).
     let program = launched.as_ref().and(cmd.command.first().map(String::as_str));
     let on_pipeline = match std::env::var_os("CLRPROBE_RECORD_PATH") {
         Some(v) if v == "pipeline" => clrprobe::pipeline::recorder::uncovered(&args).is_none(),

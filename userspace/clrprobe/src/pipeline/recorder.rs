@@ -434,20 +434,21 @@ pub fn uncovered(_args: &RecordArgs) -> Option<&'static str> {
 }
 
 /// Does plain `record` take the pipeline for `args`? When the pipeline does all it asks
-/// ([`uncovered`]), it is not host-wide (`--all` folds exited processes on `record::run`), and
-/// it names its targets (`-p`/`--name`: .NET or not; those that are not are followed without a
-/// set-up) or launches a command (`dotnet` or not: one that has not loaded the runtime 2 s
-/// after its start is followed as not .NET, and set up if it loads it later). With or without
-/// a duration: a recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's
-/// priority, set-ups run off the host source's thread so its samples are drained up to the
-/// end, the named processes' code is named as their samples come, and naming at the end
-/// stops at its deadline, kernel names included).
+/// ([`uncovered`]) and it names its targets (`-p`/`--name`: .NET or not; those that are not
+/// are followed without a set-up), launches a command (`dotnet` or not: one that has not
+/// loaded the runtime 2 s after its start is followed as not .NET, and set up if it loads it
+/// later), or records the whole host (`--all`: exited processes are folded as they go, their
+/// `PREFIX.PID.*` files written then; see [`super::fold`]). With or without a duration: a
+/// recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's priority, set-ups
+/// run off the host source's thread so its samples are drained up to the end, the named
+/// processes' code is named as their samples come, and naming at the end stops at its
+/// deadline, kernel names included).
 /// `CLRPROBE_RECORD_PATH=run` keeps every recording on `record::run`.
 pub fn takes_pipeline(args: &RecordArgs, launched_program: Option<&str>) -> bool {
-    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || args.all || uncovered(args).is_some() {
+    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || uncovered(args).is_some() {
         return false;
     }
-    launched_program.is_some() || !args.pids.is_empty()
+    args.all || launched_program.is_some() || !args.pids.is_empty()
 }
 
 fn unix_now_ns() -> u64 {
