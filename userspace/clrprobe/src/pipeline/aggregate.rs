@@ -159,6 +159,10 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 /// A recording's end absorbs the records still waiting up to this long past its symbolizing
 /// deadline, without naming their code; records still waiting then are counted as left out.
 const ABSORB_AFTER_SYMBOLIZING: Duration = Duration::from_millis(200);
+/// How often `record --all` looks for exited processes that were not followed …
+const NATIVES_CHECK: Duration = Duration::from_secs(2);
+/// … and how long after they were first seen exited they are folded.
+const NATIVES_SETTLE: Duration = Duration::from_secs(2);
 /// How long a recording's end without a deadline waits for the folded processes' files.
 const FOLD_FILES_WAIT: Duration = Duration::from_secs(10);
 /// Records absorbed before the queries are looked at again.
@@ -188,6 +192,12 @@ struct State {
     folding: Option<Box<super::fold::Folding>>,
     /// `record --all`: the profile names other processes' native code lightly.
     host_wide: bool,
+    /// `record --all`: processes not followed, named lightly as their samples come (their
+    /// names are gone once they exit) and folded by thread name once exited.
+    natives: FrameResolver,
+    /// … those seen exited, since when.
+    natives_gone: HashMap<u32, Instant>,
+    last_natives_check: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -310,6 +320,9 @@ impl State {
             expected: HashSet::new(),
             folding: None,
             host_wide: false,
+            natives: FrameResolver::new(),
+            natives_gone: HashMap::new(),
+            last_natives_check: Instant::now(),
         }
     }
 
@@ -329,6 +342,12 @@ impl State {
                     self.resolver.note_kernel(&c.kernel);
                 }
                 self.last_seen.insert(c.pid, Instant::now());
+            }
+            // `record --all`: other processes' code named (`module+offset`) while they run.
+            Record::Cpu(c) if self.host_wide && c.pid != 0 => {
+                self.natives.ensure_process(c.pid);
+                self.natives.note_addresses(c.pid, &c.user, 0);
+                self.natives.note_kernel(&c.kernel);
             }
             Record::Started(i) => {
                 self.expected.remove(&i.pid);
@@ -391,7 +410,39 @@ impl State {
         }
         if tick && self.folding.is_some() {
             self.fold_settled();
+            if self.last_natives_check.elapsed() >= NATIVES_CHECK {
+                self.last_natives_check = Instant::now();
+                self.fold_natives();
+            }
         }
+    }
+
+    /// Folds the processes not followed that exited at least [`NATIVES_SETTLE`] ago (their
+    /// last samples have arrived), by thread name; forgets what naming them held.
+    fn fold_natives(&mut self) {
+        let now = Instant::now();
+        let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+        for pid in self.natives.pids() {
+            if followed.contains(&pid) || alive(pid) {
+                self.natives_gone.remove(&pid);
+            } else {
+                self.natives_gone.entry(pid).or_insert(now);
+            }
+        }
+        let settled: HashSet<u32> = self.natives_gone.iter().filter(|(_, t)| t.elapsed() >= NATIVES_SETTLE).map(|(p, _)| *p).collect();
+        if settled.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let samples = self.agg.take_unfollowed(&settled);
+        if let Some(f) = self.folding.as_mut()
+            && let Err(e) = f.fold_unfollowed(&samples, &mut self.natives)
+        {
+            log::warn!("folding exited processes: {e}");
+        }
+        self.natives.forget(&settled);
+        self.natives_gone.retain(|p, _| !settled.contains(p));
+        log::info!("fold: {} exited processes not followed folded ({} stacks) in {:?}", settled.len(), samples.len(), t0.elapsed());
     }
 
     /// Folds the followed processes whose exit has settled (`record --all`), then forgets
@@ -473,6 +524,10 @@ impl State {
             Query::Fold(f) => {
                 self.folding = Some(f);
                 self.host_wide = true;
+                self.natives.light_for_others(true);
+                if let Ok(k) = self.resolver.image_cache().kernel() {
+                    self.natives.image_cache().share_kernel(k);
+                }
             }
             Query::Expect(pids) => {
                 for pid in pids {
@@ -514,7 +569,13 @@ impl State {
                 // Named processes never announced (a set-up still under way) are named by the
                 // long-lived resolver too, which has named their samples as they came.
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).chain(self.expected.iter().copied()).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by, light: self.host_wide };
+                // Host-wide, other processes' code as it was named while they ran.
+                let native = self.host_wide.then(|| {
+                    let mut r = std::mem::take(&mut self.natives);
+                    r.set_deadline(symbolize_by);
+                    r
+                });
+                let mut names = Names { followed, dotnet: &mut self.resolver, native, deadline: symbolize_by, light: self.host_wide };
                 let profile = self.agg.combined_profile(&opts, &mut names).map_err(|e| e.to_string());
                 log::info!("stop: combined profile built in {:?}", t0.elapsed());
                 // The folded processes' totals beside it; their files in flight get until the

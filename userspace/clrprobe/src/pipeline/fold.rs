@@ -8,13 +8,17 @@
 //! without a name becomes its module, and its samples lose their thread id. The first
 //! [`PIDS_KEPT`] folded processes keep their `pid` label and their event report in the summary;
 //! later ones add up by process name, their reports in their own files only.
+//!
+//! Processes that are not followed (not .NET) are named lightly as their samples come
+//! (`module+offset`) and, once exited, folded by thread name only, code by module, as
+//! `record::run` has them.
 use std::collections::{HashMap, HashSet};
 
 use clrprobe_pipeline::{
     EventReport,
     stream::{CombinedOptions, Taken},
 };
-use clrprobe_profile::{Frame, FrameKind, LabelSet, Profile, ProfileBuilder, ProfileError, StackId, remap::Remap};
+use clrprobe_profile::{Frame, FrameKind, LabelSet, Profile, ProfileBuilder, ProfileError, SampleType, StackId, remap::Remap};
 
 use crate::{output::Written, record::fold_files::FoldFiles};
 
@@ -27,9 +31,13 @@ pub struct Folding {
     opts: CombinedOptions,
     /// Writes the folded processes' files (None: not written).
     files: Option<FoldFiles>,
-    /// Totals of the folded processes (None: none yet).
-    host: Option<ProfileBuilder>,
+    /// Totals of the folded processes, in the recording's columns.
+    host: ProfileBuilder,
+    /// Anything folded into `host`.
+    any: bool,
     kept: HashSet<u32>,
+    /// Thread names of folded processes that are not followed (beyond, [`OTHER_THREADS`]).
+    thread_names: HashSet<String>,
     folded: Folded,
 }
 
@@ -53,8 +61,40 @@ pub struct Folded {
 
 impl Folding {
     /// `prefix`: where the per-process files go (`PREFIX.PID.*`; None: not written).
-    pub fn new(opts: CombinedOptions, prefix: Option<std::path::PathBuf>) -> Self {
-        Self { opts, files: prefix.map(FoldFiles::start), host: None, kept: HashSet::new(), folded: Folded::default() }
+    /// `types`: the recording's columns (as [`Aggregator::combined_profile`] makes them).
+    pub fn new(opts: CombinedOptions, types: Vec<SampleType>, prefix: Option<std::path::PathBuf>) -> Self {
+        Self {
+            opts,
+            files: prefix.map(FoldFiles::start),
+            host: ProfileBuilder::new(types),
+            any: false,
+            kept: HashSet::new(),
+            thread_names: HashSet::new(),
+            folded: Folded::default(),
+        }
+    }
+
+    /// Folds the CPU samples of exited processes that were not followed: by thread name only
+    /// (the first [`THREAD_NAMES_KEPT`] names), code by module, named by `names`.
+    pub fn fold_unfollowed(&mut self, samples: &[(clrprobe_pipeline::stream::StackKey, u64)], names: &mut crate::record::FrameResolver) -> Result<(), ProfileError> {
+        let Some(col) = self.host.sample_types().iter().position(|t| t.kind == clrprobe_profile::kinds::CPU) else { return Ok(()) };
+        let width = self.host.sample_types().len();
+        let mut values = vec![0i64; width];
+        for (k, n) in samples {
+            let frames = by_module(names.stack(k.0, &k.3, &k.4));
+            let mut ids = Vec::with_capacity(frames.len());
+            for f in frames {
+                ids.push(self.host.intern_frame(f)?);
+            }
+            let stack = self.host.intern_stack(&ids)?;
+            let name: &str = &k.2;
+            let kept = self.thread_names.contains(name) || (self.thread_names.len() < THREAD_NAMES_KEPT && self.thread_names.insert(name.to_string()));
+            let labels = self.host.intern_labels(LabelSet { thread_name: Some(if kept { name } else { OTHER_THREADS }.into()), ..LabelSet::default() })?;
+            values[col] = *n as i64;
+            self.host.add_sample(stack, &values, labels)?;
+            self.any = true;
+        }
+        Ok(())
     }
 
     /// The options of a fold at `now_ns` (host monotonic).
@@ -70,8 +110,11 @@ impl Folding {
         if keep {
             self.kept.insert(pid);
         }
-        let host = self.host.get_or_insert_with(|| ProfileBuilder::new(t.profile.sample_types().to_vec()));
-        add_totals(host, &t.profile, keep)?;
+        if t.profile.sample_types() != self.host.sample_types() {
+            return Err(ProfileError::Encode(format!("the columns of {pid}'s profile differ from the recording's")));
+        }
+        add_totals(&mut self.host, &t.profile, keep)?;
+        self.any = true;
         self.folded.processes.push((pid, t.info.name.clone(), t.events, t.dropped_events, t.jit_methods));
         let reports = [(pid, t.report)];
         if let Some(files) = self.files.as_mut() {
@@ -97,7 +140,10 @@ impl Folding {
             (self.folded.written, self.folded.file_pids, self.folded.more_files) = f.finish(files_by);
         }
         self.folded.kept = std::mem::take(&mut self.kept);
-        let Some(mut b) = self.host.take() else { return Ok((p, self.folded)) };
+        if !self.any {
+            return Ok((p, self.folded));
+        }
+        let mut b = self.host;
         if b.sample_types() != p.sample_types() {
             return Err(ProfileError::Encode("the folded processes' columns differ from the recording's".into()));
         }
@@ -123,6 +169,30 @@ impl Folding {
         }
         Ok((b.build(), self.folded))
     }
+}
+
+/// Thread names of folded processes that were not followed kept apart; later ones add up as
+/// [`OTHER_THREADS`] (test harnesses name a thread per test).
+const THREAD_NAMES_KEPT: usize = 1024;
+const OTHER_THREADS: &str = "[other threads]";
+
+/// Frames of a process that was not followed, as the host profile keeps them: without address
+/// and mapping, code named `module+offset` or not at all as its module, consecutive frames of
+/// one module as one.
+fn by_module(frames: Vec<Frame>) -> Vec<Frame> {
+    let mut out: Vec<Frame> = Vec::with_capacity(frames.len());
+    for mut f in frames {
+        if f.kind != FrameKind::Kernel && (f.is_unnamed() || f.name.starts_with(&format!("{}+0x", f.module))) {
+            f = Frame::new(if f.module.is_empty() { "[unknown]".to_string() } else { f.module.to_string() }, f.module.to_string(), f.kind);
+            if out.last().is_some_and(|l| l.name == f.name && l.kind == f.kind) {
+                continue;
+            }
+        }
+        f.address = 0;
+        f.mapping = None;
+        out.push(f);
+    }
+    out
 }
 
 /// A folded process's frame as the host profile keeps it: without address and mapping, code
@@ -198,6 +268,20 @@ mod tests {
         let (a, coarse) = super::host_frame(&unnamed);
         assert!(coarse && &*a.name == "memfd:doublemapper" && !a.is_unnamed());
         assert_eq!(a, super::host_frame(&other).0, "two processes' unnamed addresses: one frame");
+    }
+
+    #[test]
+    fn code_of_processes_not_followed_is_kept_by_module() {
+        let f = |name: &str, module: &str, kind| Frame::new(name.to_string(), module.to_string(), kind);
+        let frames = vec![
+            f("main", "rustc", FrameKind::Native),
+            f("librustc_driver.so+0x1234", "librustc_driver.so", FrameKind::Native),
+            f("librustc_driver.so+0x99", "librustc_driver.so", FrameKind::Native),
+            f("0x7f0000001234", "", FrameKind::Unknown).with_attr("unnamed", "1"),
+            f("do_syscall_64", "[kernel]", FrameKind::Kernel),
+        ];
+        let names: Vec<String> = super::by_module(frames).iter().map(|f| f.name.to_string()).collect();
+        assert_eq!(names, ["main", "librustc_driver.so", "[unknown]", "do_syscall_64"]);
     }
 
     #[test]

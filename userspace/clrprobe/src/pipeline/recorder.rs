@@ -192,7 +192,17 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             gc_root: crate::record::gc::gc_frame(),
             thread_roots: args.thread_roots,
         };
-        let _ = q_tx.send(Query::Fold(Box::new(super::fold::Folding::new(base, args.fold_files.clone()))));
+        // The columns of the combined profile.
+        use clrprobe_profile::{SampleType, kinds, units};
+        let mut types = Vec::new();
+        if args.kinds.cpu {
+            types.push(SampleType::new(kinds::CPU, units::SAMPLES));
+        }
+        types.extend(events.sample_types());
+        if args.kinds.offcpu {
+            types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
+        }
+        let _ = q_tx.send(Query::Fold(Box::new(super::fold::Folding::new(base, types, args.fold_files.clone()))));
     }
     if args.resume_after_attach {
         // Launch mode: the command runs from its first instruction, sampled.

@@ -64,6 +64,22 @@ impl Aggregator {
     }
 }
 
+impl Aggregator {
+    /// Takes the CPU samples of processes that are not followed (exited: every sample of
+    /// theirs has arrived) out of the buckets, summed per stack key.
+    pub fn take_unfollowed(&mut self, pids: &std::collections::HashSet<u32>) -> Vec<(super::StackKey, u64)> {
+        let mut taken: std::collections::HashMap<super::StackKey, u64> = std::collections::HashMap::new();
+        for b in &mut self.cpu {
+            for (k, n) in b.samples.extract_if(|k, _| pids.contains(&k.0) && !self.procs.contains_key(&k.0)) {
+                *taken.entry(k).or_insert(0) += n;
+            }
+        }
+        let mut out: Vec<_> = taken.into_iter().collect();
+        out.sort_unstable();
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -113,5 +129,9 @@ mod tests {
         assert_eq!(pids(&before).iter().filter(|&&p| p != 7).count(), pids(&after).len());
         assert!(!pids(&after).contains(&7));
         assert!(a.take_process(7, &o, 3_000, &mut Names).unwrap().is_none());
+        // Not followed: its samples taken out summed, a followed one's stay.
+        let taken = a.take_unfollowed(&[9, 8].into());
+        assert_eq!(taken.iter().map(|(k, n)| (k.0, *n)).collect::<Vec<_>>(), vec![(9, 1)]);
+        assert_eq!(pids(&a.combined_profile(&o, &mut Names).unwrap()), vec![8]);
     }
 }
