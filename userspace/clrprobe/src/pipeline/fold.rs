@@ -50,6 +50,8 @@ pub struct Folded {
     pub reports: Vec<(u32, EventReport)>,
     /// Reports only in their process's files.
     pub reports_in_files: u64,
+    /// Exited processes that were not followed, folded by thread name.
+    pub others: u64,
     /// Folded processes whose pid the host profile keeps.
     pub kept: HashSet<u32>,
     /// The files written (every failure, the first ones written), the pids whose files were
@@ -77,6 +79,9 @@ impl Folding {
     /// Folds the CPU samples of exited processes that were not followed: by thread name only
     /// (the first [`THREAD_NAMES_KEPT`] names), code by module, named by `names`.
     pub fn fold_unfollowed(&mut self, samples: &[(clrprobe_pipeline::stream::StackKey, u64)], names: &mut crate::record::FrameResolver) -> Result<(), ProfileError> {
+        let mut pids: Vec<u32> = samples.iter().map(|s| s.0.0).collect();
+        pids.dedup();
+        self.folded.others += pids.len() as u64;
         let Some(col) = self.host.sample_types().iter().position(|t| t.kind == clrprobe_profile::kinds::CPU) else { return Ok(()) };
         let width = self.host.sample_types().len();
         let mut values = vec![0i64; width];

@@ -514,7 +514,7 @@ pub fn summary(r: &Recorded, args: &RecordArgs) -> crate::record::RecordSummary 
     pids.dedup_by_key(|p| p.0);
     s.recorded = pids.into_iter().map(|(pid, parent)| RecordedPid { pid, name: name_of(pid), parent, dotnet: dotnet(pid) }).collect();
     s.eventpipe = followed.iter().filter(|p| !r.natives.contains(&p.0)).map(|p| (p.0, p.2, p.3, p.4 as usize)).collect();
-    s.folded_processes = folded.processes.len() as u64;
+    s.folded_processes = folded.processes.len() as u64 + folded.others;
     s.reports_in_files = folded.reports_in_files;
     s.folded_file_pids = folded.file_pids.clone();
     s.folded_files_more = folded.more_files;
