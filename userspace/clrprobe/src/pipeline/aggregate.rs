@@ -212,6 +212,8 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
         }
         let mut sinks = true;
         let mut sources = true;
+        // A recording whose queries have all been answered: what is left to come is dropped.
+        let mut discard = false;
         loop {
             let mut busy = false;
             for i in 0..BATCH {
@@ -221,6 +223,7 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     break;
                 }
                 match records.try_recv() {
+                    Ok(_) if discard => busy = true,
                     Ok(r) => {
                         let (t, what) = (Instant::now(), record_kind(&r));
                         s.absorb(r);
@@ -261,7 +264,17 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     }
                     Err(TryRecvError::Empty) => break,
                     // The sinks are gone: drain the sources to their end.
-                    Err(TryRecvError::Disconnected) => sinks = false,
+                    Err(TryRecvError::Disconnected) => {
+                        sinks = false;
+                        if recording {
+                            // A recording has its profile: its state (samples, symbolizers)
+                            // goes now, not when the sources end (after a Ctrl-C they may
+                            // still be stopping sessions while the outputs are written).
+                            drop(std::mem::replace(&mut s, State::new(AggregatorConfig::default())));
+                            release_free_memory();
+                            discard = true;
+                        }
+                    }
                 }
             }
             if !sources && !sinks {
