@@ -254,11 +254,11 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     let stop = clrprobe::signals::stop_flag();
     let quiet = cmd.quiet;
     // On the streaming pipeline when it does all this recording asks for (see
-    // `takes_pipeline`); `CLRPROBE_RECORD_PATH=pipeline`: whenever it does all of it (the
-    // suites of `record` run on it), `=run`: never.
+    // `takes_pipeline`: `-p`, launch mode and `--all`); `CLRPROBE_RECORD_PATH=pipeline`:
+    // whenever it does all of it, `=run`: never (record::run, the peer of the pipeline tests).
     let program = launched.as_ref().and(cmd.command.first().map(String::as_str));
     let on_pipeline = match std::env::var_os("CLRPROBE_RECORD_PATH") {
-        Some(v) if v == "pipeline" => clrprobe::pipeline::recorder::uncovered(&args).is_none() && !args.all,
+        Some(v) if v == "pipeline" => clrprobe::pipeline::recorder::uncovered(&args).is_none(),
         _ => clrprobe::pipeline::recorder::takes_pipeline(&args, program),
     };
     log::info!("record: on the {}", if cmd.pipeline || on_pipeline { "pipeline" } else { "record::run path" });
@@ -374,7 +374,7 @@ fn record_on_pipeline(
     use std::io::Write;
     let PipelineShown { quiet, json, named, early, launched, command } = shown;
     let stop = clrprobe::signals::stop_flag();
-    let rec = clrprobe::pipeline::recorder::run(args, stop, |s| {
+    let mut rec = clrprobe::pipeline::recorder::run(args, stop, |s| {
         if !quiet {
             eprint!(
                 "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
@@ -398,7 +398,18 @@ fn record_on_pipeline(
     }
     log::info!("outputs: summary made in {:?}", writing.elapsed());
     let mut failed = false;
-    let mut written = clrprobe::output::write_named(&rec.profile, name, formats);
+    // `--all`: each recorded process's own files too (those of processes folded as they
+    // exited were written then), beside the host-wide ones.
+    let folded_files = rec.folded.as_mut().map(|f| std::mem::take(&mut f.written)).unwrap_or_default();
+    let mut written = std::thread::scope(|s| {
+        let (profile, prefix) = (&rec.profile, &name.prefix);
+        let recorded: Vec<u32> = summary.recorded.iter().filter(|r| r.dotnet).map(|r| r.pid).filter(|p| !summary.folded_file_pids.contains(p)).collect();
+        let per_process = args.all.then(|| s.spawn(move || clrprobe::record::write_per_process(profile, prefix, &recorded)));
+        let mut w = clrprobe::output::write_named(profile, name, formats);
+        w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
+        w.extend(folded_files);
+        w
+    });
     written.extend(clrprobe::record::http::write_outputs(&summary, &name.prefix));
     log::info!("outputs: {} files written after {:?}", written.len(), writing.elapsed());
     for w in written {
@@ -409,6 +420,16 @@ fn record_on_pipeline(
                 eprintln!("clrprobe: error: {e}");
             }
         }
+    }
+    if summary.folded_files_more > 0 {
+        eprintln!("clrprobe: wrote {} more files of processes that exited ({}.PID.*)", summary.folded_files_more, name.prefix.display());
+    }
+    if summary.reports_in_files > 0 {
+        eprintln!(
+            "clrprobe: the event reports of {} processes that exited are in their {}.PID.events.json only",
+            summary.reports_in_files,
+            name.prefix.display()
+        );
     }
     drop(rec);
     if let Some(l) = launched {

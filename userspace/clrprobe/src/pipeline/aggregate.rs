@@ -51,6 +51,9 @@ pub enum Query {
     /// The kernel's symbols as the aggregator loaded them (`--save-raw` keeps those of the
     /// kernel frames seen).
     Kernel(oneshot::Sender<Option<std::sync::Arc<clrprobe_symbolizer::KernelSymbolizer>>>),
+    /// A recording (`record --all`): exited processes are folded from now on (see
+    /// [`crate::pipeline::fold`]); [`Query::Combined`] hands the folding back.
+    Fold(Box<super::fold::Folding>),
     /// The terminal view's refresh: CPU leaves of the seconds completed after `after_ns`,
     /// and every process's event report.
     Top { after_ns: Option<u64>, reply: oneshot::Sender<crate::pipeline::sinks::terminal::Window> },
@@ -76,6 +79,8 @@ pub struct Combined {
     pub out_of_time: u64,
     /// Records the sources sent that were not absorbed in time (a recording ended by Ctrl-C).
     pub left_out: u64,
+    /// `record --all`: the processes folded while recording (their totals are in `profile`).
+    pub folded: Option<super::fold::Folded>,
 }
 
 /// Names for one profile: the followed .NET processes' from the long-lived resolver, every
@@ -87,6 +92,9 @@ struct Names<'r> {
     native: Option<FrameResolver>,
     /// When the per-profile resolver stops symbolizing (a recording ended by Ctrl-C).
     deadline: Option<Instant>,
+    /// Other processes' native frames as `module+offset` only (`record --all`: the symbol
+    /// tables of every binary on the host were most of its memory at the end).
+    light: bool,
 }
 
 impl Namer for Names<'_> {
@@ -98,6 +106,7 @@ impl Namer for Names<'_> {
         let r = self.native.get_or_insert_with(|| {
             let mut r = FrameResolver::new();
             r.set_deadline(self.deadline);
+            r.light_for_others(self.light);
             // The kernel's symbols are the long-lived resolver's (/proc/kallsyms was read and
             // parsed again for every profile request).
             if let Ok(k) = dotnet.image_cache().kernel() {
@@ -150,6 +159,12 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 /// A recording's end absorbs the records still waiting up to this long past its symbolizing
 /// deadline, without naming their code; records still waiting then are counted as left out.
 const ABSORB_AFTER_SYMBOLIZING: Duration = Duration::from_millis(200);
+/// How often `record --all` looks for exited processes that were not followed …
+const NATIVES_CHECK: Duration = Duration::from_secs(2);
+/// … and how long after they were first seen exited they are folded.
+const NATIVES_SETTLE: Duration = Duration::from_secs(2);
+/// How long a recording's end without a deadline waits for the folded processes' files.
+const FOLD_FILES_WAIT: Duration = Duration::from_secs(10);
 /// Records absorbed before the queries are looked at again.
 const BATCH: usize = 4096;
 
@@ -173,6 +188,16 @@ struct State {
     left_out: u64,
     /// A recording's named processes not announced yet (see [`Query::Expect`]).
     expected: HashSet<u32>,
+    /// `record --all`: exited processes are folded (see [`Query::Fold`]).
+    folding: Option<Box<super::fold::Folding>>,
+    /// `record --all`: the profile names other processes' native code lightly.
+    host_wide: bool,
+    /// `record --all`: processes not followed, named lightly as their samples come (their
+    /// names are gone once they exit) and folded by thread name once exited.
+    natives: FrameResolver,
+    /// … those seen exited, since when.
+    natives_gone: HashMap<u32, Instant>,
+    last_natives_check: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -187,6 +212,8 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
         }
         let mut sinks = true;
         let mut sources = true;
+        // A recording whose queries have all been answered: what is left to come is dropped.
+        let mut discard = false;
         loop {
             let mut busy = false;
             for i in 0..BATCH {
@@ -196,6 +223,7 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     break;
                 }
                 match records.try_recv() {
+                    Ok(_) if discard => busy = true,
                     Ok(r) => {
                         let (t, what) = (Instant::now(), record_kind(&r));
                         s.absorb(r);
@@ -236,7 +264,17 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     }
                     Err(TryRecvError::Empty) => break,
                     // The sinks are gone: drain the sources to their end.
-                    Err(TryRecvError::Disconnected) => sinks = false,
+                    Err(TryRecvError::Disconnected) => {
+                        sinks = false;
+                        if recording {
+                            // A recording has its profile: its state (samples, symbolizers)
+                            // goes now, not when the sources end (after a Ctrl-C they may
+                            // still be stopping sessions while the outputs are written).
+                            drop(std::mem::replace(&mut s, State::new(AggregatorConfig::default())));
+                            release_free_memory();
+                            discard = true;
+                        }
+                    }
                 }
             }
             if !sources && !sinks {
@@ -293,6 +331,11 @@ impl State {
             prefetching: Default::default(),
             left_out: 0,
             expected: HashSet::new(),
+            folding: None,
+            host_wide: false,
+            natives: FrameResolver::new(),
+            natives_gone: HashMap::new(),
+            last_natives_check: Instant::now(),
         }
     }
 
@@ -312,6 +355,12 @@ impl State {
                     self.resolver.note_kernel(&c.kernel);
                 }
                 self.last_seen.insert(c.pid, Instant::now());
+            }
+            // `record --all`: other processes' code named (`module+offset`) while they run.
+            Record::Cpu(c) if self.host_wide && c.pid != 0 => {
+                self.natives.ensure_process(c.pid);
+                self.natives.note_addresses(c.pid, &c.user, 0);
+                self.natives.note_kernel(&c.kernel);
             }
             Record::Started(i) => {
                 self.expected.remove(&i.pid);
@@ -357,6 +406,7 @@ impl State {
                 self.prefetching.store(false, std::sync::atomic::Ordering::Release);
             }
         }
+        let tick = matches!(r, Record::Tick { .. });
         self.agg.absorb(r);
         let jit = self.agg.take_jit_methods();
         if !jit.is_empty() {
@@ -370,6 +420,67 @@ impl State {
         }
         for (pid, stack) in self.agg.take_new_stacks() {
             self.note(pid, &stack);
+        }
+        if tick && self.folding.is_some() {
+            self.fold_settled();
+            if self.last_natives_check.elapsed() >= NATIVES_CHECK {
+                self.last_natives_check = Instant::now();
+                self.fold_natives();
+            }
+        }
+    }
+
+    /// Folds the processes not followed that exited at least [`NATIVES_SETTLE`] ago (their
+    /// last samples have arrived), by thread name; forgets what naming them held.
+    fn fold_natives(&mut self) {
+        let now = Instant::now();
+        let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
+        for pid in self.natives.pids() {
+            if followed.contains(&pid) || alive(pid) {
+                self.natives_gone.remove(&pid);
+            } else {
+                self.natives_gone.entry(pid).or_insert(now);
+            }
+        }
+        let settled: HashSet<u32> = self.natives_gone.iter().filter(|(_, t)| t.elapsed() >= NATIVES_SETTLE).map(|(p, _)| *p).collect();
+        if settled.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        let samples = self.agg.take_unfollowed(&settled);
+        if let Some(f) = self.folding.as_mut()
+            && let Err(e) = f.fold_unfollowed(&samples, &mut self.natives)
+        {
+            log::warn!("folding exited processes: {e}");
+        }
+        self.natives.forget(&settled);
+        self.natives_gone.retain(|p, _| !settled.contains(p));
+        log::info!("fold: {} exited processes not followed folded ({} stacks) in {:?}", settled.len(), samples.len(), t0.elapsed());
+    }
+
+    /// Folds the followed processes whose exit has settled (`record --all`), then forgets
+    /// what naming them needed.
+    fn fold_settled(&mut self) {
+        let pids = self.agg.settled_exits();
+        let Some(f) = self.folding.as_mut() else { return };
+        for pid in pids {
+            let t0 = Instant::now();
+            let opts = f.options(self.agg.now_ns());
+            let window = opts.duration_ns;
+            let mut names = Names { followed: [pid].into(), dotnet: &mut self.resolver, native: None, deadline: None, light: false };
+            match self.agg.take_process(pid, &opts, window, &mut names) {
+                Ok(Some(t)) => {
+                    if let Err(e) = f.fold(t) {
+                        log::warn!("folding the exited process {pid}: {e}");
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("folding the exited process {pid}: {e}"),
+            }
+            self.resolver.forget(&[pid].into());
+            self.noted.remove(&pid);
+            self.last_seen.remove(&pid);
+            log::info!("fold: {pid} folded in {:?}", t0.elapsed());
         }
     }
 
@@ -423,6 +534,14 @@ impl State {
                 let _ = reply.send(self.agg.now_ns());
             }
             Query::EndAt(ns) => self.agg.end_samples_at(ns),
+            Query::Fold(f) => {
+                self.folding = Some(f);
+                self.host_wide = true;
+                self.natives.light_for_others(true);
+                if let Ok(k) = self.resolver.image_cache().kernel() {
+                    self.natives.image_cache().share_kernel(k);
+                }
+            }
             Query::Expect(pids) => {
                 for pid in pids {
                     if !self.agg.follows(pid) && self.expected.insert(pid) {
@@ -442,7 +561,7 @@ impl State {
                     self.resolver.refresh(pid);
                 }
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false };
                 let profiles = crate::pipeline::sinks::files::profiles(&self.agg, &mut names).map_err(|e| e.to_string());
                 let events = crate::pipeline::sinks::files::events(&self.agg, start_unix_ns, duration_ns, true);
                 let _ = reply.send(profiles.map(|profiles| Final { profiles, events, health: self.agg.health.clone() }));
@@ -463,16 +582,32 @@ impl State {
                 // Named processes never announced (a set-up still under way) are named by the
                 // long-lived resolver too, which has named their samples as they came.
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).chain(self.expected.iter().copied()).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: symbolize_by };
+                // Host-wide, other processes' code as it was named while they ran.
+                let native = self.host_wide.then(|| {
+                    let mut r = std::mem::take(&mut self.natives);
+                    r.set_deadline(symbolize_by);
+                    r
+                });
+                let mut names = Names { followed, dotnet: &mut self.resolver, native, deadline: symbolize_by, light: self.host_wide };
                 let profile = self.agg.combined_profile(&opts, &mut names).map_err(|e| e.to_string());
                 log::info!("stop: combined profile built in {:?}", t0.elapsed());
+                // The folded processes' totals beside it; their files in flight get until the
+                // symbolizing deadline (after a Ctrl-C: within its bound).
+                let files_by = symbolize_by.unwrap_or_else(|| Instant::now() + FOLD_FILES_WAIT);
+                let (profile, folded) = match (profile, self.folding.take()) {
+                    (Ok(p), Some(f)) => match f.finish(p, files_by) {
+                        Ok((p, folded)) => (Ok(p), Some(folded)),
+                        Err(e) => (Err(e.to_string()), None),
+                    },
+                    (p, _) => (p, None),
+                };
                 let out_of_time = names.native.as_ref().map_or(0, |r| r.out_of_time) + self.resolver.out_of_time;
                 self.resolver.set_deadline(None);
                 self.kernel_pass_deadline(None);
                 let reports = self.agg.completed_event_reports(opts.duration_ns);
                 let processes = self.agg.processes().map(|(i, c, _)| (i.pid, i.name.clone(), c.events, c.dropped_events, c.jit_methods)).collect();
                 let health = self.agg.health.clone();
-                let _ = reply.send(profile.map(|profile| Combined { profile, reports, health, processes, out_of_time, left_out: self.left_out }));
+                let _ = reply.send(profile.map(|profile| Combined { profile, reports, health, processes, out_of_time, left_out: self.left_out, folded }));
             }
             Query::Http { parts, clock, symbolize_by, reply } => {
                 self.resolver.set_deadline(symbolize_by);
@@ -486,14 +621,14 @@ impl State {
             }
             Query::Top { after_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
-                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None };
+                let mut names = Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false };
                 let _ = reply.send(crate::pipeline::sinks::terminal::window(&self.agg, &mut names, after_ns));
             }
             Query::Profile { kind, pid, since_ns, reply } => {
                 let followed: HashSet<u32> = self.agg.processes().map(|p| p.0.pid).collect();
                 let bytes = self
                     .agg
-                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None, deadline: None })
+                    .profile(kind, pid, since_ns, &mut Names { followed, dotnet: &mut self.resolver, native: None, deadline: None, light: false })
                     .and_then(|p| {
                         let mut out = Vec::new();
                         clrprobe_profile::pprof::to_writer(&p, &mut out)?;

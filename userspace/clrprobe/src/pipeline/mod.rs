@@ -4,6 +4,7 @@
 //! per-process state ([`clrprobe_pipeline::stream::Aggregator`]); sinks ask it for snapshots
 //! (HTTP for `clrprobe agent`).
 pub mod aggregate;
+pub mod fold;
 pub mod recorder;
 pub mod sinks;
 pub mod sources;

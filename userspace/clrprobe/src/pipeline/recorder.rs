@@ -52,6 +52,8 @@ pub struct Recorded {
     pub saved_raw: Option<String>,
     /// `--http` / `--providers`: per process, the requests and EventSource summaries.
     pub http: Vec<crate::http::HttpReport>,
+    /// `--all`: the processes folded as they exited (their reports are in `reports`).
+    pub folded: Option<super::fold::Folded>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +114,10 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         keep_times: true,
         ..AggregatorConfig::default()
     };
+    // Host-wide, the CPU samples of the whole recording add up in one bucket (a bucket a
+    // second kept each second's copy of every stack of every process on the host, and memory
+    // grew with the time recorded); the profile merges the buckets all the same.
+    let cfg = if args.all { AggregatorConfig { bucket_ns: u64::MAX, buckets: 1, max_cpu_keys: ALL_CPU_KEYS, ..cfg } } else { cfg };
     // Named processes that are not .NET. A launched one is the stopped shell that execs the
     // command: looked at once it runs (followed as not .NET if it has not loaded the runtime
     // 2 s after its start, set up after all if it loads it later).
@@ -154,6 +160,11 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     };
     // Off-CPU stacks copied and unwound as `record` does.
     crate::sampler::set_offcpu_copies(args.kinds.offcpu);
+    if args.all {
+        // Host-wide, only the .NET processes' copies are unwound (read every 50 ms): 4 MiB
+        // (8 MiB resident, mapped twice) instead of 16 MiB.
+        crate::bpf::set_ustack_ring_bytes(4 << 20);
+    }
     let (rec_tx, rec_rx) = crossbeam_channel::bounded(RECORD_CHANNEL);
     let (q_tx, q_rx) = crossbeam_channel::unbounded();
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(PipelineRecordError::Thread)?;
@@ -168,6 +179,31 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     crate::own_pages::release_code("loading BPF");
     let mut warnings: Vec<String> = fallback.into_iter().collect();
     let attached = started.elapsed();
+    // Host-wide: exited processes are folded as they go (their files written then), as long
+    // as no request needs their samples at the end (`--http`).
+    if args.all && !args.net.http {
+        let at = start_mono.saturating_add(attached.as_nanos() as u64);
+        let base = CombinedOptions {
+            start_mono_ns: at,
+            start_unix_ns: at.saturating_add_signed(unix_offset_ns),
+            duration_ns: 0,
+            cpu: args.kinds.cpu,
+            offcpu: args.kinds.offcpu,
+            gc_root: crate::record::gc::gc_frame(),
+            thread_roots: args.thread_roots,
+        };
+        // The columns of the combined profile.
+        use clrprobe_profile::{SampleType, kinds, units};
+        let mut types = Vec::new();
+        if args.kinds.cpu {
+            types.push(SampleType::new(kinds::CPU, units::SAMPLES));
+        }
+        types.extend(events.sample_types());
+        if args.kinds.offcpu {
+            types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
+        }
+        let _ = q_tx.send(Query::Fold(Box::new(super::fold::Folding::new(base, types, args.fold_files.clone()))));
+    }
     if args.resume_after_attach {
         // Launch mode: the command runs from its first instruction, sampled.
         for &pid in &args.pids {
@@ -339,13 +375,20 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             }
         }
     }
+    // The folded processes' reports (GC CPU from /proc, read up to their exit) first.
+    let mut folded = c.folded.take();
+    if let Some(f) = folded.as_mut() {
+        let mut reports = std::mem::take(&mut f.reports);
+        reports.append(&mut c.reports);
+        c.reports = reports;
+    }
     // The event reports in the profile (`clrprobe report`, events.json), the GCs as markers.
     let profile = crate::record::attach_reports(c.profile, &c.reports).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     let profile = crate::record::gc::add_markers(profile, &c.reports, opts.start_mono_ns as i64).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     let profile = crate::record::http::add_markers(profile, &http).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     warnings.extend(warn_rx.try_iter());
     warnings.dedup();
-    Ok(Recorded { profile, reports: c.reports, health: c.health, warnings, duration, time_to_attach: attached, stop_time: done_at.elapsed(), processes: c.processes, bpf, host: host_report, natives, saved_raw, http })
+    Ok(Recorded { profile, reports: c.reports, health: c.health, warnings, duration, time_to_attach: attached, stop_time: done_at.elapsed(), processes: c.processes, bpf, host: host_report, natives, saved_raw, http, folded })
 }
 
 /// Slots of the channel from the sources to the aggregator. Each is 88 bytes and every one is
@@ -353,6 +396,10 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
 /// second's drain of a `-p` recording at 99 Hz is a few hundred records, and a full channel
 /// holds the sender until the aggregator has absorbed some.
 const RECORD_CHANNEL: usize = 1024;
+
+/// Most distinct CPU stacks (per process and thread) a host-wide recording keeps; more are
+/// counted as lost (`cpu-keys-full`).
+const ALL_CPU_KEYS: usize = 1 << 19;
 
 /// Symbolizing after a Ctrl-C ends this long after it (the rundowns run meanwhile).
 const INTERRUPTED_SYMBOLIZE: Duration = Duration::from_millis(1200);
@@ -397,20 +444,21 @@ pub fn uncovered(_args: &RecordArgs) -> Option<&'static str> {
 }
 
 /// Does plain `record` take the pipeline for `args`? When the pipeline does all it asks
-/// ([`uncovered`]), it is not host-wide (`--all` folds exited processes on `record::run`), and
-/// it names its targets (`-p`/`--name`: .NET or not; those that are not are followed without a
-/// set-up) or launches a command (`dotnet` or not: one that has not loaded the runtime 2 s
-/// after its start is followed as not .NET, and set up if it loads it later). With or without
-/// a duration: a recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's
-/// priority, set-ups run off the host source's thread so its samples are drained up to the
-/// end, the named processes' code is named as their samples come, and naming at the end
-/// stops at its deadline, kernel names included).
+/// ([`uncovered`]) and it names its targets (`-p`/`--name`: .NET or not; those that are not
+/// are followed without a set-up), launches a command (`dotnet` or not: one that has not
+/// loaded the runtime 2 s after its start is followed as not .NET, and set up if it loads it
+/// later), or records the whole host (`--all`: exited processes are folded as they go, their
+/// `PREFIX.PID.*` files written then; see [`super::fold`]). With or without a duration: a
+/// recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's priority, set-ups
+/// run off the host source's thread so its samples are drained up to the end, the named
+/// processes' code is named as their samples come, and naming at the end stops at its
+/// deadline, kernel names included).
 /// `CLRPROBE_RECORD_PATH=run` keeps every recording on `record::run`.
 pub fn takes_pipeline(args: &RecordArgs, launched_program: Option<&str>) -> bool {
-    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || args.all || uncovered(args).is_some() {
+    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || uncovered(args).is_some() {
         return false;
     }
-    launched_program.is_some() || !args.pids.is_empty()
+    args.all || launched_program.is_some() || !args.pids.is_empty()
 }
 
 fn unix_now_ns() -> u64 {
@@ -447,21 +495,32 @@ pub fn summary(r: &Recorded, args: &RecordArgs) -> crate::record::RecordSummary 
         s.cxa_throws = h.cxa.throws.clone();
         s.uprobe_cost_ns = h.cxa.cost_ns;
     }
+    // `--all`: the processes folded as they exited count as followed .NET processes.
+    let no_fold = super::fold::Folded::default();
+    let folded = r.folded.as_ref().unwrap_or(&no_fold);
+    let followed: Vec<&(u32, String, u64, u64, u64)> = folded.processes.iter().chain(&r.processes).collect();
     // Named or launched, then the children followed, then the .NET processes found (--all).
     let name_of = |pid: u32| {
-        r.processes.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| {
+        followed.iter().find(|p| p.0 == pid).map(|p| p.1.clone()).filter(|n| !n.is_empty()).unwrap_or_else(|| {
             std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_else(|_| pid.to_string())
         })
     };
-    let dotnet = |pid: u32| r.processes.iter().any(|p| p.0 == pid) && !r.natives.contains(&pid);
+    let dotnet = |pid: u32| followed.iter().any(|p| p.0 == pid) && !r.natives.contains(&pid);
     let children = r.host.as_ref().map(|h| h.children.clone()).unwrap_or_default();
     let mut pids: Vec<(u32, Option<u32>)> = args.pids.iter().map(|&p| (p, None)).collect();
     pids.extend(children.iter().map(|&(c, p)| (c, Some(p))));
-    pids.extend(r.processes.iter().map(|p| (p.0, None)).filter(|(p, _)| !args.pids.contains(p) && !children.iter().any(|c| c.0 == *p)));
+    pids.extend(followed.iter().map(|p| (p.0, None)).filter(|(p, _)| !args.pids.contains(p) && !children.iter().any(|c| c.0 == *p)));
     pids.sort_unstable();
     pids.dedup_by_key(|p| p.0);
     s.recorded = pids.into_iter().map(|(pid, parent)| RecordedPid { pid, name: name_of(pid), parent, dotnet: dotnet(pid) }).collect();
-    s.eventpipe = r.processes.iter().filter(|p| !r.natives.contains(&p.0)).map(|p| (p.0, p.2, p.3, p.4 as usize)).collect();
+    s.eventpipe = followed.iter().filter(|p| !r.natives.contains(&p.0)).map(|p| (p.0, p.2, p.3, p.4 as usize)).collect();
+    s.folded_processes = folded.processes.len() as u64 + folded.others;
+    s.reports_in_files = folded.reports_in_files;
+    s.folded_file_pids = folded.file_pids.clone();
+    s.folded_files_more = folded.more_files;
+    // Beyond the first folded processes, their session's providers are in their files' stead.
+    let gone: std::collections::HashSet<u32> = folded.processes.iter().map(|f| f.0).filter(|p| !folded.kept.contains(p)).collect();
+    s.eventpipe_providers.retain(|(p, _)| !gone.contains(p));
     s.fill_from(&r.profile);
     s.limits = Limits::measure(&s);
     s

@@ -14,7 +14,7 @@ use clrprobe_profile::{Profile, ProfileError};
 use crate::{formats::Format, output::Written};
 
 /// Files of folded processes being written; what was written so far.
-pub(super) struct FoldFiles {
+pub(crate) struct FoldFiles {
     prefix: PathBuf,
     tx: Option<mpsc::SyncSender<(u32, Profile)>>,
     /// The files written for each profile handed over.

@@ -5,7 +5,7 @@ mod clr_collect;
 pub(crate) mod clr_session;
 mod census;
 pub(crate) mod cxa;
-mod fold_files;
+pub(crate) mod fold_files;
 mod frames;
 mod limits;
 pub(crate) mod gc;
@@ -728,7 +728,7 @@ fn absorb(agg: &mut HashMap<AggKey, u64>, batch: Vec<RawSample>, resolver: &mut 
 /// clrprobe's own threads add up by role, without their tid: a long `--all` recording starts
 /// threads per target (`attach-PID`, `eventpipe-PID`, `stop-PID`…), and each one's samples and
 /// labels were kept apart to the end (4,600 label sets of a 60-minute soak).
-fn own_thread(s: &mut RawSample) {
+pub(crate) fn own_thread(s: &mut RawSample) {
     s.tid = 0;
     if let Some(i) = s.comm.rfind('-')
         && i + 1 < s.comm.len()

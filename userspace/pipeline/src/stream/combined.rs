@@ -60,6 +60,31 @@ impl TimedList {
         self.entries.iter().map(|&(i, t, v)| (&self.keys[i as usize], t, v))
     }
 
+    /// Forgets every entry and key of `pid` (the others keep their order).
+    pub(crate) fn remove_pid(&mut self, pid: u32) {
+        if !self.keys.iter().any(|k| k.0 == pid) {
+            return;
+        }
+        let mut new_index = Vec::with_capacity(self.keys.len());
+        let mut kept = Vec::with_capacity(self.keys.len());
+        for k in self.keys.drain(..) {
+            if k.0 == pid {
+                new_index.push(u32::MAX);
+            } else {
+                new_index.push(kept.len() as u32);
+                kept.push(k);
+            }
+        }
+        self.keys = kept;
+        self.entries.retain_mut(|e| {
+            e.0 = new_index[e.0 as usize];
+            e.0 != u32::MAX
+        });
+        self.entries.shrink_to_fit();
+        self.keys.shrink_to_fit();
+        self.index = self.keys.iter().enumerate().map(|(i, k)| (k.clone(), i as u32)).collect();
+    }
+
     /// Every distinct key noted.
     pub(crate) fn keys(&self) -> &[StackKey] {
         &self.keys
@@ -202,6 +227,12 @@ impl Aggregator {
     /// Every kind of every followed process (CPU: every process sampled) in one profile, over
     /// all the time kept (a recording's aggregator keeps every bucket).
     pub fn combined_profile(&self, o: &CombinedOptions, namer: &mut dyn Namer) -> Result<Profile, ProfileError> {
+        self.combined_of(o, namer, None)
+    }
+
+    /// [`Aggregator::combined_profile`] of the samples of `only` (None: of all of them).
+    pub(crate) fn combined_of(&self, o: &CombinedOptions, namer: &mut dyn Namer, only: Option<u32>) -> Result<Profile, ProfileError> {
+        let wanted = |pid: u32| only.is_none_or(|p| p == pid);
         let mut types = Vec::new();
         if o.cpu {
             types.push(SampleType::new(kinds::CPU, units::SAMPLES));
@@ -220,13 +251,13 @@ impl Aggregator {
         b.set_start_time_ns(o.start_unix_ns);
         b.set_duration_ns(o.duration_ns);
         let mut build = Build { b, namer, width: types.len(), gc_root: o.gc_root.clone(), thread_roots: o.thread_roots, stacks: HashMap::new(), rooted: HashMap::new(), ids_of: HashMap::new(), labels: HashMap::new(), names: HashMap::new() };
-        for p in self.procs.values() {
+        for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
             build.names.insert(p.info.pid, (p.info.name.clone(), None));
         }
         let at = |t: u64| t.saturating_sub(o.start_mono_ns);
         // GC pauses of each (pid, suspending thread): its samples inside them are GC work.
         let mut pauses: HashMap<(u32, u32), Vec<(u64, u64)>> = HashMap::new();
-        for p in self.procs.values() {
+        for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
             for &(s, e, tid) in &p.events.gc.pauses {
                 pauses.entry((p.info.pid, tid as u32)).or_default().push((s, e));
             }
@@ -235,14 +266,14 @@ impl Aggregator {
         if let Some(col) = cpu_col {
             let mut merged: HashMap<&StackKey, u64> = HashMap::new();
             for bucket in &self.cpu {
-                for (k, n) in &bucket.samples {
+                for (k, n) in bucket.samples.iter().filter(|(k, _)| wanted(k.0)) {
                     *merged.entry(k).or_insert(0) += n;
                 }
             }
             let timed = &self.times.cpu;
             let mut rows: Vec<(&StackKey, u64, u64)> = Vec::new();
             if timed.usable() {
-                for (k, t, n) in timed.entries() {
+                for (k, t, n) in timed.entries().filter(|e| wanted(e.0.0)) {
                     if let Some(m) = merged.get_mut(k) {
                         *m = m.saturating_sub(n);
                     }
@@ -267,10 +298,11 @@ impl Aggregator {
         }
         if let Some(col) = off_col {
             let timed = &self.times.offcpu;
-            let mut left: HashMap<&StackKey, u64> = self.procs.values().flat_map(|p| p.offcpu.iter().map(|(k, v)| (k, v.0))).collect();
+            let mut left: HashMap<&StackKey, u64> =
+                self.procs.values().filter(|p| wanted(p.info.pid)).flat_map(|p| p.offcpu.iter().map(|(k, v)| (k, v.0))).collect();
             let mut rows: Vec<(&StackKey, u64, u64)> = Vec::new();
             if timed.usable() {
-                for (k, t, ns) in timed.entries() {
+                for (k, t, ns) in timed.entries().filter(|e| wanted(e.0.0)) {
                     if let Some(m) = left.get_mut(k) {
                         *m = m.saturating_sub(ns);
                     }
@@ -295,7 +327,7 @@ impl Aggregator {
         }
         // Allocation, exception and contention samples at their times (when every one kept it).
         let Build { mut b, namer, .. } = build;
-        for p in self.procs.values() {
+        for p in self.procs.values().filter(|p| wanted(p.info.pid)) {
             p.events.write_into_at(&mut b, &mut EventFrames(namer), Some(o.start_mono_ns.min(i64::MAX as u64) as i64))?;
         }
         Ok(b.build())

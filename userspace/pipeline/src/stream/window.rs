@@ -37,30 +37,7 @@ impl Aggregator {
     /// the sources read from /proc since they first did (dedicated GC threads, the process)
     /// and the CPU samples inside the process's own GC pauses (user threads).
     pub fn completed_event_reports(&self, window_ns: u64) -> Vec<(u32, crate::EventReport)> {
-        self.procs
-            .values()
-            .map(|p| {
-                let mut r = p.events.report();
-                r.gc.set_window(window_ns);
-                if p.cpu_first_ns.is_some() {
-                    let used = |t: &(Arc<str>, u64, u64)| t.2.saturating_sub(t.1);
-                    let mut gc: Vec<(u64, String, u64)> =
-                        p.threads.iter().filter(|(_, t)| super::is_gc_thread(&t.0)).map(|(tid, t)| (u64::from(*tid), t.0.to_string(), used(t))).collect();
-                    gc.sort();
-                    let cpu = crate::GcCpu {
-                        source: "/proc task stat".into(),
-                        gc_threads_ns: gc.iter().map(|t| t.2).sum(),
-                        user_thread_gc_ns: p.counters.user_threads_gc_cpu_ns,
-                        // Over the same window as the GC threads' times (from the first read).
-                        process_ns: (p.counters.cpu_user_ns + p.counters.cpu_system_ns).saturating_sub(p.cpu_first_ns.unwrap_or(0)),
-                        threads: gc,
-                    };
-                    r.gc.cpu_proc = Some(cpu.clone());
-                    r.gc.cpu = Some(cpu);
-                }
-                (p.info.pid, r)
-            })
-            .collect()
+        self.procs.values().map(|p| (p.info.pid, completed_report(p, window_ns))).collect()
     }
 
     /// The CPU samples of the complete buckets that start after `after_ns` (None: every
@@ -90,6 +67,29 @@ impl Aggregator {
         samples.sort_unstable();
         CpuWindow { last_start_ns: Some(open_start.saturating_sub(len)).filter(|_| buckets > 0).or(after_ns).or(last), buckets, samples }
     }
+}
+
+/// The event report of `p` completed as [`Aggregator::completed_event_reports`] says.
+pub(crate) fn completed_report(p: &super::aggregate::Proc, window_ns: u64) -> crate::EventReport {
+    let mut r = p.events.report();
+    r.gc.set_window(window_ns);
+    if p.cpu_first_ns.is_some() {
+        let used = |t: &(Arc<str>, u64, u64)| t.2.saturating_sub(t.1);
+        let mut gc: Vec<(u64, String, u64)> =
+            p.threads.iter().filter(|(_, t)| super::is_gc_thread(&t.0)).map(|(tid, t)| (u64::from(*tid), t.0.to_string(), used(t))).collect();
+        gc.sort();
+        let cpu = crate::GcCpu {
+            source: "/proc task stat".into(),
+            gc_threads_ns: gc.iter().map(|t| t.2).sum(),
+            user_thread_gc_ns: p.counters.user_threads_gc_cpu_ns,
+            // Over the same window as the GC threads' times (from the first read).
+            process_ns: (p.counters.cpu_user_ns + p.counters.cpu_system_ns).saturating_sub(p.cpu_first_ns.unwrap_or(0)),
+            threads: gc,
+        };
+        r.gc.cpu_proc = Some(cpu.clone());
+        r.gc.cpu = Some(cpu);
+    }
+    r
 }
 
 #[cfg(test)]

@@ -228,6 +228,15 @@ impl HostSource {
             sampler::start_with_copies(cfg.sampler, &targets, cfg.freq, cfg.stack_copies)?
         };
         let mut offcpu_on = false;
+        if let Some(b) = sampler.as_bpf()
+            && cfg.all
+            && !cfg.dotnet_only
+            && cfg.recording.is_some()
+        {
+            // `record --all`: stack copies of the .NET processes are unwound (each added as it
+            // is found), every other process keeps its frame-pointer stacks.
+            b.unwind_only(&cfg.pids);
+        }
         if let Some(b) = sampler.as_bpf() {
             // Per-sample times: CPU samples inside a thread's own GC pause are GC work.
             if let Err(e) = crate::record::gc::enable_sample_time(b.loaded()) {
@@ -491,6 +500,11 @@ impl HostSource {
                 continue;
             }
             self.done.insert(pid);
+            if self.cfg.all
+                && let Some(b) = self.sampler.as_bpf()
+            {
+                b.unwind_pid(pid);
+            }
             if let Some(w) = self.setups.as_mut() {
                 w.hand_over(pid);
             } else if alive(pid) {
@@ -673,7 +687,13 @@ impl HostSource {
         match self.sampler.drain() {
             Ok(batch) => {
                 log::debug!("{} CPU sample entries", batch.len());
-                for s in batch {
+                // Host-wide, clrprobe's own threads add up by role (a thread per process
+                // followed: `eventpipe-PID`, `stop-PID`…), as record::run has them.
+                let me = (self.cfg.all && !self.cfg.dotnet_only).then(std::process::id);
+                for mut s in batch {
+                    if Some(s.pid) == me {
+                        crate::record::own_thread(&mut s);
+                    }
                     self.tx.send(Record::Cpu(s.into()))?;
                 }
             }
@@ -704,6 +724,13 @@ impl HostSource {
             && let Some(b) = self.sampler.as_bpf()
         {
             self.cxa.detach_exited(b);
+        }
+        if self.cfg.all
+            && !exited.is_empty()
+            && let Some(b) = self.sampler.as_bpf()
+        {
+            // Host-wide: what unwinding the exited processes needed goes with them.
+            b.forget_processes(&exited.iter().copied().collect(), &HashSet::new());
         }
         for pid in exited {
             // Dropping the source and the guard: the stream has ended, the map files go.
