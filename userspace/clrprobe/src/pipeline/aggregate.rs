@@ -173,6 +173,8 @@ struct State {
     left_out: u64,
     /// A recording's named processes not announced yet (see [`Query::Expect`]).
     expected: HashSet<u32>,
+    /// When the sizes of what is held were last logged (see [`CENSUS_EVERY`]).
+    last_census: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -293,6 +295,7 @@ impl State {
             prefetching: Default::default(),
             left_out: 0,
             expected: HashSet::new(),
+            last_census: Instant::now(),
         }
     }
 
@@ -336,6 +339,10 @@ impl State {
                     self.noted.clear();
                 }
                 self.forget_gone();
+                if self.last_census.elapsed() >= CENSUS_EVERY && log::log_enabled!(log::Level::Info) {
+                    self.last_census = Instant::now();
+                    self.census();
+                }
             }
             _ => {}
         }
@@ -392,6 +399,13 @@ impl State {
         if new {
             self.resolver.note_addresses(pid, user, 0);
         }
+    }
+
+    /// Logs the sizes of what the aggregator and the symbolizer hold, and malloc's view of
+    /// the heap (a long-running agent's memory: what grows).
+    fn census(&self) {
+        let noted: usize = self.noted.values().map(|n| n.len()).sum();
+        log::info!("census: malloc {}; noted {noted}; resolver {}; {}", malloc_census(), self.resolver.census(), self.agg.census());
     }
 
     fn forget_gone(&mut self) {
@@ -505,6 +519,21 @@ impl State {
             }
         }
     }
+}
+
+/// How often a long-running aggregator logs the sizes of what it holds (at `RUST_LOG=info`).
+const CENSUS_EVERY: Duration = Duration::from_secs(60);
+
+/// malloc's totals: bytes in use, free but held, in mmapped chunks, and the releasable top.
+fn malloc_census() -> String {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let m = unsafe { libc::mallinfo2() };
+        format!("in use {} KB, free {} KB, mmapped {} KB, arena {} KB, top {} KB", m.uordblks >> 10, m.fordblks >> 10, m.hblkhd >> 10, m.arena >> 10, m.keepcost >> 10)
+    }
+    #[cfg(not(target_env = "gnu"))]
+    String::new()
 }
 
 /// The aggregator's timed samples, for the slowest HTTP requests' threads.
