@@ -339,6 +339,14 @@ impl State {
                     self.noted.clear();
                 }
                 self.forget_gone();
+                if !self.agg.config().keep_times {
+                    // A long-running agent: the memory freed since (records absorbed, a burst
+                    // of them queued while the aggregator lagged, forgotten processes) handed
+                    // back, as a recording does after each drain. The reader threads allocate
+                    // the records and this thread frees them: freed chunks scattered between
+                    // live ones otherwise stay resident until a profile request trims.
+                    release_free_memory();
+                }
                 if self.last_census.elapsed() >= CENSUS_EVERY && log::log_enabled!(log::Level::Info) {
                     self.last_census = Instant::now();
                     self.census();
