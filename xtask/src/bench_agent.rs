@@ -52,11 +52,19 @@ fn spawn_agent(bin: &std::path::Path, port: u16, agent_args: &str) -> Result<std
         .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
         .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(agent_log()?)
         .spawn()
         .context("starting clrprobe agent")?;
     std::thread::sleep(Duration::from_secs(2));
     Ok(agent)
+}
+
+/// The agent's stderr: appended to `BENCH_AGENT_LOG` when set (with `RUST_LOG=info`, its
+/// census of what it holds each minute), else dropped.
+fn agent_log() -> Result<Stdio> {
+    let Some(path) = std::env::var_os("BENCH_AGENT_LOG") else { return Ok(Stdio::null()) };
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(&path).with_context(|| format!("opening {}", path.to_string_lossy()))?;
+    Ok(Stdio::from(f))
 }
 
 /// Bench.cs modes run side by side in each round of the slowdown part.

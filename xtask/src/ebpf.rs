@@ -90,7 +90,16 @@ pub fn build() -> Result<PathBuf> {
 }
 
 /// Builds the BPF object and `clrprobe` (release) with it embedded; returns the binary.
+/// `BENCH_BIN=PATH` skips the builds and returns that binary (to measure another build).
 pub fn build_userspace() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("BENCH_BIN") {
+        let bin = PathBuf::from(bin);
+        if !bin.is_file() {
+            bail!("BENCH_BIN={} is not a file", bin.display());
+        }
+        eprintln!("xtask: BENCH_BIN {}", bin.display());
+        return Ok(bin);
+    }
     let obj = build()?;
     let mut c = util::cargo();
     c.args(["build", "--release", "--package", "clrprobe", "--bin", "clrprobe"]).env("CLRPROBE_BPF_OBJ", &obj);

@@ -47,6 +47,13 @@ impl Default for Waits {
 }
 
 impl Waits {
+    /// Waits started and not stopped yet.
+    pub fn open_len(&self) -> usize {
+        self.open.len()
+    }
+}
+
+impl Waits {
     pub fn start(&mut self, pid: u32, tid: u64, time_ns: u64, stack: &[u64], owner: Option<u64>) {
         self.open.insert((pid, tid), Open { start_ns: time_ns, stack: Arc::from(stack), owner });
     }

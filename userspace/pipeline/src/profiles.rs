@@ -292,6 +292,21 @@ impl EventProfiles {
         }
     }
 
+    /// Sizes of what the profiles hold, for a long-running agent's memory census.
+    pub fn census(&self) -> String {
+        let frames: usize = self.samples.iter().map(|s| s.stack.len()).sum();
+        format!(
+            "(frames {frames} timed {} threads {:?} exceptions {}/{} waits-open {} alloc-types {} gc-records {})",
+            self.timed.len(),
+            self.threads.sizes(),
+            self.exceptions.by_type_message.len(),
+            self.exceptions.by_site.len(),
+            self.waits.open_len(),
+            self.alloc_by_type.len(),
+            self.gc.records.len()
+        )
+    }
+
     /// Samples so far (their stacks can be pre-resolved while the process lives).
     pub fn pending(&self) -> &[PendingSample] {
         &self.samples

@@ -9,6 +9,11 @@ pub struct ThreadTable {
 }
 
 impl ThreadTable {
+    /// Threads known: (by runtime id, named).
+    pub fn sizes(&self) -> (usize, usize) {
+        (self.by_clr.len(), self.names.len())
+    }
+
     pub fn add_clr_thread(&mut self, pid: u32, clr_thread: u64, os_tid: u64) {
         self.by_clr.insert((pid, clr_thread), os_tid);
     }

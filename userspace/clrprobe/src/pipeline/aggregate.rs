@@ -198,6 +198,8 @@ struct State {
     /// … those seen exited, since when.
     natives_gone: HashMap<u32, Instant>,
     last_natives_check: Instant,
+    /// When the sizes of what is held were last logged (see [`CENSUS_EVERY`]).
+    last_census: Instant,
 }
 
 /// Starts the aggregator thread; it ends when every record sender and every query sender is
@@ -336,6 +338,7 @@ impl State {
             natives: FrameResolver::new(),
             natives_gone: HashMap::new(),
             last_natives_check: Instant::now(),
+            last_census: Instant::now(),
         }
     }
 
@@ -385,6 +388,18 @@ impl State {
                     self.noted.clear();
                 }
                 self.forget_gone();
+                if !self.agg.config().keep_times {
+                    // A long-running agent: the memory freed since (records absorbed, a burst
+                    // of them queued while the aggregator lagged, forgotten processes) handed
+                    // back, as a recording does after each drain. The reader threads allocate
+                    // the records and this thread frees them: freed chunks scattered between
+                    // live ones otherwise stay resident until a profile request trims.
+                    release_free_memory();
+                }
+                if self.last_census.elapsed() >= CENSUS_EVERY && log::log_enabled!(log::Level::Info) {
+                    self.last_census = Instant::now();
+                    self.census();
+                }
             }
             _ => {}
         }
@@ -503,6 +518,13 @@ impl State {
         if new {
             self.resolver.note_addresses(pid, user, 0);
         }
+    }
+
+    /// Logs the sizes of what the aggregator and the symbolizer hold, and malloc's view of
+    /// the heap (a long-running agent's memory: what grows).
+    fn census(&self) {
+        let noted: usize = self.noted.values().map(|n| n.len()).sum();
+        log::info!("census: malloc {}; noted {noted}; resolver {}; {}", malloc_census(), self.resolver.census(), self.agg.census());
     }
 
     fn forget_gone(&mut self) {
@@ -640,6 +662,21 @@ impl State {
             }
         }
     }
+}
+
+/// How often a long-running aggregator logs the sizes of what it holds (at `RUST_LOG=info`).
+const CENSUS_EVERY: Duration = Duration::from_secs(60);
+
+/// malloc's totals: bytes in use, free but held, in mmapped chunks, and the releasable top.
+fn malloc_census() -> String {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let m = unsafe { libc::mallinfo2() };
+        format!("in use {} KB, free {} KB, mmapped {} KB, arena {} KB, top {} KB", m.uordblks >> 10, m.fordblks >> 10, m.hblkhd >> 10, m.arena >> 10, m.keepcost >> 10)
+    }
+    #[cfg(not(target_env = "gnu"))]
+    String::new()
 }
 
 /// The aggregator's timed samples, for the slowest HTTP requests' threads.

@@ -246,6 +246,26 @@ impl FrameResolver {
         (self.processes.len(), self.named.ids.len(), self.unnamed.len())
     }
 
+    /// Sizes of what the resolver holds, for a long-running agent's memory census.
+    pub fn census(&self) -> String {
+        let jit: usize = self.processes.values().map(|p| p.jit.len()).sum();
+        let jit_text: usize = self.processes.values().flat_map(|p| p.jit.iter()).map(|j| j.2.len()).sum();
+        let perf: usize = self.processes.values().filter_map(|p| p.sym.as_ref()).map(|s| s.perf_map().len()).sum();
+        let backlog: usize = self.backlog.values().map(|b| b.len()).sum();
+        format!(
+            "processes {} named {} frames {} unnamed {} outside {} backlog {} jit {} ({} name bytes) perf-map {}",
+            self.processes.len(),
+            self.named.ids.len(),
+            self.named.frames.len(),
+            self.unnamed.len(),
+            self.outside.len(),
+            backlog,
+            jit,
+            jit_text,
+            perf
+        )
+    }
+
     /// The processes known.
     pub fn pids(&self) -> Vec<u32> {
         self.processes.keys().copied().collect()

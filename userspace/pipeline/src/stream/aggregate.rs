@@ -207,6 +207,28 @@ impl Aggregator {
         self.times.offcpu.entries()
     }
 
+    /// Sizes of the per-process and windowed state, for a long-running agent's memory census.
+    pub fn census(&self) -> String {
+        let keys: usize = self.cpu.iter().map(|b| b.samples.len()).sum();
+        let mut out = format!("cpu buckets {} keys {keys}; lost {:?}", self.cpu.len(), self.health.lost);
+        for p in self.procs.values() {
+            out.push_str(&format!(
+                "; pid {}: event samples {} offcpu {} threads {} timed {} windows {} thread-events {} contention {} gc-pauses {} {}",
+                p.info.pid,
+                p.events.pending().len(),
+                p.offcpu.len(),
+                p.threads.len(),
+                p.timed.len(),
+                p.windows.len(),
+                p.thread_events_ns.len(),
+                p.contention_start.len(),
+                p.events.gc.pauses.len(),
+                p.events.census(),
+            ));
+        }
+        out
+    }
+
     /// Is `pid` a followed .NET process (exited ones until let go)?
     pub fn follows(&self, pid: u32) -> bool {
         self.procs.contains_key(&pid)
