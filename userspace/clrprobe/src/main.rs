@@ -190,7 +190,6 @@ fn trace_stop_flag() -> &'static std::sync::atomic::AtomicBool {
 
 #[cfg(target_os = "linux")]
 fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
-    use std::io::Write;
     use std::time::Duration;
 
     use clrprobe::record::{self, RecordArgs, RecordKinds};
@@ -266,18 +265,7 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
         let shown = PipelineShown { quiet, json: cmd.json, named: &named, early: &early, launched, command: &cmd.command };
         return record_on_pipeline(&args, &name, &cmd.format, shown);
     }
-    let result = record::run(&args, stop, |s| {
-        if !quiet {
-            eprint!(
-                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
-                s.elapsed.as_secs_f64(),
-                s.samples,
-                s.lost,
-                s.symbolized * 100.0
-            );
-            let _ = std::io::stderr().flush();
-        }
-    });
+    let result = record::run(&args, stop, |s| show_status(s, quiet));
     if !quiet {
         eprintln!();
     }
@@ -371,21 +359,9 @@ fn record_on_pipeline(
     formats: &[clrprobe::formats::Format],
     shown: PipelineShown<'_>,
 ) -> anyhow::Result<ExitCode> {
-    use std::io::Write;
     let PipelineShown { quiet, json, named, early, launched, command } = shown;
     let stop = clrprobe::signals::stop_flag();
-    let mut rec = clrprobe::pipeline::recorder::run(args, stop, |s| {
-        if !quiet {
-            eprint!(
-                "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
-                s.elapsed.as_secs_f64(),
-                s.samples,
-                s.lost,
-                s.symbolized * 100.0
-            );
-            let _ = std::io::stderr().flush();
-        }
-    })
+    let mut rec = clrprobe::pipeline::recorder::run(args, stop, |s| show_status(s, quiet))
     .map_err(|e| anyhow::Error::new(e).context("record failed"))?;
     if !quiet {
         eprintln!();
@@ -622,4 +598,20 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
 #[cfg(not(target_os = "linux"))]
 fn agent(_cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
     anyhow::bail!("`clrprobe agent` needs Linux (BPF + EventPipe)")
+}
+
+/// The recording's status line on stderr (both recording paths), unless `quiet`.
+#[cfg(target_os = "linux")]
+fn show_status(s: &clrprobe::record::Status, quiet: bool) {
+    use std::io::Write;
+    if !quiet {
+        eprint!(
+            "\rclrprobe: {:5.1} s  {} samples  {} lost  {:.1}% of managed frames named   ",
+            s.elapsed.as_secs_f64(),
+            s.samples,
+            s.lost,
+            s.symbolized * 100.0
+        );
+        let _ = std::io::stderr().flush();
+    }
 }

@@ -18,7 +18,7 @@ use clrprobe_pipeline::{
     EventReport,
     stream::{CombinedOptions, Taken},
 };
-use clrprobe_profile::{Frame, FrameKind, LabelSet, Profile, ProfileBuilder, ProfileError, SampleType, StackId, remap::Remap};
+use clrprobe_profile::{Frame, FrameId, FrameKind, LabelSet, LabelSetId, Profile, ProfileBuilder, ProfileError, SampleType, StackId, remap::Remap};
 
 use crate::{output::Written, record::fold_files::FoldFiles};
 
@@ -234,6 +234,13 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile, keep_pid: bool) -> Result<(),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let labels = p.label_sets().iter().map(|l| b.intern_labels(host_labels(l.clone(), keep_pid))).collect::<Result<Vec<_>, _>>()?;
+    add_restacked(b, p, &frames, &labels)
+}
+
+/// Adds every sample of `p` to `b` with its frames and labels mapped to `b`'s ids (`frames[i]`:
+/// the id of `p`'s frame i and whether it was coarsened to its module — consecutive coarsened
+/// frames of one module become one frame), stacks interned once each.
+pub(crate) fn add_restacked(b: &mut ProfileBuilder, p: &Profile, frames: &[(FrameId, bool)], labels: &[LabelSetId]) -> Result<(), ProfileError> {
     let mut stacks: HashMap<StackId, StackId> = HashMap::new();
     let mut ids = Vec::new();
     for s in p.samples() {

@@ -13,7 +13,7 @@
 //! sample), its event report and its line in the summary.
 use std::collections::{HashMap, HashSet};
 
-use clrprobe_profile::{Frame, FrameKind, Period, Profile, ProfileBuilder, ProfileError, SampleType, StackId, kinds};
+use clrprobe_profile::{Frame, FrameKind, Period, Profile, ProfileBuilder, ProfileError, SampleType, kinds};
 
 use super::{
     AggKey, FrameResolver, RecordSummary, clr_session::SessionOutcome, fold_files::FoldFiles, gc, targets::Targets, timeline,
@@ -282,27 +282,7 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile, host: Option<&HostLabels<'_>>
             None => l.clone(),
         }))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut stacks: HashMap<StackId, StackId> = HashMap::new();
-    let mut ids = Vec::new();
-    for s in p.samples() {
-        let stack = match stacks.get(&s.stack) {
-            Some(&id) => id,
-            None => {
-                ids.clear();
-                for f in p.stack(s.stack).unwrap_or(&[]) {
-                    let (id, coarse) = frames[f.index()];
-                    if !(coarse && ids.last() == Some(&id)) {
-                        ids.push(id);
-                    }
-                }
-                let id = b.intern_stack(&ids)?;
-                stacks.insert(s.stack, id);
-                id
-            }
-        };
-        b.add_sample(stack, s.values, labels[s.labels.index()])?;
-    }
-    Ok(())
+    crate::pipeline::fold::add_restacked(b, p, &frames, &labels)
 }
 
 /// The resolver's frames without address and mapping: equal across processes. Processes in
