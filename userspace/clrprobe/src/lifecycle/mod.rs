@@ -10,6 +10,7 @@
 //! `record` (also `--all` and launch mode) and `top` use it through
 //! [`crate::record::PerfMapGuard`].
 pub mod children;
+pub mod exits;
 pub mod guardian;
 pub mod setup;
 pub mod startup;

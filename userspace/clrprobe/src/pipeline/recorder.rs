@@ -219,12 +219,13 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     }
     let mut last_status = Instant::now();
     let mut seconds = 0u32;
+    let exits = crate::lifecycle::exits::Exits::watch(if args.all { &[] } else { &args.pids });
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let elapsed = started.elapsed();
         let done = stop.load(Ordering::SeqCst)
             || args.duration.is_some_and(|d| elapsed >= d + attached)
-            || (!args.all && args.pids.iter().all(|&p| !alive(p)));
+            || (!args.all && exits.all_exited());
         if done {
             break;
         }
