@@ -27,6 +27,11 @@ pub struct ProcessSymbolizer {
     jitdump: JitDump,
     jitdump_paths: Vec<PathBuf>,
     jitdump_broken: bool,
+    /// When the jitdump was last looked for and not found: looked for again at most every
+    /// [`JITDUMP_RETRY`] (a runtime writes one only when started with it on; two failed opens
+    /// at each of the unwinder's 100 ms ticks per process were most of a quiet recording's
+    /// file opens).
+    jitdump_missed: Option<std::time::Instant>,
     /// The perf map and jitdump once found, kept open: what the runtime appends before it
     /// exits is read even after the file is deleted (by clrprobe's perf-map guard, say).
     perf_map_file: Option<(PathBuf, std::fs::File)>,
@@ -59,6 +64,8 @@ enum HeldFile {
 const READ_CHUNK: usize = 1 << 20;
 /// A jitdump is read up to this size (it holds the code bytes too; only names are kept).
 pub const MAX_JITDUMP_READ: u64 = 1 << 30;
+/// How often an absent jitdump is looked for again.
+const JITDUMP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ProcessSymbolizer {
     /// A symbolizer with a cache of its own.
@@ -106,6 +113,7 @@ impl ProcessSymbolizer {
             jitdump: JitDump::new(),
             jitdump_paths,
             jitdump_broken: false,
+            jitdump_missed: None,
             perf_map_file: None,
             jitdump_file: None,
             cache,
@@ -137,6 +145,7 @@ impl ProcessSymbolizer {
             jitdump: JitDump::new(),
             jitdump_paths: Vec::new(),
             jitdump_broken: true,
+            jitdump_missed: None,
             perf_map_file: None,
             jitdump_file: None,
             cache,
@@ -276,6 +285,9 @@ impl ProcessSymbolizer {
         if self.jitdump_broken {
             return 0;
         }
+        if self.jitdump_file.is_none() && self.jitdump_missed.is_some_and(|t| t.elapsed() < JITDUMP_RETRY) {
+            return 0;
+        }
         let paths = std::mem::take(&mut self.jitdump_paths);
         let held = self.jitdump_file.take();
         let opened = self.held_or_open(held, &paths);
@@ -288,7 +300,11 @@ impl ProcessSymbolizer {
                     }
                     (path, file)
                 }
-                HeldFile::Absent | HeldFile::Refused => return 0, // refused: not looked for elsewhere
+                HeldFile::Absent => {
+                    self.jitdump_missed = Some(std::time::Instant::now());
+                    return 0;
+                }
+                HeldFile::Refused => return 0, // refused: not looked for elsewhere
             };
             let jd = &mut self.jitdump;
             let (mut added, mut err) = (0, None);
