@@ -175,7 +175,10 @@ pub fn remove(path: &Path, owner: Owner) -> Result<bool, TargetFileError> {
 pub fn read_from(f: &mut File, path: &Path, from: u64, chunk: usize, mut feed: impl FnMut(&[u8]) -> bool) -> Result<u64, TargetFileError> {
     let io = |source| TargetFileError::Io { path: path.to_path_buf(), source };
     f.seek(SeekFrom::Start(from)).map_err(io)?;
-    let mut buf = vec![0u8; chunk];
+    // Sized to what the file holds past `from` (a file that grows meanwhile is read in more
+    // calls): polling an unchanged perf map allocated, mapped and unmapped 1 MiB each time.
+    let left = f.metadata().map_or(chunk as u64, |m| m.len().saturating_sub(from));
+    let mut buf = vec![0u8; usize::try_from(left).unwrap_or(usize::MAX).clamp(chunk.min(4096), chunk)];
     let mut total = 0u64;
     loop {
         let n = match f.read(&mut buf) {
