@@ -10,8 +10,7 @@
 //! later ones add up by process name, their reports in their own files only.
 //!
 //! Processes that are not followed (not .NET) are named lightly as their samples come
-//! (`module+offset`) and, once exited, folded by thread name only, code by module, as
-//! `record::run` has them.
+//! (`module+offset`) and, once exited, folded by thread name only, code by module.
 use std::collections::{HashMap, HashSet};
 
 use clrprobe_pipeline::{
@@ -123,7 +122,7 @@ impl Folding {
         self.folded.processes.push((pid, t.info.name.clone(), t.events, t.dropped_events, t.jit_methods));
         let reports = [(pid, t.report)];
         if let Some(files) = self.files.as_mut() {
-            let with = crate::record::attach_reports(t.profile, &reports).map_err(|e| ProfileError::Encode(e.to_string()))?;
+            let with = crate::record::attach_reports(t.profile, &reports);
             let with = crate::record::gc::add_markers(with, &reports, self.opts.start_mono_ns.min(i64::MAX as u64) as i64)
                 .map_err(|e| ProfileError::Encode(e.to_string()))?;
             files.send(pid, with);
@@ -240,7 +239,7 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile, keep_pid: bool) -> Result<(),
 /// Adds every sample of `p` to `b` with its frames and labels mapped to `b`'s ids (`frames[i]`:
 /// the id of `p`'s frame i and whether it was coarsened to its module — consecutive coarsened
 /// frames of one module become one frame), stacks interned once each.
-pub(crate) fn add_restacked(b: &mut ProfileBuilder, p: &Profile, frames: &[(FrameId, bool)], labels: &[LabelSetId]) -> Result<(), ProfileError> {
+fn add_restacked(b: &mut ProfileBuilder, p: &Profile, frames: &[(FrameId, bool)], labels: &[LabelSetId]) -> Result<(), ProfileError> {
     let mut stacks: HashMap<StackId, StackId> = HashMap::new();
     let mut ids = Vec::new();
     for s in p.samples() {

@@ -1,9 +1,9 @@
-//! `record --pipeline`: `record` as a thin front end of the streaming pipeline. The host
-//! source (the attach recipe, the sampler, one EventPipe reader per .NET process) feeds the
-//! aggregator thread, which owns symbolization and per-process state, as for `top` and the
-//! agent; when the recording ends the aggregator builds `record`'s combined profile (every
-//! kind, samples at their times, the event reports and GC markers), written as `record`
-//! writes it.
+//! `record`: a thin front end of the streaming pipeline (every recording; the old one-shot
+//! `record::run` was removed in round 10). The host source (the attach recipe, the sampler, one
+//! EventPipe reader per .NET process) feeds the aggregator thread, which owns symbolization and
+//! per-process state, as for `top` and the agent; when the recording ends the aggregator builds
+//! `record`'s combined profile (every kind, samples at their times, the event reports and GC
+//! markers), written as `record` writes it.
 //!
 //! `--save-raw DIR` saves what the aggregator absorbs and each session's stream, in the
 //! layout `report --replay` reads; `--http`/`--providers` read their EventSources with a
@@ -58,8 +58,6 @@ pub struct Recorded {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineRecordError {
-    #[error("record --pipeline does not do {0} yet: drop --pipeline")]
-    Unsupported(&'static str),
     #[error("process {0} does not exist (it may have exited); check the pid with `ps`")]
     NoProcess(u32),
     #[error(transparent)]
@@ -82,13 +80,12 @@ const BUILD_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Records until `stop` is set, the duration passes, or every target has exited.
 pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnMut(&Status)) -> Result<Recorded, PipelineRecordError> {
-    refuse_unsupported(args)?;
     for &pid in &args.pids {
         if !alive(pid) {
             return Err(PipelineRecordError::NoProcess(pid));
         }
     }
-    // As record::run: malloc arenas capped before threads start.
+    // Malloc arenas capped before threads start.
     crate::record::memory::cap_arenas();
     let started = Instant::now();
     let start_mono = monotonic_ns().max(0) as u64;
@@ -230,8 +227,8 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         }
         if last_status.elapsed() >= Duration::from_secs(1) {
             last_status = Instant::now();
-            // As record::run after its drains: freed heap back to the kernel, and the code
-            // of set-up and the first drains given back (see own_pages).
+            // Each second: freed heap back to the kernel, and the code of set-up and the
+            // first seconds given back (see own_pages).
             seconds += 1;
             crate::record::memory::trim();
             if seconds <= 2 {
@@ -281,8 +278,8 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         gc_root: crate::record::gc::gc_frame(),
         thread_roots: args.thread_roots,
     };
-    // Building the profile runs other code than recording did (see own_pages), as in
-    // record::run; and what the sources freed goes back first.
+    // Building the profile runs other code than recording did (see own_pages); and what
+    // the sources freed goes back first.
     crate::record::memory::trim();
     crate::own_pages::release_code("recording");
     let symbolize_by = done_at + if interrupted { INTERRUPTED_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
@@ -383,7 +380,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         c.reports = reports;
     }
     // The event reports in the profile (`clrprobe report`, events.json), the GCs as markers.
-    let profile = crate::record::attach_reports(c.profile, &c.reports).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
+    let profile = crate::record::attach_reports(c.profile, &c.reports);
     let profile = crate::record::gc::add_markers(profile, &c.reports, opts.start_mono_ns as i64).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     let profile = crate::record::http::add_markers(profile, &http).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     warnings.extend(warn_rx.try_iter());
@@ -427,38 +424,6 @@ fn ended_soon(t: &std::thread::JoinHandle<()>) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
     t.is_finished()
-}
-
-fn refuse_unsupported(args: &RecordArgs) -> Result<(), PipelineRecordError> {
-    match uncovered(args) {
-        Some(what) => Err(PipelineRecordError::Unsupported(what)),
-        None => Ok(()),
-    }
-}
-
-/// What of `args` the pipeline does not do yet (None: all of it; `record` may take this path).
-/// `--save-raw`, `--http`/`--providers`, `--cxa-throw` (and exceptions without EventPipe) and
-/// recordings without BPF (event kinds only) are all on it now.
-pub fn uncovered(_args: &RecordArgs) -> Option<&'static str> {
-    None
-}
-
-/// Does plain `record` take the pipeline for `args`? When the pipeline does all it asks
-/// ([`uncovered`]) and it names its targets (`-p`/`--name`: .NET or not; those that are not
-/// are followed without a set-up), launches a command (`dotnet` or not: one that has not
-/// loaded the runtime 2 s after its start is followed as not .NET, and set up if it loads it
-/// later), or records the whole host (`--all`: exited processes are folded as they go, their
-/// `PREFIX.PID.*` files written then; see [`super::fold`]). With or without a duration: a
-/// recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's priority, set-ups
-/// run off the host source's thread so its samples are drained up to the end, the named
-/// processes' code is named as their samples come, and naming at the end stops at its
-/// deadline, kernel names included).
-/// `CLRPROBE_RECORD_PATH=run` keeps every recording on `record::run`.
-pub fn takes_pipeline(args: &RecordArgs, launched_program: Option<&str>) -> bool {
-    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || uncovered(args).is_some() {
-        return false;
-    }
-    args.all || launched_program.is_some() || !args.pids.is_empty()
 }
 
 fn unix_now_ns() -> u64 {
