@@ -176,9 +176,16 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     crate::own_pages::release_code("loading BPF");
     let mut warnings: Vec<String> = fallback.into_iter().collect();
     let attached = started.elapsed();
-    // Host-wide: exited processes are folded as they go (their files written then), as long
-    // as no request needs their samples at the end (`--http`).
-    if args.all && !args.net.http {
+    // `--http` / `--providers`: where the requests are placed among the samples.
+    let net_clock = crate::record::http::Clock {
+        started_mono_ns: start_mono as i64,
+        start_unix_ns: start_mono.saturating_add_signed(unix_offset_ns),
+        cpu_period_ms: 1e3 / args.freq.max(1) as f64,
+        offcpu: args.kinds.offcpu && bpf,
+    };
+    // Host-wide: exited processes are folded as they go (their files written then; with
+    // `--http`, their requests named and placed among their samples then).
+    if args.all {
         let at = start_mono.saturating_add(attached.as_nanos() as u64);
         let base = CombinedOptions {
             start_mono_ns: at,
@@ -199,7 +206,11 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         if args.kinds.offcpu {
             types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
         }
-        let _ = q_tx.send(Query::Fold(Box::new(super::fold::Folding::new(base, types, args.fold_files.clone()))));
+        let mut folding = super::fold::Folding::new(base, types, args.fold_files.clone());
+        if net_on {
+            folding = folding.with_net(net_rx.clone(), net_clock);
+        }
+        let _ = q_tx.send(Query::Fold(Box::new(folding)));
     }
     if args.resume_after_attach {
         // Launch mode: the command runs from its first instruction, sampled.
@@ -284,22 +295,22 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     crate::own_pages::release_code("recording");
     let symbolize_by = done_at + if interrupted { INTERRUPTED_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
     log::info!("stop: asking for the profile after {:?}", done_at.elapsed());
-    let c: Combined = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE)
+    let mut c: Combined = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE)
         .ok_or_else(|| PipelineRecordError::Aggregator("no answer in time".into()))?
         .map_err(PipelineRecordError::Aggregator)?;
     drop(net_tx);
     // `--http` / `--providers`: the requests named and placed among the samples by the
-    // aggregator (sessions left behind by a runtime that did not answer have none).
+    // aggregator (sessions left behind by a runtime that did not answer have none); those of
+    // folded processes were, when they were folded.
     let http = if net_on {
-        let parts: Vec<crate::record::http::NetPart> = net_rx.try_iter().collect();
-        let clock = crate::record::http::Clock {
-            started_mono_ns: start_mono as i64,
-            start_unix_ns: start_mono.saturating_add_signed(unix_offset_ns),
-            cpu_period_ms: 1e3 / args.freq.max(1) as f64,
-            offcpu: args.kinds.offcpu && bpf,
+        let (mut http, mut parts) = match c.folded.as_mut() {
+            Some(f) => (std::mem::take(&mut f.http), std::mem::take(&mut f.net_pending)),
+            None => (Vec::new(), Vec::new()),
         };
+        parts.extend(net_rx.try_iter());
         let by = interrupted.then_some(symbolize_by);
-        ask(&q_tx, |reply| Query::Http { parts, clock, symbolize_by: by, reply }, BUILD_DEADLINE).unwrap_or_default()
+        http.extend(ask(&q_tx, |reply| Query::Http { parts, clock: net_clock, symbolize_by: by, reply }, BUILD_DEADLINE).unwrap_or_default());
+        http
     } else {
         Vec::new()
     };
@@ -359,7 +370,6 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         (Some(h), true) => h.natives.clone(),
         _ => natives,
     };
-    let mut c = c;
     // Processes that are not .NET have no event report.
     c.reports.retain(|(pid, _)| !natives.contains(pid));
     if let Some(h) = &host_report {
