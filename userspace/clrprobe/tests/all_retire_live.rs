@@ -2,7 +2,8 @@
 //! process is folded into the profile while recording (and forgotten): its samples stay in the
 //! host and per-process profiles with named managed frames; a .NET process that does not
 //! descend from PID gets no perf map; with `--http`, a process that served requests is folded
-//! with them. Runs as root; never skips.
+//! with them; with `--save-raw`, a folded process replays to the same profiles. Runs as root;
+//! never skips.
 use std::{
     collections::BTreeMap,
     io::{BufRead, BufReader},
@@ -131,6 +132,12 @@ fn assert_folded_while_recording(pid: u32, prefix: &Path, stderr: &str, summary:
     assert!(per_at + Duration::from_secs(5) < host_at, "{pid}: its file was written at the end ({per_at:?}, host {host_at:?})");
 }
 
+/// CPU samples of `pid` in `p`.
+fn cpu_of(p: &clrprobe_profile::Profile, pid: u32) -> i64 {
+    let col = p.sample_type_index("cpu").expect("cpu kind");
+    p.samples().filter(|s| p.labels(s.labels).unwrap().pid == Some(pid)).map(|s| s.values[col]).sum()
+}
+
 #[test]
 fn record_all_http_folds_a_process_that_served_requests_and_keeps_them() {
     require_root();
@@ -178,5 +185,50 @@ fn record_all_http_folds_a_process_that_served_requests_and_keeps_them() {
     let report = summary["http"].as_array().unwrap().iter().find(|r| r["pid"] == pid).cloned().expect("its HTTP report in the summary");
     let count: u64 = report["by_host_path"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
     assert_eq!(count, 3 * ROUNDS, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_all_save_raw_replays_a_folded_process_to_the_same_profiles() {
+    require_root();
+    let dir = outputs::out_dir("retire", "raw");
+    let (prefix, raw) = (dir.join("host"), dir.join("raw"));
+    let rec = record_all(&["-d", "18", "-F", "499", "--save-raw", raw.to_str().unwrap()], &prefix);
+    std::thread::sleep(Duration::from_millis(2000));
+    // Spins, allocates, throws and contends for 5 s, then exits while the recording goes on.
+    let mut w = Workload::new("Mixed", Runtime::Net8).arg(5.0).start().unwrap();
+    w.wait(Duration::from_secs(30));
+    let pid = w.pid;
+    let (summary, stderr) = rec.join().unwrap();
+    assert_folded_while_recording(pid, &prefix, &stderr, &summary);
+    assert!(stderr.contains("saved the raw inputs"), "{stderr}");
+    // Twice: the same bytes.
+    let mut replays = Vec::new();
+    for n in ["one", "two"] {
+        let out = outputs::run(Command::new(env!("CARGO_BIN_EXE_clrprobe")).args(["report", "--replay"]).arg(&raw).arg("-o").arg(dir.join(n)));
+        eprintln!("{out}");
+        replays.push(outputs::files(&dir.join(n)));
+    }
+    assert!(replays[0].contains_key("cpu.pb.gz") && replays[0].contains_key("events.json"), "{:?}", replays[0].keys().collect::<Vec<_>>());
+    assert_eq!(replays[0].keys().collect::<Vec<_>>(), replays[1].keys().collect::<Vec<_>>());
+    for (file, bytes) in &replays[0] {
+        assert!(bytes == &replays[1][file], "{file}: the two replays differ");
+    }
+    // The folded process's samples are in the replay, its code named, as many as live.
+    let (live, replay) = (read(&prefix), read(&dir.join("one")));
+    let (l, r) = (cpu_of(&live, pid), cpu_of(&replay, pid));
+    let spin = samples_with(&replay, "Mixed::Spin");
+    eprintln!("{pid}: CPU samples live {l}, replay {r}; Mixed::Spin in the replay {spin}");
+    assert!(l > 0 && r == l, "{pid}: CPU samples live {l}, replay {r}");
+    assert!(spin > 0, "the folded process's code named in the replay");
+    // Its event report the same: the exceptions it threw, its lock's waits.
+    let report = |p: &Path| -> Value {
+        let v = outputs::events_json(p);
+        v["reports"].as_array().unwrap().iter().find(|r| r[0] == pid).map(|r| r[1].clone()).unwrap_or_else(|| panic!("no report of {pid} in {}: {v}", p.display()))
+    };
+    let (lr, rr) = (report(&prefix), report(&dir.join("one")));
+    assert!(lr["exceptions_by_type"].as_array().is_some_and(|a| !a.is_empty()), "{lr}");
+    assert_eq!(lr["exceptions_by_type"], rr["exceptions_by_type"]);
+    assert_eq!(lr["contention"]["waits"], rr["contention"]["waits"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
