@@ -5,6 +5,7 @@
 mod cache;
 mod compile;
 pub mod corpus;
+pub mod outputs;
 mod running;
 
 pub use cache::cache_dir;

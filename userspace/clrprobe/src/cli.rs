@@ -210,11 +210,6 @@ pub struct RecordCmd {
     /// process's EventPipe stream) in DIR, for `clrprobe report --replay DIR`.
     #[arg(long, value_name = "DIR")]
     pub save_raw: Option<PathBuf>,
-    /// Record on the streaming pipeline (host source → aggregator → files), as `top` and
-    /// `agent` run, or fail naming what it does not do yet (plain `record` takes it by
-    /// itself when it does all the recording asks for).
-    #[arg(long, hide = true)]
-    pub pipeline: bool,
 }
 
 #[derive(Debug, Args)]

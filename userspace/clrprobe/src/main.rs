@@ -250,93 +250,10 @@ fn record(cmd: clrprobe::cli::RecordCmd) -> anyhow::Result<ExitCode> {
     for note in &early {
         eprintln!("clrprobe: {note}");
     }
-    let stop = clrprobe::signals::stop_flag();
-    let quiet = cmd.quiet;
-    // On the streaming pipeline when it does all this recording asks for (see
-    // `takes_pipeline`: `-p`, launch mode and `--all`); `CLRPROBE_RECORD_PATH=pipeline`:
-    // whenever it does all of it, `=run`: never (record::run, the peer of the pipeline tests).
-    let program = launched.as_ref().and(cmd.command.first().map(String::as_str));
-    let on_pipeline = match std::env::var_os("CLRPROBE_RECORD_PATH") {
-        Some(v) if v == "pipeline" => clrprobe::pipeline::recorder::uncovered(&args).is_none(),
-        _ => clrprobe::pipeline::recorder::takes_pipeline(&args, program),
-    };
-    log::info!("record: on the {}", if cmd.pipeline || on_pipeline { "pipeline" } else { "record::run path" });
-    if cmd.pipeline || on_pipeline {
-        let shown = PipelineShown { quiet, json: cmd.json, named: &named, early: &early, launched, command: &cmd.command };
-        return record_on_pipeline(&args, &name, &cmd.format, shown);
-    }
-    let result = record::run(&args, stop, |s| show_status(s, quiet));
-    if !quiet {
-        eprintln!();
-    }
-    let (profile, mut summary) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let doctor = doctor::Report::probe();
-            if doctor.has_missing() {
-                eprint!("{doctor}");
-            }
-            return Err(anyhow::Error::new(e).context("record failed"));
-        }
-    };
-    summary.warnings.extend(clrprobe::target_notes::warnings(&named, &summary, args.perf_map || args.eventpipe));
-    if let Some(line) = &summary.saved_raw {
-        eprintln!("clrprobe: {line}");
-    }
-    let prefix = name.prefix.clone();
-    // With --all, the per-process files are written meanwhile (those of folded processes
-    // were written when they exited).
-    let folded_files = std::mem::take(&mut summary.folded_files);
-    let writing = std::time::Instant::now();
-    let mut written = std::thread::scope(|s| {
-        let (profile, prefix) = (&profile, &prefix);
-        let recorded: Vec<u32> = summary.recorded.iter().map(|r| r.pid).filter(|p| !summary.folded_file_pids.contains(p)).collect();
-        let per_process = cmd.all.then(|| s.spawn(move || record::write_per_process(profile, prefix, &recorded)));
-        let mut w = clrprobe::output::write_named(profile, &name, &cmd.format);
-        w.extend(per_process.and_then(|h| h.join().ok()).unwrap_or_default());
-        w.extend(folded_files);
-        w
-    });
-    written.extend(record::http::write_outputs(&summary, &prefix));
-    log::info!("outputs: {} files written in {:?} (CPU used so far {:.2} s)", written.len(), writing.elapsed(), record::stop_priority::cpu_s());
-    if let Some(l) = launched {
-        match l.finish() {
-            Ok(status) => eprintln!("clrprobe: {} exited: {status}", cmd.command.join(" ")),
-            Err(e) => eprintln!("clrprobe: warning: waiting for the launched command: {e}"),
-        }
-    }
-    let mut failed = false;
-    for w in &written {
-        match w.error_line() {
-            None => eprintln!("clrprobe: wrote {}", w.path.display()),
-            Some(e) => {
-                failed = true;
-                eprintln!("clrprobe: error: {e}");
-            }
-        }
-    }
-    if summary.folded_files_more > 0 {
-        eprintln!("clrprobe: wrote {} more files of processes that exited ({}.PID.*)", summary.folded_files_more, prefix.display());
-    }
-    if summary.reports_in_files > 0 {
-        eprintln!(
-            "clrprobe: the event reports of {} processes that exited are in their {}.PID.events.json only",
-            summary.reports_in_files,
-            prefix.display()
-        );
-    }
-    drop(profile);
-    summary.memory.after_outputs();
-    for warning in summary.warnings.iter().filter(|w| !early.contains(w)) {
-        eprintln!("clrprobe: warning: {warning}");
-    }
-    if cmd.json {
-        outln!("{}", serde_json::to_string_pretty(&summary)?);
-    } else {
-        out!("{}", clrprobe::record::summary_text(&summary));
-    }
-    log::info!("record: done {:?} after writing began", writing.elapsed());
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    // Every recording runs on the streaming pipeline (record::run, the old one-shot path,
+    // was removed in round 10).
+    let shown = PipelineShown { quiet: cmd.quiet, json: cmd.json, named: &named, early: &early, launched, command: &cmd.command };
+    record_on_pipeline(&args, &name, &cmd.format, shown)
 }
 
 /// What `record` on the pipeline shows besides the files.
@@ -351,7 +268,7 @@ struct PipelineShown<'a> {
     command: &'a [String],
 }
 
-/// `record --pipeline`: the recording on the streaming pipeline, written as `record` writes.
+/// `record`: the recording on the streaming pipeline, and its outputs.
 #[cfg(target_os = "linux")]
 fn record_on_pipeline(
     args: &clrprobe::record::RecordArgs,

@@ -1,15 +1,19 @@
 //! Live: `record --all --parent PID` over .NET processes that exit while it records. Each exited
 //! process is folded into the profile while recording (and forgotten): its samples stay in the
 //! host and per-process profiles with named managed frames; a .NET process that does not
-//! descend from PID gets no perf map. Runs as root; never skips.
+//! descend from PID gets no perf map; with `--http`, a process that served requests is folded
+//! with them; with `--save-raw`, a folded process replays to the same profiles. Runs as root;
+//! never skips.
 use std::{
+    collections::BTreeMap,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
     time::Duration,
 };
 
-use clrprobe_tests::{Runtime, Workload, require_root};
+use clrprobe::http::{HttpLine, read_jsonl};
+use clrprobe_tests::{Runtime, Workload, outputs, require_root};
 use serde_json::Value;
 
 mod common;
@@ -100,5 +104,131 @@ fn record_all_folds_exited_processes_and_leaves_others_alone() {
     let variants: std::collections::HashSet<_> = spins.iter().map(|f| f.attrs.clone()).collect();
     assert!(spins.iter().all(|f| f.address == 0), "folded frames without address: {spins:?}");
     assert_eq!(spins.len(), variants.len(), "Cpu::Spin interned once (per tier) across the folded processes: {spins:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `record --all --parent THIS ARGS -o PREFIX` on its own thread (RUST_LOG=info: the folds are
+/// logged): its JSON summary and stderr.
+fn record_all(args: &[&str], prefix: &Path) -> std::thread::JoinHandle<(Value, String)> {
+    let me = std::process::id().to_string();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprobe"));
+    cmd.args(["record", "--all", "--parent", &me, "--json", "--quiet", "--format", "pprof"]).args(args).arg("-o").arg(prefix).env("RUST_LOG", "info");
+    std::thread::spawn(move || {
+        let out = cmd.output().expect("run clrprobe");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "clrprobe failed: {stderr}");
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("JSON: {e}: {stderr}"));
+        (json, stderr)
+    })
+}
+
+/// `pid` was folded while the recording ran: logged, and its `PREFIX.PID.cpu.pb.gz` written
+/// well before the host's files.
+fn assert_folded_while_recording(pid: u32, prefix: &Path, stderr: &str, summary: &Value) {
+    assert!(stderr.contains(&format!("fold: {pid} folded in")), "{pid} was not folded: {}", stderr.lines().filter(|l| l.contains("fold")).collect::<Vec<_>>().join("\n"));
+    assert!(summary["folded_processes"].as_u64().is_some_and(|n| n >= 1), "folded: {}", summary["folded_processes"]);
+    let modified = |p: String| std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let (per_at, host_at) = (modified(format!("{}.{pid}.cpu.pb.gz", prefix.display())), modified(format!("{}.cpu.pb.gz", prefix.display())));
+    assert!(per_at + Duration::from_secs(5) < host_at, "{pid}: its file was written at the end ({per_at:?}, host {host_at:?})");
+}
+
+/// CPU samples of `pid` in `p`.
+fn cpu_of(p: &clrprobe_profile::Profile, pid: u32) -> i64 {
+    let col = p.sample_type_index("cpu").expect("cpu kind");
+    p.samples().filter(|s| p.labels(s.labels).unwrap().pid == Some(pid)).map(|s| s.values[col]).sum()
+}
+
+#[test]
+fn record_all_http_folds_a_process_that_served_requests_and_keeps_them() {
+    require_root();
+    const ROUNDS: u64 = 10;
+    const SLOW_MS: u32 = 300;
+    let dir = outputs::out_dir("retire", "http");
+    let prefix = dir.join("host");
+    let rec = record_all(&["--http", "--cpu", "--offcpu", "-d", "26"], &prefix);
+    std::thread::sleep(Duration::from_millis(2000));
+    // Serves and sends 10 rounds of /fast, /slow and /missing once its session is on, then
+    // exits (6 s after ready at the earliest) while the recording goes on.
+    let mut w = Workload::new("Http", Runtime::Net8).arg(6).arg(ROUNDS).arg(SLOW_MS).arg(30_000).arg("localhost").start().unwrap();
+    w.wait_for_line("sent ", Duration::from_secs(40)).expect("the client finished its requests");
+    w.wait(Duration::from_secs(20));
+    let pid = w.pid;
+    assert!(w.output().iter().any(|l| l == "session=on"), "the requests ran before the session was on: {:?}", w.output());
+    let tally: BTreeMap<(String, i32), u64> = w
+        .output()
+        .iter()
+        .filter_map(|l| l.strip_prefix("count "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            ((f[0].to_string(), f[1].parse().unwrap()), f[2].parse().unwrap())
+        })
+        .collect();
+    let (summary, stderr) = rec.join().unwrap();
+    assert_folded_while_recording(pid, &prefix, &stderr, &summary);
+    // Its requests are in the final outputs, each of the client's tally, the slowest with
+    // what their threads did meanwhile (placed among its samples when it was folded).
+    let lines: Vec<HttpLine> = read_jsonl(&outputs::with_suffix(&prefix, "http.jsonl")).unwrap().into_iter().filter(|l| l.pid == pid).collect();
+    let mut got: BTreeMap<(String, i32), u64> = BTreeMap::new();
+    for l in &lines {
+        *got.entry((l.path.clone(), l.status.unwrap_or(-1))).or_insert(0) += 1;
+    }
+    eprintln!("{pid}: {} requests {got:?}, client {tally:?}", lines.len());
+    assert_eq!(got, tally, "the folded process's requests by (path, status) vs its client's own count");
+    assert_eq!(lines.len() as u64, 3 * ROUNDS);
+    let mut by_time: Vec<&HttpLine> = lines.iter().collect();
+    by_time.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
+    assert!(by_time[0].path == "/slow" && by_time[0].duration_ms >= f64::from(SLOW_MS), "{:?}", by_time[0]);
+    for l in &by_time[..5] {
+        let m = l.meanwhile.as_ref().unwrap_or_else(|| panic!("the slowest say what their threads did: {l:?}"));
+        assert!(m.offcpu_ms.is_some_and(|o| o > 0.0) && !m.offcpu_top.is_empty(), "{m:?}");
+    }
+    let report = summary["http"].as_array().unwrap().iter().find(|r| r["pid"] == pid).cloned().expect("its HTTP report in the summary");
+    let count: u64 = report["by_host_path"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(count, 3 * ROUNDS, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn record_all_save_raw_replays_a_folded_process_to_the_same_profiles() {
+    require_root();
+    let dir = outputs::out_dir("retire", "raw");
+    let (prefix, raw) = (dir.join("host"), dir.join("raw"));
+    let rec = record_all(&["-d", "18", "-F", "499", "--save-raw", raw.to_str().unwrap()], &prefix);
+    std::thread::sleep(Duration::from_millis(2000));
+    // Spins, allocates, throws and contends for 5 s, then exits while the recording goes on.
+    let mut w = Workload::new("Mixed", Runtime::Net8).arg(5.0).start().unwrap();
+    w.wait(Duration::from_secs(30));
+    let pid = w.pid;
+    let (summary, stderr) = rec.join().unwrap();
+    assert_folded_while_recording(pid, &prefix, &stderr, &summary);
+    assert!(stderr.contains("saved the raw inputs"), "{stderr}");
+    // Twice: the same bytes.
+    let mut replays = Vec::new();
+    for n in ["one", "two"] {
+        let out = outputs::run(Command::new(env!("CARGO_BIN_EXE_clrprobe")).args(["report", "--replay"]).arg(&raw).arg("-o").arg(dir.join(n)));
+        eprintln!("{out}");
+        replays.push(outputs::files(&dir.join(n)));
+    }
+    assert!(replays[0].contains_key("cpu.pb.gz") && replays[0].contains_key("events.json"), "{:?}", replays[0].keys().collect::<Vec<_>>());
+    assert_eq!(replays[0].keys().collect::<Vec<_>>(), replays[1].keys().collect::<Vec<_>>());
+    for (file, bytes) in &replays[0] {
+        assert!(bytes == &replays[1][file], "{file}: the two replays differ");
+    }
+    // The folded process's samples are in the replay, its code named, as many as live.
+    let (live, replay) = (read(&prefix), read(&dir.join("one")));
+    let (l, r) = (cpu_of(&live, pid), cpu_of(&replay, pid));
+    let spin = samples_with(&replay, "Mixed::Spin");
+    eprintln!("{pid}: CPU samples live {l}, replay {r}; Mixed::Spin in the replay {spin}");
+    assert!(l > 0 && r == l, "{pid}: CPU samples live {l}, replay {r}");
+    assert!(spin > 0, "the folded process's code named in the replay");
+    // Its event report the same: the exceptions it threw, its lock's waits.
+    let report = |p: &Path| -> Value {
+        let v = outputs::events_json(p);
+        v["reports"].as_array().unwrap().iter().find(|r| r[0] == pid).map(|r| r[1].clone()).unwrap_or_else(|| panic!("no report of {pid} in {}: {v}", p.display()))
+    };
+    let (lr, rr) = (report(&prefix), report(&dir.join("one")));
+    assert!(lr["exceptions_by_type"].as_array().is_some_and(|a| !a.is_empty()), "{lr}");
+    assert_eq!(lr["exceptions_by_type"], rr["exceptions_by_type"]);
+    assert_eq!(lr["contention"]["waits"], rr["contention"]["waits"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,55 +1,32 @@
-//! Live: `record --pipeline` (record as a front end of the streaming pipeline: host source →
-//! aggregator → files sink) on real .NET 8 processes: the runtime's exceptions counted
-//! exactly in PREFIX.events.json and in the exceptions profile, and, beside a `record -p` on
-//! `record::run` (`CLRPROBE_RECORD_PATH=run`) of the same process at the same time, the same
-//! kinds of files with the managed frames named.
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+//! Live: `record` (a front end of the streaming pipeline: host source → aggregator → files
+//! sink) on real .NET 8 processes, checked against what the workloads are known to do: the
+//! runtime's exceptions counted exactly in PREFIX.events.json and in the exceptions profile;
+//! every kind written for the Mixed workload, each with the workload's own frames and types
+//! (the spin loop sampled on CPU, its node type allocated, its exception type thrown, its lock
+//! contended by the waiter, the holder off CPU); a .NET child of a named process followed.
+use std::{process::Command, time::Duration};
 
-use clrprobe_tests::{Runtime, Workload, require_root};
+use clrprobe_profile::Profile;
+use clrprobe_tests::{
+    Runtime, Workload,
+    outputs::{events_json, kinds_written, out_dir, run, run_json, top, with_suffix},
+    require_root,
+};
 use serde_json::Value;
 
-fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-pipeline-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+const CLRPROBE: &str = env!("CARGO_BIN_EXE_clrprobe");
 
 fn clrprobe() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+    Command::new(CLRPROBE)
 }
 
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run clrprobe");
-    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(out.status.success(), "{cmd:?} failed: {o}{e}");
-    o + &e
-}
-
-/// Top self frames of `kind` (None: the file's first) as `report --json` lists them: (name,
-/// self value).
-fn top(file: &Path, kind: Option<&str>) -> Vec<(String, i64)> {
-    let json = run(clrprobe().args(["report", "--json", "--top", "10"]).arg(file));
-    let json = &json[..json.rfind('}').unwrap() + 1];
-    let v: Value = serde_json::from_str(json).unwrap();
-    let kinds = v["kinds"].as_array().unwrap();
-    let k = kinds.iter().find(|k| kind.is_none_or(|n| k["kind"] == n)).unwrap_or_else(|| panic!("no {kind:?} kind in {}: {v}", file.display()));
-    k["top_self"].as_array().unwrap().iter().map(|t| (t[0].as_str().unwrap().to_owned(), t[2].as_i64().unwrap())).collect()
-}
-
-fn kinds_written(prefix: &Path) -> Vec<String> {
-    let stem = format!("{}.", prefix.file_name().unwrap().to_string_lossy());
-    let mut k: Vec<String> = std::fs::read_dir(prefix.parent().unwrap())
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().strip_prefix(&stem).map(str::to_string))
-        .collect();
-    k.sort();
-    k
+/// The `kind` value of the samples whose stack has a frame whose name contains `needle`.
+fn with_frame(p: &Profile, kind: &str, needle: &str) -> i64 {
+    let col = p.sample_type_index(kind).unwrap_or_else(|| panic!("no {kind} kind"));
+    p.samples()
+        .filter(|s| p.stack(s.stack).unwrap().iter().any(|&f| p.frame(f).unwrap().name.contains(needle)))
+        .map(|s| s.values[col])
+        .sum()
 }
 
 #[test]
@@ -57,13 +34,13 @@ fn record_on_the_pipeline_counts_the_runtimes_exceptions_exactly() {
     require_root();
     // 300 + 120 exceptions thrown 2 s after "ready", while the recording runs.
     let mut w = Workload::new("Exceptions", Runtime::Net8).arg(8).arg(300).arg(120).arg(2000).start().unwrap();
-    let dir = out_dir("exc");
+    let dir = out_dir("pipeline", "exc");
     let prefix = dir.join("pipe");
-    let out = run(clrprobe().args(["record", "--pipeline", "--quiet", "-p", &w.pid.to_string(), "-d", "5s", "--format", "pprof", "-o"]).arg(&prefix));
+    let out = run(clrprobe().args(["record", "--quiet", "-p", &w.pid.to_string(), "-d", "5s", "--format", "pprof", "-o"]).arg(&prefix));
     eprintln!("{out}");
     let line = w.wait_for_line("thrown", Duration::from_secs(10)).expect("the workload threw");
     assert_eq!(line, "thrown InvalidOperationException=300 ArgumentException=120 FormatException=0");
-    let v: Value = serde_json::from_slice(&std::fs::read(format!("{}.events.json", prefix.display())).unwrap()).unwrap();
+    let v = events_json(&prefix);
     let report = &v["reports"][0][1];
     assert_eq!(
         report["exceptions_by_type"],
@@ -71,7 +48,7 @@ fn record_on_the_pipeline_counts_the_runtimes_exceptions_exactly() {
         "{report}"
     );
     // The exceptions profile: every exception at its throw site, the managed frames named.
-    let exc = top(&PathBuf::from(format!("{}.exceptions.pb.gz", prefix.display())), Some("exceptions"));
+    let exc = top(CLRPROBE, &with_suffix(&prefix, "exceptions.pb.gz"), Some("exceptions"), 10);
     assert_eq!(exc.iter().map(|t| t.1).sum::<i64>(), 420, "{exc:?}");
     assert!(exc.iter().any(|(n, _)| n.contains("System.InvalidOperationException")), "{exc:?}");
     let _ = w.wait(Duration::from_secs(10));
@@ -79,29 +56,42 @@ fn record_on_the_pipeline_counts_the_runtimes_exceptions_exactly() {
 }
 
 #[test]
-fn record_on_the_pipeline_writes_the_kinds_record_writes_with_the_managed_frames_named() {
+fn record_on_the_pipeline_writes_every_kind_with_the_workloads_own_frames_and_types() {
     require_root();
+    // Mixed: the main thread spins in Mixed::Spin allocating MixedNode objects and throwing an
+    // InvalidOperationException every 500th round; "Holder" holds a lock 20 ms at a time in
+    // Thread.Sleep while "Waiter" contends for it.
     let mut w = Workload::new("Mixed", Runtime::Net8).arg(20.0).start().unwrap();
-    let dir = out_dir("mixed");
-    let (legacy, pipe) = (dir.join("legacy"), dir.join("pipe"));
-    let pid = w.pid.to_string();
-    // Both at once, on the same process.
-    // `record::run` (plain `record` takes the pipeline for this recording otherwise).
-    let mut a = clrprobe().env("CLRPROBE_RECORD_PATH", "run").args(["record", "--quiet", "-p", &pid, "-d", "4s", "--format", "pprof", "-o"]).arg(&legacy).spawn().unwrap();
-    let out = run(clrprobe().args(["record", "--pipeline", "--quiet", "-p", &pid, "-d", "4s", "--format", "pprof", "-o"]).arg(&pipe));
-    assert!(a.wait().unwrap().success());
-    eprintln!("{out}");
-    assert!(w.is_alive(), "the workload outlives the recordings");
-    let (lk, pk) = (kinds_written(&legacy), kinds_written(&pipe));
-    eprintln!("legacy {lk:?}\npipeline {pk:?}");
+    let dir = out_dir("pipeline", "mixed");
+    let pipe = dir.join("pipe");
+    let (summary, _) = run_json(clrprobe().args(["record", "--quiet", "--json", "-p", &w.pid.to_string(), "-d", "4s", "--format", "pprof", "-o"]).arg(&pipe));
+    assert!(w.is_alive(), "the workload outlives the recording");
+    let written = kinds_written(&pipe);
+    eprintln!("written {written:?}");
     for k in ["cpu.pb.gz", "alloc.pb.gz", "exceptions.pb.gz", "contention.pb.gz", "offcpu.pb.gz", "events.json"] {
-        assert!(lk.contains(&k.to_string()), "record wrote {k}: {lk:?}");
-        assert!(pk.contains(&k.to_string()), "record --pipeline wrote {k}: {pk:?}");
+        assert!(written.contains(&k.to_string()), "record wrote {k}: {written:?}");
     }
-    let cpu = top(&PathBuf::from(format!("{}.cpu.pb.gz", pipe.display())), Some("cpu"));
+    // The summary: the one process, .NET, on the BPF sampler with off-CPU time.
+    let recorded = summary["recorded"].as_array().unwrap();
+    assert_eq!(recorded.len(), 1, "{}", summary["recorded"]);
+    assert_eq!((recorded[0]["pid"].as_u64(), &recorded[0]["dotnet"]), (Some(u64::from(w.pid)), &Value::Bool(true)));
+    assert!(summary["samples"].as_u64().is_some_and(|s| s > 0) && summary["offcpu"] == true, "{summary}");
+    let cpu = top(CLRPROBE, &with_suffix(&pipe, "cpu.pb.gz"), Some("cpu"), 10);
     assert!(cpu.iter().any(|(n, _)| n.contains("Mixed::Spin")), "managed frames named: {cpu:?}");
-    let alloc = top(&PathBuf::from(format!("{}.alloc.pb.gz", pipe.display())), None);
-    assert!(!alloc.is_empty(), "allocation sites: {alloc:?}");
+    let alloc = top(CLRPROBE, &with_suffix(&pipe, "alloc.pb.gz"), Some("alloc-bytes"), 10);
+    assert!(alloc.iter().any(|(n, _)| n.contains("MixedNode")), "the workload's type allocated: {alloc:?}");
+    let exc = top(CLRPROBE, &with_suffix(&pipe, "exceptions.pb.gz"), Some("exceptions"), 10);
+    assert!(!exc.is_empty() && exc.iter().all(|(n, _)| n.contains("System.InvalidOperationException")), "{exc:?}");
+    // The lock site (the waiter's `lock (Gate)`) and the holder's sleep, by their frames.
+    let p = clrprobe::report::load(std::slice::from_ref(&pipe)).unwrap();
+    let (waits, slept) = (with_frame(&p, "contention-count", "Mixed::Wait"), with_frame(&p, "off-cpu", "Mixed::Hold"));
+    eprintln!("contentions in Mixed::Wait {waits}, off-CPU ns in Mixed::Hold {slept}");
+    assert!(waits > 0, "the waiter's contentions at its lock site");
+    assert!(slept > 0, "the holder off CPU");
+    let report = &events_json(&pipe)["reports"][0][1];
+    let by_type = report["exceptions_by_type"].as_array().unwrap();
+    assert!(by_type.len() == 1 && by_type[0][0] == "System.InvalidOperationException" && by_type[0][1].as_u64() > Some(0), "{report}");
+    assert!(report["contention"]["waits"].as_u64().is_some_and(|n| n > 0), "{report}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -124,16 +114,16 @@ fn record_on_the_pipeline_follows_a_dotnet_child_of_the_named_process() {
         sh.current_dir(d);
     }
     let mut shell = sh.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
-    let dir = out_dir("child");
+    let dir = out_dir("pipeline", "child");
     let prefix = dir.join("pipe");
-    let out = run(clrprobe().args(["record", "--pipeline", "--quiet", "-p", &shell.id().to_string(), "-d", "8s", "--format", "pprof", "-o"]).arg(&prefix));
+    let out = run(clrprobe().args(["record", "--quiet", "-p", &shell.id().to_string(), "-d", "8s", "--format", "pprof", "-o"]).arg(&prefix));
     eprintln!("{out}");
     let status = shell.wait().unwrap();
     let mut printed = String::new();
     std::io::Read::read_to_string(shell.stdout.as_mut().unwrap(), &mut printed).unwrap();
     assert!(status.success(), "{printed}");
     assert!(printed.contains("thrown InvalidOperationException=200 ArgumentException=80"), "{printed}");
-    let v: Value = serde_json::from_slice(&std::fs::read(format!("{}.events.json", prefix.display())).unwrap()).unwrap();
+    let v = events_json(&prefix);
     let reports = v["reports"].as_array().unwrap();
     assert_eq!(reports.len(), 1, "one .NET process followed: {v}");
     assert_eq!(

@@ -4,64 +4,39 @@
 //! same bytes both times; and once more where the files are readable: the CPU profile's top
 //! frames have the live recording's names.
 use std::{
-    collections::BTreeMap,
     os::unix::fs::PermissionsExt,
     path::{Path, PathBuf},
     process::Command,
 };
 
-use clrprobe_tests::{Runtime, Workload, require_root};
+use clrprobe_tests::{
+    Runtime, Workload,
+    outputs::{self, files, run},
+    require_root,
+};
 use serde_json::Value;
 
 const NOBODY: u32 = 65534;
+const CLRPROBE: &str = env!("CARGO_BIN_EXE_clrprobe");
 
 fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-replay-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn run(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("run clrprobe");
-    let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert!(out.status.success(), "{cmd:?} failed: {e}");
-    o + &e
+    outputs::out_dir("replay", name)
 }
 
 fn clrprobe() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_clrprobe"))
+    Command::new(CLRPROBE)
 }
 
 /// `clrprobe ARGS` as uid/gid nobody, no supplementary groups.
 fn as_nobody() -> Command {
     let mut c = Command::new("setpriv");
-    c.args(["--reuid", &NOBODY.to_string(), "--regid", &NOBODY.to_string(), "--clear-groups", "--"]).arg(env!("CARGO_BIN_EXE_clrprobe"));
+    c.args(["--reuid", &NOBODY.to_string(), "--regid", &NOBODY.to_string(), "--clear-groups", "--"]).arg(CLRPROBE);
     c
 }
 
 /// Top self frames of the cpu kind as `report --json` lists them: (name, self samples).
 fn cpu_top(file: &Path) -> Vec<(String, i64)> {
-    let json = run(clrprobe().args(["report", "--json", "--top", "5"]).arg(file));
-    let json = &json[..json.rfind('}').unwrap() + 1];
-    let v: Value = serde_json::from_str(json).unwrap();
-    let kinds = v["kinds"].as_array().unwrap();
-    let cpu = kinds.iter().find(|k| k["kind"] == "cpu").unwrap_or_else(|| panic!("no cpu kind in {}", file.display()));
-    cpu["top_self"].as_array().unwrap().iter().map(|t| (t[0].as_str().unwrap().to_owned(), t[2].as_i64().unwrap())).collect()
-}
-
-fn files(prefix: &Path) -> BTreeMap<String, Vec<u8>> {
-    let dir = prefix.parent().unwrap();
-    let stem = format!("{}.", prefix.file_name().unwrap().to_string_lossy());
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let rest = name.strip_prefix(&stem)?.to_string();
-            Some((rest, std::fs::read(e.path()).unwrap()))
-        })
-        .collect()
+    outputs::top(CLRPROBE, file, Some("cpu"), 5)
 }
 
 #[test]

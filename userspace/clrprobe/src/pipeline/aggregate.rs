@@ -479,6 +479,15 @@ impl State {
         let pids = self.agg.settled_exits();
         let Some(f) = self.folding.as_mut() else { return };
         for pid in pids {
+            // `--http`: its requests named and placed among its samples before they go.
+            match f.net_of(pid) {
+                super::fold::NetOfFold::Wait => continue,
+                super::fold::NetOfFold::Ready(part, clock) => {
+                    let reports = crate::record::http::finish(vec![part], &mut self.resolver, &PipelineTimes(&self.agg), clock);
+                    f.add_http(reports);
+                }
+                super::fold::NetOfFold::None => {}
+            }
             let t0 = Instant::now();
             let opts = f.options(self.agg.now_ns());
             let window = opts.duration_ns;

@@ -10,8 +10,7 @@
 //! later ones add up by process name, their reports in their own files only.
 //!
 //! Processes that are not followed (not .NET) are named lightly as their samples come
-//! (`module+offset`) and, once exited, folded by thread name only, code by module, as
-//! `record::run` has them.
+//! (`module+offset`) and, once exited, folded by thread name only, code by module.
 use std::collections::{HashMap, HashSet};
 
 use clrprobe_pipeline::{
@@ -20,7 +19,14 @@ use clrprobe_pipeline::{
 };
 use clrprobe_profile::{Frame, FrameId, FrameKind, LabelSet, LabelSetId, Profile, ProfileBuilder, ProfileError, SampleType, StackId, remap::Remap};
 
-use crate::{output::Written, record::fold_files::FoldFiles};
+use crate::{
+    http::HttpReport,
+    output::Written,
+    record::{
+        fold_files::FoldFiles,
+        http::{Clock, NetPart},
+    },
+};
 
 /// Folded processes whose pid (and event report) the host profile and the summary keep.
 pub const PIDS_KEPT: usize = 200;
@@ -39,6 +45,35 @@ pub struct Folding {
     /// Thread names of folded processes that are not followed (beyond, [`OTHER_THREADS`]).
     thread_names: HashSet<String>,
     folded: Folded,
+    /// `--http`/`--providers`: the sessions' collector outcomes, named at each fold.
+    net: Option<FoldNet>,
+}
+
+/// `--http`/`--providers` while folding: each session's outcome arrives when its stream ends
+/// (before the exit is announced); a process is folded with its requests, named and placed
+/// among its samples then (they go with it).
+struct FoldNet {
+    parts: crossbeam_channel::Receiver<NetPart>,
+    clock: Clock,
+    /// Outcomes arrived, by pid, not folded yet.
+    pending: HashMap<u32, NetPart>,
+    /// Settled processes whose outcome has not arrived: since when they wait.
+    waiting: HashMap<u32, std::time::Instant>,
+}
+
+/// How long a settled process waits for its session's outcome before it is folded without
+/// (a process whose session never opened has none; one that arrives later is reported at the
+/// end, without its samples).
+const NET_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// What a process to fold has of `--http`/`--providers`.
+pub enum NetOfFold {
+    /// Nothing asked, or its outcome waited for long enough.
+    None,
+    /// Not arrived yet: fold it later.
+    Wait,
+    /// Its outcome, and the recording's clock to place it on.
+    Ready(NetPart, Clock),
 }
 
 /// What folding kept for the summary.
@@ -59,6 +94,11 @@ pub struct Folded {
     pub written: Vec<Written>,
     pub file_pids: Vec<u32>,
     pub more_files: usize,
+    /// `--http`/`--providers`: the folded processes' reports.
+    pub http: Vec<HttpReport>,
+    /// Session outcomes that arrived but whose processes were not folded (still running at
+    /// the end, or folded before they arrived): reported at the end.
+    pub net_pending: Vec<NetPart>,
 }
 
 impl Folding {
@@ -73,7 +113,39 @@ impl Folding {
             kept: HashSet::new(),
             thread_names: HashSet::new(),
             folded: Folded::default(),
+            net: None,
         }
+    }
+
+    /// `--http`/`--providers`: the sessions' outcomes arrive on `parts` (a receiver shared with
+    /// the end of the recording, which reports what is left), placed on `clock`.
+    pub fn with_net(mut self, parts: crossbeam_channel::Receiver<NetPart>, clock: Clock) -> Self {
+        self.net = Some(FoldNet { parts, clock, pending: HashMap::new(), waiting: HashMap::new() });
+        self
+    }
+
+    /// What folding `pid` (settled) has of `--http`/`--providers` now.
+    pub fn net_of(&mut self, pid: u32) -> NetOfFold {
+        let Some(n) = self.net.as_mut() else { return NetOfFold::None };
+        for part in n.parts.try_iter() {
+            n.pending.insert(part.pid, part);
+        }
+        if let Some(part) = n.pending.remove(&pid) {
+            n.waiting.remove(&pid);
+            return NetOfFold::Ready(part, n.clock);
+        }
+        let since = *n.waiting.entry(pid).or_insert_with(std::time::Instant::now);
+        if since.elapsed() < NET_WAIT {
+            return NetOfFold::Wait;
+        }
+        log::info!("fold: {pid} folded without its session's requests (not arrived in {NET_WAIT:?})");
+        n.waiting.remove(&pid);
+        NetOfFold::None
+    }
+
+    /// `--http`/`--providers`: the reports of a process being folded.
+    pub fn add_http(&mut self, reports: Vec<HttpReport>) {
+        self.folded.http.extend(reports);
     }
 
     /// Folds the CPU samples of exited processes that were not followed: by thread name only
@@ -123,7 +195,7 @@ impl Folding {
         self.folded.processes.push((pid, t.info.name.clone(), t.events, t.dropped_events, t.jit_methods));
         let reports = [(pid, t.report)];
         if let Some(files) = self.files.as_mut() {
-            let with = crate::record::attach_reports(t.profile, &reports).map_err(|e| ProfileError::Encode(e.to_string()))?;
+            let with = crate::record::attach_reports(t.profile, &reports);
             let with = crate::record::gc::add_markers(with, &reports, self.opts.start_mono_ns.min(i64::MAX as u64) as i64)
                 .map_err(|e| ProfileError::Encode(e.to_string()))?;
             files.send(pid, with);
@@ -145,6 +217,11 @@ impl Folding {
             (self.folded.written, self.folded.file_pids, self.folded.more_files) = f.finish(files_by);
         }
         self.folded.kept = std::mem::take(&mut self.kept);
+        if let Some(n) = self.net.take() {
+            let mut left: Vec<NetPart> = n.pending.into_values().chain(n.parts.try_iter()).collect();
+            left.sort_by_key(|p| p.pid);
+            self.folded.net_pending = left;
+        }
         if !self.any {
             return Ok((p, self.folded));
         }
@@ -240,7 +317,7 @@ fn add_totals(b: &mut ProfileBuilder, p: &Profile, keep_pid: bool) -> Result<(),
 /// Adds every sample of `p` to `b` with its frames and labels mapped to `b`'s ids (`frames[i]`:
 /// the id of `p`'s frame i and whether it was coarsened to its module — consecutive coarsened
 /// frames of one module become one frame), stacks interned once each.
-pub(crate) fn add_restacked(b: &mut ProfileBuilder, p: &Profile, frames: &[(FrameId, bool)], labels: &[LabelSetId]) -> Result<(), ProfileError> {
+fn add_restacked(b: &mut ProfileBuilder, p: &Profile, frames: &[(FrameId, bool)], labels: &[LabelSetId]) -> Result<(), ProfileError> {
     let mut stacks: HashMap<StackId, StackId> = HashMap::new();
     let mut ids = Vec::new();
     for s in p.samples() {

@@ -1,9 +1,9 @@
-//! `record --pipeline`: `record` as a thin front end of the streaming pipeline. The host
-//! source (the attach recipe, the sampler, one EventPipe reader per .NET process) feeds the
-//! aggregator thread, which owns symbolization and per-process state, as for `top` and the
-//! agent; when the recording ends the aggregator builds `record`'s combined profile (every
-//! kind, samples at their times, the event reports and GC markers), written as `record`
-//! writes it.
+//! `record`: a thin front end of the streaming pipeline (every recording; the old one-shot
+//! `record::run` was removed in round 10). The host source (the attach recipe, the sampler, one
+//! EventPipe reader per .NET process) feeds the aggregator thread, which owns symbolization and
+//! per-process state, as for `top` and the agent; when the recording ends the aggregator builds
+//! `record`'s combined profile (every kind, samples at their times, the event reports and GC
+//! markers), written as `record` writes it.
 //!
 //! `--save-raw DIR` saves what the aggregator absorbs and each session's stream, in the
 //! layout `report --replay` reads; `--http`/`--providers` read their EventSources with a
@@ -58,8 +58,6 @@ pub struct Recorded {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineRecordError {
-    #[error("record --pipeline does not do {0} yet: drop --pipeline")]
-    Unsupported(&'static str),
     #[error("process {0} does not exist (it may have exited); check the pid with `ps`")]
     NoProcess(u32),
     #[error(transparent)]
@@ -82,13 +80,12 @@ const BUILD_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Records until `stop` is set, the duration passes, or every target has exited.
 pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnMut(&Status)) -> Result<Recorded, PipelineRecordError> {
-    refuse_unsupported(args)?;
     for &pid in &args.pids {
         if !alive(pid) {
             return Err(PipelineRecordError::NoProcess(pid));
         }
     }
-    // As record::run: malloc arenas capped before threads start.
+    // Malloc arenas capped before threads start.
     crate::record::memory::cap_arenas();
     let started = Instant::now();
     let start_mono = monotonic_ns().max(0) as u64;
@@ -179,9 +176,16 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     crate::own_pages::release_code("loading BPF");
     let mut warnings: Vec<String> = fallback.into_iter().collect();
     let attached = started.elapsed();
-    // Host-wide: exited processes are folded as they go (their files written then), as long
-    // as no request needs their samples at the end (`--http`).
-    if args.all && !args.net.http {
+    // `--http` / `--providers`: where the requests are placed among the samples.
+    let net_clock = crate::record::http::Clock {
+        started_mono_ns: start_mono as i64,
+        start_unix_ns: start_mono.saturating_add_signed(unix_offset_ns),
+        cpu_period_ms: 1e3 / args.freq.max(1) as f64,
+        offcpu: args.kinds.offcpu && bpf,
+    };
+    // Host-wide: exited processes are folded as they go (their files written then; with
+    // `--http`, their requests named and placed among their samples then).
+    if args.all {
         let at = start_mono.saturating_add(attached.as_nanos() as u64);
         let base = CombinedOptions {
             start_mono_ns: at,
@@ -202,7 +206,11 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         if args.kinds.offcpu {
             types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
         }
-        let _ = q_tx.send(Query::Fold(Box::new(super::fold::Folding::new(base, types, args.fold_files.clone()))));
+        let mut folding = super::fold::Folding::new(base, types, args.fold_files.clone());
+        if net_on {
+            folding = folding.with_net(net_rx.clone(), net_clock);
+        }
+        let _ = q_tx.send(Query::Fold(Box::new(folding)));
     }
     if args.resume_after_attach {
         // Launch mode: the command runs from its first instruction, sampled.
@@ -231,8 +239,8 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         }
         if last_status.elapsed() >= Duration::from_secs(1) {
             last_status = Instant::now();
-            // As record::run after its drains: freed heap back to the kernel, and the code
-            // of set-up and the first drains given back (see own_pages).
+            // Each second: freed heap back to the kernel, and the code of set-up and the
+            // first seconds given back (see own_pages).
             seconds += 1;
             crate::record::memory::trim();
             if seconds <= 2 {
@@ -282,28 +290,28 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         gc_root: crate::record::gc::gc_frame(),
         thread_roots: args.thread_roots,
     };
-    // Building the profile runs other code than recording did (see own_pages), as in
-    // record::run; and what the sources freed goes back first.
+    // Building the profile runs other code than recording did (see own_pages); and what
+    // the sources freed goes back first.
     crate::record::memory::trim();
     crate::own_pages::release_code("recording");
     let symbolize_by = done_at + if interrupted { INTERRUPTED_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
     log::info!("stop: asking for the profile after {:?}", done_at.elapsed());
-    let c: Combined = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE)
+    let mut c: Combined = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE)
         .ok_or_else(|| PipelineRecordError::Aggregator("no answer in time".into()))?
         .map_err(PipelineRecordError::Aggregator)?;
     drop(net_tx);
     // `--http` / `--providers`: the requests named and placed among the samples by the
-    // aggregator (sessions left behind by a runtime that did not answer have none).
+    // aggregator (sessions left behind by a runtime that did not answer have none); those of
+    // folded processes were, when they were folded.
     let http = if net_on {
-        let parts: Vec<crate::record::http::NetPart> = net_rx.try_iter().collect();
-        let clock = crate::record::http::Clock {
-            started_mono_ns: start_mono as i64,
-            start_unix_ns: start_mono.saturating_add_signed(unix_offset_ns),
-            cpu_period_ms: 1e3 / args.freq.max(1) as f64,
-            offcpu: args.kinds.offcpu && bpf,
+        let (mut http, mut parts) = match c.folded.as_mut() {
+            Some(f) => (std::mem::take(&mut f.http), std::mem::take(&mut f.net_pending)),
+            None => (Vec::new(), Vec::new()),
         };
+        parts.extend(net_rx.try_iter());
         let by = interrupted.then_some(symbolize_by);
-        ask(&q_tx, |reply| Query::Http { parts, clock, symbolize_by: by, reply }, BUILD_DEADLINE).unwrap_or_default()
+        http.extend(ask(&q_tx, |reply| Query::Http { parts, clock: net_clock, symbolize_by: by, reply }, BUILD_DEADLINE).unwrap_or_default());
+        http
     } else {
         Vec::new()
     };
@@ -363,7 +371,6 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         (Some(h), true) => h.natives.clone(),
         _ => natives,
     };
-    let mut c = c;
     // Processes that are not .NET have no event report.
     c.reports.retain(|(pid, _)| !natives.contains(pid));
     if let Some(h) = &host_report {
@@ -384,7 +391,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         c.reports = reports;
     }
     // The event reports in the profile (`clrprobe report`, events.json), the GCs as markers.
-    let profile = crate::record::attach_reports(c.profile, &c.reports).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
+    let profile = crate::record::attach_reports(c.profile, &c.reports);
     let profile = crate::record::gc::add_markers(profile, &c.reports, opts.start_mono_ns as i64).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     let profile = crate::record::http::add_markers(profile, &http).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     warnings.extend(warn_rx.try_iter());
@@ -428,38 +435,6 @@ fn ended_soon(t: &std::thread::JoinHandle<()>) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
     t.is_finished()
-}
-
-fn refuse_unsupported(args: &RecordArgs) -> Result<(), PipelineRecordError> {
-    match uncovered(args) {
-        Some(what) => Err(PipelineRecordError::Unsupported(what)),
-        None => Ok(()),
-    }
-}
-
-/// What of `args` the pipeline does not do yet (None: all of it; `record` may take this path).
-/// `--save-raw`, `--http`/`--providers`, `--cxa-throw` (and exceptions without EventPipe) and
-/// recordings without BPF (event kinds only) are all on it now.
-pub fn uncovered(_args: &RecordArgs) -> Option<&'static str> {
-    None
-}
-
-/// Does plain `record` take the pipeline for `args`? When the pipeline does all it asks
-/// ([`uncovered`]) and it names its targets (`-p`/`--name`: .NET or not; those that are not
-/// are followed without a set-up), launches a command (`dotnet` or not: one that has not
-/// loaded the runtime 2 s after its start is followed as not .NET, and set up if it loads it
-/// later), or records the whole host (`--all`: exited processes are folded as they go, their
-/// `PREFIX.PID.*` files written then; see [`super::fold`]). With or without a duration: a
-/// recording ended by Ctrl-C ends within 2 s (the stop runs at the stop's priority, set-ups
-/// run off the host source's thread so its samples are drained up to the end, the named
-/// processes' code is named as their samples come, and naming at the end stops at its
-/// deadline, kernel names included).
-/// `CLRPROBE_RECORD_PATH=run` keeps every recording on `record::run`.
-pub fn takes_pipeline(args: &RecordArgs, launched_program: Option<&str>) -> bool {
-    if std::env::var_os("CLRPROBE_RECORD_PATH").is_some_and(|v| v == "run") || uncovered(args).is_some() {
-        return false;
-    }
-    args.all || launched_program.is_some() || !args.pids.is_empty()
 }
 
 fn unix_now_ns() -> u64 {

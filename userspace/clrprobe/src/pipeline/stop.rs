@@ -1,4 +1,4 @@
-//! The end of a recording on the pipeline, bounded as `record::run`'s is: once the recording
+//! The end of a recording on the pipeline, bounded: once the recording
 //! has ended, every thread of clrprobe runs at the stop's priority (see
 //! [`crate::record::stop_priority`]: the aggregator building the profile competed with the
 //! targets for the CPU, and on a loaded host the end after Ctrl-C took 1.9-2.0 s).

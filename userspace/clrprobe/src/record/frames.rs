@@ -8,7 +8,7 @@ use clrprobe_symbolizer::{
     Backing, FrameKind as SymKind, ImageCache, ProcessSymbolizer, kernel::is_kernel_address,
 };
 
-use super::clr_collect::JitMethod;
+use super::jit::JitMethod;
 
 mod roots;
 
@@ -22,17 +22,12 @@ struct Process {
     light: bool,
     /// Sorted by start: (start, end, name).
     jit: Vec<(u64, u64, String)>,
-    /// The process's mappings when its symbolizer was freed (it exited): the pprof mappings of
-    /// frames named after that.
-    last_maps: Option<clrprobe_symbolizer::maps::Maps>,
     /// Bumped when what names its addresses may have grown (maps and perf map re-read,
     /// JIT ranges added).
     epoch: u32,
     /// Its executable when the symbolizer was made: a child followed from its fork that then
     /// exec'd (`sh` → `dotnet`) has a new address space to read.
     exe: Option<(u64, u64)>,
-    /// Seen exited and its symbolizer freed ([`FrameResolver::retire_exited`]).
-    retired: bool,
 }
 
 fn exe_identity(pid: u32) -> Option<(u64, u64)> {
@@ -116,8 +111,6 @@ pub struct FrameResolver {
     managed_named: u64,
     perf_map_names_corrected: u64,
     mappings: super::mappings::Mappings,
-    /// Processes seen exited at the last [`FrameResolver::retire_exited`].
-    dying: std::collections::HashSet<u32>,
     /// Past this, addresses are not symbolized any more (left as addresses): keeps each drain,
     /// and the end of a recording after Ctrl-C, bounded whatever the host runs.
     deadline: Option<std::time::Instant>,
@@ -147,7 +140,6 @@ impl FrameResolver {
             managed_named: 0,
             perf_map_names_corrected: 0,
             mappings: super::mappings::Mappings::default(),
-            dying: Default::default(),
             deadline: None,
             out_of_time: 0,
             light_others: false,
@@ -193,13 +185,13 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
         }
         let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false, epoch: 0 });
+        self.processes.insert(pid, Process { sym, light: false, jit: Vec::new(), exe: exe_identity(pid), epoch: 0 });
     }
 
     /// Replay: names the symbolizer's process with it (a symbolizer of saved inputs; no
     /// executable identity, so a live process that reuses the pid is never read).
     pub fn add_symbolizer(&mut self, sym: ProcessSymbolizer) {
-        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), last_maps: None, exe: None, retired: false, epoch: 0 });
+        self.processes.insert(sym.pid(), Process { sym: Some(sym), light: false, jit: Vec::new(), exe: None, epoch: 0 });
     }
 
     /// Replay: the build ids of mapped files as recorded, by path (no process file is read).
@@ -222,7 +214,7 @@ impl FrameResolver {
     pub fn ensure_process(&mut self, pid: u32) {
         if !self.processes.contains_key(&pid) {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), last_maps: None, exe: exe_identity(pid), retired: false, epoch: 0 });
+            self.processes.insert(pid, Process { sym, light: self.light_others, jit: Vec::new(), exe: exe_identity(pid), epoch: 0 });
         }
     }
 
@@ -237,7 +229,6 @@ impl FrameResolver {
         self.unnamed.retain(|(p, _), _| !pids.contains(p));
         self.backlog.retain(|p, _| !pids.contains(p));
         self.outside.retain(|(p, _), _| !pids.contains(p));
-        self.dying.retain(|p| !pids.contains(p));
         self.mappings.forget(pids);
     }
 
@@ -292,7 +283,7 @@ impl FrameResolver {
             self.unnamed.retain(|k, _| k.0 != pid);
             self.outside.retain(|k, _| k.0 != pid);
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
-            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), last_maps: None, exe: Some(now), retired: false, epoch: 0 });
+            self.processes.insert(pid, Process { sym, light, jit: Vec::new(), exe: Some(now), epoch: 0 });
         }
         if let Some(p) = self.processes.get_mut(&pid) {
             p.epoch = p.epoch.wrapping_add(1);
@@ -307,81 +298,9 @@ impl FrameResolver {
         self.processes.get(&pid).map_or(0, |p| p.epoch)
     }
 
-    /// Frees what naming an exited process needed (its symbolizer: maps, perf map table,
-    /// modules; its JIT ranges) once every address noted for it has been named with them.
-    /// Processes that exit are retired one call after they are first seen dead, so samples
-    /// drained meanwhile are named too. Keeps memory flat over a long `--all` run: what stays
-    /// per exited process is its named addresses.
-    /// Looks up addresses a previous drain had no time for (bounded by the deadline).
-    /// Are addresses waiting to be named?
-    pub fn has_backlog(&self) -> bool {
-        !self.backlog.is_empty()
-    }
-
-    pub fn work_backlog(&mut self) {
-        let pids: Vec<u32> = self.backlog.keys().copied().collect();
-        for pid in pids {
-            if self.past_deadline() {
-                return;
-            }
-            let Some(addrs) = self.backlog.remove(&pid) else { continue };
-            let epoch = self.epoch(pid);
-            let todo: Vec<u64> = addrs.into_iter().filter(|a| !self.named.contains_key(&(pid, *a))).collect();
-            if todo.is_empty() {
-                continue;
-            }
-            for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
-                if f.attr(UNNAMED_ATTR).is_none() {
-                    self.unnamed.remove(&(pid, a));
-                    self.named.insert((pid, a), f);
-                } else {
-                    self.unnamed.insert((pid, a), (f.kind, epoch));
-                }
-            }
-        }
-    }
-
-    /// Returns the processes retired by this call.
-    /// A process for which `busy` says its runtime session or set-up still runs is kept (its
-    /// session may still deliver stacks to name).
-    pub fn retire_exited(&mut self, busy: impl Fn(u32) -> bool) -> Vec<u32> {
-        let dead: Vec<u32> = self
-            .processes
-            .iter()
-            .filter(|(pid, p)| !p.retired && !self.backlog.contains_key(pid) && !super::alive(**pid) && !busy(**pid))
-            .map(|(pid, _)| *pid)
-            .collect();
-        let ready: Vec<u32> = dead.iter().copied().filter(|p| self.dying.contains(p)).collect();
-        self.dying = dead.into_iter().filter(|p| !ready.contains(p)).collect();
-        for &pid in &ready {
-            let todo: Vec<u64> = self.unnamed.keys().filter(|k| k.0 == pid).map(|k| k.1).collect();
-            if !todo.is_empty() {
-                // Methods compiled since the last drain (at exit, say): the perf map is read
-                // to its end first (it outlives the process).
-                if let Some(s) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
-                    let _ = s.refresh_perf_map();
-                }
-                for (a, f) in todo.iter().copied().zip(self.resolve(pid, &todo)) {
-                    if f.attr(UNNAMED_ATTR).is_none() {
-                        self.unnamed.remove(&(pid, a));
-                        self.named.insert((pid, a), f);
-                    }
-                }
-            }
-            if let Some(p) = self.processes.get_mut(&pid) {
-                p.last_maps = p.sym.take().map(|s| s.maps().clone());
-                p.jit = Vec::new();
-                p.retired = true;
-            }
-        }
-        ready
-    }
-
     /// Adds JIT code ranges reported by EventPipe (MethodLoadVerbose / rundown).
     pub fn add_jit_methods(&mut self, pid: u32, methods: &[JitMethod]) {
         let Some(p) = self.processes.get_mut(&pid) else { return };
-        // Ranges that arrive after retirement are used, then freed, at the next retirement.
-        p.retired &= methods.is_empty();
         if !methods.is_empty() {
             p.epoch = p.epoch.wrapping_add(1);
         }
@@ -394,7 +313,7 @@ impl FrameResolver {
     /// `count` samples are named.
     pub fn note_addresses(&mut self, pid: u32, user: &[u64], count: u64) {
         if self.past_deadline() {
-            // Named in a later drain (before the process may be retired), or at the end.
+            // Named at the end (stack() looks up what is not named yet).
             self.backlog.entry(pid).or_default().extend(lookup_addrs(user));
             return;
         }
@@ -491,16 +410,6 @@ impl FrameResolver {
     }
 
     /// JIT frames whose perf-map name differed from the runtime's method events.
-    /// Target files refused or cut short while naming frames (one line each, by pid).
-    pub fn file_warnings(&self) -> Vec<String> {
-        let mut pids: Vec<&u32> = self.processes.keys().collect();
-        pids.sort();
-        pids.into_iter()
-            .filter_map(|pid| self.processes[pid].sym.as_ref())
-            .flat_map(|s| s.warnings().iter().cloned())
-            .collect()
-    }
-
     pub fn perf_map_names_corrected(&self) -> u64 {
         self.perf_map_names_corrected
     }
@@ -525,11 +434,7 @@ impl FrameResolver {
                         let mapping = mappings.of(pid, a, &Default::default());
                         return Frame { mapping, ..f };
                     }
-                    let mut f = jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a));
-                    if let Some(m) = &p.last_maps {
-                        f.mapping = mappings.of(pid, a, m);
-                    }
-                    f
+                    jit_lookup(&p.jit, a).map(|f| f.with_address(a)).unwrap_or_else(|| hex_frame(a))
                 })
                 .collect();
         };

@@ -10,7 +10,7 @@ use clrprobe_eventpipe::ipc::{
 use clrprobe_pipeline::http::{host_path_stats, otel_duration_histograms};
 use clrprobe_profile::{Marker, Profile, ProfileError};
 
-use super::{FrameResolver, gc::TimedSamples};
+use super::FrameResolver;
 use crate::http::{
     HttpLine, HttpReport, Meanwhile, NetCollector, NetOutcome, SLOWEST, http_providers,
     merge_providers,
@@ -103,20 +103,11 @@ pub struct Clock {
 pub type TimedStack<'a> = (u32, u32, &'a [u64], &'a [u64], u64, u64);
 
 /// Where the slowest requests' threads are looked up: the recording's timed CPU samples and
-/// off-CPU intervals (`record::run`'s, or the pipeline aggregator's).
+/// off-CPU intervals (the pipeline aggregator's).
 pub trait StackTimes {
     fn cpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_>;
     /// Off-CPU intervals by their start.
     fn offcpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_>;
-}
-
-impl StackTimes for TimedSamples {
-    fn cpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_> {
-        Box::new(self.entries().into_iter().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], *t, *n)))
-    }
-    fn offcpu(&self) -> Box<dyn Iterator<Item = TimedStack<'_>> + '_> {
-        Box::new(self.offcpu.intervals().into_iter().map(|(k, t, n)| (k.0, k.1, &k.3[..], &k.4[..], *t, *n)))
-    }
 }
 
 /// The per-process HTTP reports: requests with named stacks and times, summaries, and for the

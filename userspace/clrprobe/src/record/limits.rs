@@ -6,7 +6,7 @@ use std::{fmt::Write, mem::size_of};
 use clrprobe_common::{MAX_SAMPLE_KEYS, MAX_STACKS, MAX_TARGETS, SampleKey, SampleValue, SwitchThread, ThreadCpu};
 use serde::Serialize;
 
-use super::{RecordSummary, targets::EVENTPIPE_BUFFER_MB};
+use super::{RecordSummary, recipe::EVENTPIPE_BUFFER_MB};
 
 /// Threads tracked by the sched_switch maps (ebpf/clrprobe-ebpf/src/maps.rs).
 const MAX_THREADS: u32 = 16_384;

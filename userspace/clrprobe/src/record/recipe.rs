@@ -9,9 +9,12 @@ use clrprobe_eventpipe::ipc::SessionConfig;
 use clrprobe_pipeline::Kinds;
 
 use super::{
-    EVENTPIPE_BUFFER_MB, PerfMapGuard, PerfMapState, alive,
+    PerfMapGuard, PerfMapState, alive,
     clr_session::{kind_keywords, session_config},
 };
+
+/// Per-process EventPipe buffer (the session's circular buffer in the target, in MB).
+pub const EVENTPIPE_BUFFER_MB: u32 = 64;
 
 /// Polls to wait for a new runtime's diagnostics socket before setting it up anyway.
 pub const SOCKET_WAIT_POLLS: u32 = 20;

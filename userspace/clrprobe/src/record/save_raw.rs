@@ -17,7 +17,7 @@ use std::{
 };
 
 use clrprobe_pipeline::stream::{
-    ProcessInfo, Record, StackRecord,
+    ProcessInfo, Record,
     raw::{self, FileIdentity, RECORDS_FILE, RawItem, RawMeta},
 };
 use clrprobe_profile::safe_file::{OutputDir, SafeFileError};
@@ -27,8 +27,6 @@ use clrprobe_symbolizer::{
     target_file::{self, Owner},
 };
 use crossbeam_channel::{Receiver, Sender};
-
-use crate::sampler::RawSample;
 
 /// Bytes of one target's perf map saved at most (the symbolizer's own cap).
 const MAX_PERF_MAP: u64 = 128 << 20;
@@ -153,26 +151,6 @@ fn write_all(out: OutputDir, rx: Receiver<Msg>) -> Result<u64, SafeFileError> {
         p.commit_with(file)?;
     }
     Ok(bytes)
-}
-
-/// A drained batch of CPU samples (`offcpu`: off-CPU intervals, count in ns).
-pub fn samples(offcpu: bool, batch: &[RawSample]) {
-    let Some(s) = saver() else { return };
-    {
-        let mut k = lock(&s.known);
-        for r in batch {
-            // Lookups are of the leaf and of return addresses minus one.
-            for (i, &a) in r.kernel.iter().enumerate() {
-                if is_kernel_address(a) {
-                    k.kernel.insert(if i == 0 { a } else { a.saturating_sub(1) });
-                }
-            }
-        }
-    }
-    for r in batch {
-        let rec = StackRecord::from(r.clone());
-        s.send(RawItem::Record(if offcpu { Record::OffCpu(rec) } else { Record::Cpu(rec) }));
-    }
 }
 
 /// A target's state while it lives: followed from now on (first time), its maps when they

@@ -341,18 +341,7 @@ mod tests {
     use clrprobe_profile::{Frame, FrameKind};
 
     use super::CombinedOptions;
-    use crate::stream::{Aggregator, AggregatorConfig, Namer, ProcessInfo, Record, StackRecord};
-
-    struct Names;
-
-    impl Namer for Names {
-        fn stack(&mut self, _pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-            kernel.iter().chain(user.iter()).rev().map(|a| Frame::new(format!("f_{a:x}"), "m", FrameKind::Jit)).collect()
-        }
-        fn process_name(&mut self, pid: u32) -> String {
-            format!("proc{pid}")
-        }
-    }
+    use crate::stream::{Aggregator, AggregatorConfig, ProcessInfo, Record, StackRecord, TestNames as Names};
 
     fn sample(pid: u32, comm: &str, t: u64, leaf: u64) -> StackRecord {
         StackRecord { pid, tid: pid + 1, comm: comm.into(), time_ns: t, kernel: Arc::from(vec![]), user: Arc::from(vec![leaf]), count: 1 }

@@ -86,18 +86,7 @@ mod tests {
 
     use clrprobe_profile::{Frame, FrameKind};
 
-    use crate::stream::{Aggregator, AggregatorConfig, CombinedOptions, Namer, ProcessInfo, Record, StackRecord};
-
-    struct Names;
-
-    impl Namer for Names {
-        fn stack(&mut self, _pid: u32, kernel: &[u64], user: &[u64]) -> Vec<Frame> {
-            kernel.iter().chain(user.iter()).rev().map(|a| Frame::new(format!("f_{a:x}"), "m", FrameKind::Jit)).collect()
-        }
-        fn process_name(&mut self, pid: u32) -> String {
-            format!("proc{pid}")
-        }
-    }
+    use crate::stream::{Aggregator, AggregatorConfig, CombinedOptions, ProcessInfo, Record, StackRecord, TestNames as Names};
 
     fn sample(pid: u32, t: u64, leaf: u64) -> Record {
         Record::Cpu(StackRecord { pid, tid: pid + 1, comm: "main".into(), time_ns: t, kernel: Arc::from(vec![]), user: Arc::from(vec![leaf]), count: 1 })

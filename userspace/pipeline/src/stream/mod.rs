@@ -27,3 +27,17 @@ pub use clr_stream::{COUNTERS_PROVIDER, ClrStream, StreamItem};
 pub use replay::{Replay, ReplayError, ReplayStats};
 pub use wanted::{allocation, wanted};
 pub use window::CpuWindow;
+
+/// The unit tests' namer: each address its own frame `f_ADDR`, each process `procPID`.
+#[cfg(test)]
+pub(crate) struct TestNames;
+
+#[cfg(test)]
+impl Namer for TestNames {
+    fn stack(&mut self, _pid: u32, kernel: &[u64], user: &[u64]) -> Vec<clrprobe_profile::Frame> {
+        kernel.iter().chain(user.iter()).rev().map(|a| clrprobe_profile::Frame::new(format!("f_{a:x}"), "m", clrprobe_profile::FrameKind::Jit)).collect()
+    }
+    fn process_name(&mut self, pid: u32) -> String {
+        format!("proc{pid}")
+    }
+}

@@ -1,6 +1,6 @@
 //! `record --cxa-throw` (and exceptions without EventPipe) on the pipeline: a uprobe on each
 //! followed .NET process's `__cxa_throw` counts its throws in the kernel, priced once before
-//! the first is placed, as `record::run` does ([`crate::record::cxa`]).
+//! the first is placed ([`crate::record::cxa`]).
 use std::collections::BTreeMap;
 
 use crate::sampler::BpfSampler;

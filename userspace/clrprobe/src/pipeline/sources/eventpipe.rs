@@ -71,7 +71,7 @@ impl EventPipeSource {
     /// a rundown too long) is given up on: its stream is shut down, what was read was sent.
     /// Returns whether the stream ended in time.
     /// A runtime whose process is stopped (SIGSTOP, a debugger) cannot answer before the
-    /// deadline: given up on at once, as `record::run` does (it waited the deadline out).
+    /// deadline: given up on at once.
     pub fn stop_by(mut self, deadline: std::time::Instant) -> bool {
         use std::time::{Duration, Instant};
         let stopped = crate::record::clr_session::process_stopped;

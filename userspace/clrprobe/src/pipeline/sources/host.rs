@@ -691,7 +691,7 @@ impl HostSource {
             Ok(batch) => {
                 log::debug!("{} CPU sample entries", batch.len());
                 // Host-wide, clrprobe's own threads add up by role (a thread per process
-                // followed: `eventpipe-PID`, `stop-PID`…), as record::run has them.
+                // followed: `eventpipe-PID`, `stop-PID`…).
                 let me = (self.cfg.all && !self.cfg.dotnet_only).then(std::process::id);
                 for mut s in batch {
                     if Some(s.pid) == me {
@@ -762,7 +762,7 @@ impl HostSource {
 }
 
 /// How long the stop of a recording waits for set-ups under way (an IPC exchange with a
-/// runtime that does not answer takes up to 2 s), as `record::run` does: writing the files
+/// runtime that does not answer takes up to 2 s): writing the files
 /// after a Ctrl-C took up to 1.5 s of the 2 s on a loaded host (debug build, load 18).
 const SETUPS_AT_STOP: Duration = Duration::from_millis(300);
 

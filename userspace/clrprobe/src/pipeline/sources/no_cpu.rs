@@ -1,6 +1,6 @@
 //! A recording without CPU samples (`record --alloc`, `--exceptions`, `--offcpu`…): BPF only
 //! for what needs it (off-CPU time, the `__cxa_throw` uprobe, per-thread CPU time), none at
-//! all for event kinds only (allocations, contention), as `record::run` does.
+//! all for event kinds only (allocations, contention).
 use crate::sampler::{BpfSampler, RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 
 /// No sampler: the recording's events come from EventPipe, CPU times from /proc.

@@ -27,11 +27,7 @@ impl FrameResolver {
             if self.named.contains_key(&(pid, a)) || jit_lookup(&p.jit, a).is_some() {
                 continue;
             }
-            let maps = match (&p.sym, &p.last_maps) {
-                (Some(s), _) => s.maps(),
-                (None, Some(m)) => m,
-                (None, None) => return user.len(),
-            };
+            let Some(maps) = p.sym.as_ref().map(|s| s.maps()) else { return user.len() };
             if in_code(maps, a) {
                 continue;
             }
