@@ -173,8 +173,6 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         // still the shell that execs it).
         let _ = q_tx.send(Query::Expect(args.pids.clone()));
     }
-    // Set-up and the first drains run much code once: given back as they go (see own_pages).
-    let mut setup_reaper = crate::own_pages::reap("set-up");
     let (host, fallback) = sources::spawn(host, rec_tx, stop)?;
     let bpf = fallback.is_none();
     // Loading BPF ran code that nothing runs again (see own_pages).
@@ -239,9 +237,6 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             if seconds <= 2 {
                 crate::own_pages::release_code("recording");
             }
-            if seconds == 2 {
-                drop(setup_reaper.take());
-            }
             if let Some((samples, lost, symbolized)) = ask(&q_tx, Query::Progress, Duration::from_millis(200)) {
                 on_status(&Status { elapsed: elapsed.saturating_sub(attached), samples, lost, symbolized });
             }
@@ -292,11 +287,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     crate::own_pages::release_code("recording");
     let symbolize_by = done_at + if interrupted { INTERRUPTED_SYMBOLIZE } else { UNHURRIED_SYMBOLIZE };
     log::info!("stop: asking for the profile after {:?}", done_at.elapsed());
-    drop(setup_reaper);
-    let build_reaper = crate::own_pages::reap("building the profile");
-    let c = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE);
-    drop(build_reaper);
-    let c: Combined = c
+    let c: Combined = ask(&q_tx, |reply| Query::Combined { opts: opts.clone(), symbolize_by: Some(symbolize_by), reply }, BUILD_DEADLINE)
         .ok_or_else(|| PipelineRecordError::Aggregator("no answer in time".into()))?
         .map_err(PipelineRecordError::Aggregator)?;
     drop(net_tx);
