@@ -420,7 +420,6 @@ impl KernelSymbolizer {
         if let (Ok(true), Some((p, pname))) = (&read, &prev) {
             offer(*p, pname, u64::MAX);
         }
-        drop(offer);
         let mut n = lock(names);
         match read {
             Ok(true) => {

@@ -334,7 +334,7 @@ impl R2rImage {
                 let end = if has_end { rf.u32((k * entry + 4) as u64)? } else { begin };
                 sorted &= begin >= prev;
                 prev = begin;
-                if i % INDEX_STRIDE == 0 {
+                if i.is_multiple_of(INDEX_STRIDE) {
                     index.push(begin);
                 }
                 if file.is_none() {
