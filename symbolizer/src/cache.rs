@@ -170,7 +170,7 @@ impl ImageCache {
         if let Some(k) = &*k {
             return Ok(Arc::clone(k));
         }
-        let loaded = Arc::new(crate::KernelSymbolizer::load()?);
+        let loaded = Arc::new(if std::env::var_os("CLRPROBE_KERNEL_STARTS").is_some_and(|v| v == "1") { crate::KernelSymbolizer::load()? } else { crate::KernelSymbolizer::load_lazily()? });
         *k = Some(Arc::clone(&loaded));
         Ok(loaded)
     }

@@ -134,14 +134,27 @@ struct LazyNames {
     /// By start address (`None`: the symbol was gone when its name was read).
     known: HashMap<u64, Option<Arc<str>>>,
     /// Starts of symbols seen in samples ([`KernelSymbolizer::note`]), named with the next
-    /// pass.
+    /// pass; with [`Floors::Lazy`], the addresses themselves.
     pending: HashSet<u64>,
+    /// With [`Floors::Lazy`]: the start of the symbol holding each address looked up (None:
+    /// none within reach), found with the names in the same pass.
+    starts: HashMap<u64, Option<u64>>,
+}
+
+/// Whether the symbols' starts are held ([`KernelSymbolizer::addrs`]) or found in the pass
+/// that reads the names, for the addresses seen only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Floors {
+    Held,
+    /// `addrs` is empty; `count` text symbols were read when loaded.
+    Lazy { count: usize },
 }
 
 /// Sorted kernel text symbols.
 #[derive(Debug)]
 pub struct KernelSymbolizer {
     addrs: Addrs,
+    floors: Floors,
     names: Names,
     /// Past this, a pass over /proc/kallsyms stops where it is (see
     /// [`KernelSymbolizer::set_pass_deadline`]).
@@ -150,7 +163,7 @@ pub struct KernelSymbolizer {
 
 impl Default for KernelSymbolizer {
     fn default() -> Self {
-        KernelSymbolizer { addrs: Addrs::default(), names: Names::Held(HashMap::new()), pass_by: Mutex::default() }
+        KernelSymbolizer { addrs: Addrs::default(), floors: Floors::Held, names: Names::Held(HashMap::new()), pass_by: Mutex::default() }
     }
 }
 
@@ -214,7 +227,7 @@ impl KernelSymbolizer {
             names.insert(addr, full_name(name, module));
         }
         names.shrink_to_fit();
-        KernelSymbolizer { addrs: Addrs::from_vec(addrs), names: Names::Held(names), pass_by: Mutex::default() }
+        KernelSymbolizer { addrs: Addrs::from_vec(addrs), floors: Floors::Held, names: Names::Held(names), pass_by: Mutex::default() }
     }
 
     /// Reads the text symbols' addresses from `/proc/kallsyms`; their names are read later,
@@ -226,16 +239,29 @@ impl KernelSymbolizer {
                 addrs.push(addr);
             }
         })?;
-        Ok(KernelSymbolizer { addrs: addrs.finish(), names: Names::Lazy(Mutex::default()), pass_by: Mutex::default() })
+        Ok(KernelSymbolizer { addrs: addrs.finish(), floors: Floors::Held, names: Names::Lazy(Mutex::default()), pass_by: Mutex::default() })
+    }
+
+    /// Counts the text symbols of `/proc/kallsyms` and holds none: the symbol holding an
+    /// address is found, with its name, in the pass that reads the names of the addresses
+    /// seen (0.5 MB of starts not held for the few hundred kernel addresses a recording of
+    /// .NET code shows).
+    pub fn load_lazily() -> Result<Self, Error> {
+        let mut count = 0;
+        each_line(|line| count += usize::from(text_symbol(line).is_some()))?;
+        Ok(KernelSymbolizer { addrs: Addrs::default(), floors: Floors::Lazy { count }, names: Names::Lazy(Mutex::default()), pass_by: Mutex::default() })
     }
 
     /// Number of usable symbols (0 when addresses are hidden).
     pub fn len(&self) -> usize {
-        self.addrs.len()
+        match self.floors {
+            Floors::Held => self.addrs.len(),
+            Floors::Lazy { count } => count,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.addrs.len() == 0
+        self.len() == 0
     }
 
     /// Names held (every one for parsed text; those read so far otherwise).
@@ -252,6 +278,11 @@ impl KernelSymbolizer {
         (addr - start < MAX_OFFSET).then_some(start)
     }
 
+    /// [`Self::start_of`] with lazy floors: Err when the address has not been through a pass.
+    fn lazy_start(n: &LazyNames, addr: u64) -> Result<Option<u64>, ()> {
+        n.starts.get(&addr).copied().ok_or(())
+    }
+
     /// Passes over /proc/kallsyms (reading names) stop once `by` has passed: the names read
     /// by then are kept, the others stay noted for a later pass and their frames are unnamed
     /// meanwhile (a pass took a second on a loaded host, past the end of a recording stopped
@@ -265,6 +296,14 @@ impl KernelSymbolizer {
     pub fn note(&self, addrs: impl IntoIterator<Item = u64>) {
         let Names::Lazy(names) = &self.names else { return };
         let mut n = lock(names);
+        if self.floors != Floors::Held {
+            for a in addrs {
+                if !n.starts.contains_key(&a) {
+                    n.pending.insert(a);
+                }
+            }
+            return;
+        }
         for start in addrs.into_iter().filter_map(|a| self.start_of(a)) {
             if !n.known.contains_key(&start) {
                 n.pending.insert(start);
@@ -276,6 +315,9 @@ impl KernelSymbolizer {
     /// named yet, in one pass over /proc/kallsyms (no pass when all are known).
     pub fn prefetch(&self, addrs: impl IntoIterator<Item = u64>) -> Result<(), Error> {
         let Names::Lazy(names) = &self.names else { return Ok(()) };
+        if self.floors != Floors::Held {
+            return self.prefetch_floors(names, addrs);
+        }
         let mut found: HashMap<u64, Option<Arc<str>>> = {
             let mut n = lock(names);
             let mut wanted = std::mem::take(&mut n.pending);
@@ -319,9 +361,105 @@ impl KernelSymbolizer {
         read.map(|_| ())
     }
 
+    /// [`Self::prefetch`] with lazy floors: one pass finds, for each address not seen yet
+    /// (noted or asked for), the greatest text symbol at or below it within reach, and its
+    /// name.
+    fn prefetch_floors(&self, names: &Mutex<LazyNames>, addrs: impl IntoIterator<Item = u64>) -> Result<(), Error> {
+        let mut wanted: Vec<u64> = {
+            let mut n = lock(names);
+            let mut w = std::mem::take(&mut n.pending);
+            w.extend(addrs.into_iter().filter(|a| !n.starts.contains_key(a)));
+            w.into_iter().collect()
+        };
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        wanted.sort_unstable();
+        // The best start so far of each wanted address, and its name (a buffer reused as it
+        // improves).
+        let mut best: Vec<Option<(u64, String)>> = vec![None; wanted.len()];
+        // A symbol is offered to the wanted addresses from its start up to the next line's
+        // start where the file runs in order (so each gets about one offer), up to the reach
+        // where it does not (modules); of symbols sharing a start, the last names it.
+        let mut offer = |start: u64, name: &str, until: u64| {
+            let from = wanted.partition_point(|&a| a < start);
+            let until = until.min(start.saturating_add(MAX_OFFSET));
+            for (i, _) in wanted.iter().enumerate().skip(from).take_while(|(_, a)| **a < until) {
+                if best[i].as_ref().is_none_or(|(s, _)| *s <= start) {
+                    let slot = best[i].get_or_insert_with(|| (start, String::new()));
+                    slot.0 = start;
+                    slot.1.clear();
+                    slot.1.push_str(name);
+                }
+            }
+        };
+        let mut prev: Option<(u64, String)> = None;
+        let by = *lock(&self.pass_by);
+        let read = if by.is_some_and(|by| Instant::now() >= by) {
+            Ok(false)
+        } else {
+            each_line_until(by, |line| {
+                let Some((start, name, module)) = text_symbol(line) else { return };
+                match prev.as_mut() {
+                    Some((p, _)) if *p == start => {}
+                    Some((p, pname)) => {
+                        offer(*p, pname, if start > *p { start } else { u64::MAX });
+                    }
+                    None => {}
+                }
+                let (p, pname) = prev.get_or_insert_with(|| (start, String::new()));
+                *p = start;
+                pname.clear();
+                pname.push_str(name);
+                if let Some(m) = module {
+                    pname.push(' ');
+                    pname.push_str(m);
+                }
+            })
+        };
+        if let (Ok(true), Some((p, pname))) = (&read, &prev) {
+            offer(*p, pname, u64::MAX);
+        }
+        let mut n = lock(names);
+        match read {
+            Ok(true) => {
+                for (a, b) in wanted.into_iter().zip(best) {
+                    match b {
+                        Some((start, name)) => {
+                            n.starts.insert(a, Some(start));
+                            n.known.entry(start).or_insert_with(|| Some(name.into()));
+                        }
+                        None => {
+                            n.starts.insert(a, None);
+                        }
+                    }
+                }
+            }
+            // Cut short (a symbol further on may be nearer) or unreadable: asked for again.
+            _ => n.pending.extend(wanted),
+        }
+        read.map(|_| ())
+    }
+
     /// The nearest symbol at or below `addr` (kallsyms carries no sizes; hits 1 MiB or more
     /// from a symbol are refused). A name not read yet is read now, with those noted.
     pub fn lookup(&self, addr: u64) -> Option<KernelSymbol> {
+        if self.floors != Floors::Held {
+            let Names::Lazy(m) = &self.names else { return None };
+            // The lock is let go before a pass (which takes it).
+            let known = Self::lazy_start(&lock(m), addr);
+            let start = match known {
+                Ok(s) => s,
+                Err(()) => {
+                    if let Err(e) = self.prefetch([addr]) {
+                        log::debug!("kernel symbols: {e}");
+                    }
+                    Self::lazy_start(&lock(m), addr).ok().flatten()
+                }
+            }?;
+            let name = lock(m).known.get(&start).cloned().flatten()?;
+            return Some(KernelSymbol { name, offset: addr - start });
+        }
         let start = self.start_of(addr)?;
         let name = match &self.names {
             Names::Held(m) => m.get(&start).cloned()?,
@@ -411,6 +549,37 @@ mod tests {
             let (got, want) = (g.finish(), Addrs::from_vec(v.to_vec()));
             assert!(eq(&got, &want), "{v:x?}: {got:?} vs {want:?}");
         }
+    }
+
+    #[test]
+    fn lazy_floors_hold_no_starts_and_name_as_the_held_ones() {
+        let k = KernelSymbolizer::load_lazily().expect("/proc/kallsyms readable");
+        let text = std::fs::read_to_string("/proc/kallsyms").expect("readable");
+        let all = KernelSymbolizer::parse(&text);
+        if all.is_empty() {
+            panic!("kallsyms shows no addresses; run as root");
+        }
+        assert!(k.len() >= all.len(), "{} text symbols counted, {} starts", k.len(), all.len());
+        assert_eq!(k.addrs.len(), 0);
+        assert_eq!(k.names_held(), 0);
+        // Starts, inside functions, between modules, far from any symbol, below the first.
+        let starts: Vec<u64> = text.lines().filter_map(text_symbol).map(|(a, ..)| a).step_by(97).collect();
+        let mut probes: Vec<u64> = starts.iter().flat_map(|&a| [a, a + 1, a + 0x33, a.wrapping_sub(1)]).collect();
+        probes.extend([0xffff_0000_0000_0000, u64::MAX, starts[0] + (3 << 20)]);
+        let (noted, asked) = probes.split_at(probes.len() / 2);
+        k.note(noted.iter().copied());
+        // One pass for the noted and the asked for.
+        k.prefetch(asked.iter().copied()).expect("a pass");
+        for &a in asked.iter().chain(noted) {
+            assert_eq!(k.lookup(a), all.lookup(a), "{a:#x}");
+        }
+        // Past the pass deadline no pass runs: unnamed, named once passes may run again.
+        let d = starts[1] + 5;
+        let k = KernelSymbolizer::load_lazily().expect("readable");
+        k.set_pass_deadline(Some(Instant::now() - std::time::Duration::from_millis(1)));
+        assert_eq!(k.lookup(d), None, "no pass past the deadline");
+        k.set_pass_deadline(None);
+        assert_eq!(k.lookup(d), all.lookup(d));
     }
 
     #[test]

@@ -82,13 +82,80 @@ impl PackedRef {
     }
 }
 
-/// A RUNTIME_FUNCTION, with the method it belongs to (funclets follow their method's body).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CodeRange {
-    begin: u32,
-    end: u32,
-    /// Index into `methods`, u32::MAX if no entry point claims it.
-    method: u32,
+/// The image's RUNTIME_FUNCTIONs (bodies and funclets), sorted by their begin RVA.
+///
+/// CoreLib has ~37.5k of them (0.44 MB as a table of 12 bytes each). From a file, only every
+/// [`INDEX_STRIDE`]th begin is kept, and a lookup reads the one block of entries that can hold
+/// the RVA with `pread`; images parsed from memory, and tables that are not sorted in the file,
+/// are kept whole.
+#[derive(Debug)]
+enum Runtimes {
+    /// (begin, end), sorted by begin.
+    Memory(Vec<(u32, u32)>),
+    /// `count` entries of `entry` bytes at file offset `offset` of `file`.
+    #[cfg(unix)]
+    File { file: std::fs::File, offset: u64, count: u32, entry: u32, has_end: bool, index: Vec<u32> },
+}
+
+/// Entries per block of a table read from the file (64 x 12 bytes read by a lookup).
+const INDEX_STRIDE: u32 = 64;
+/// Entries read at once while parsing.
+const PARSE_CHUNK: u32 = 4096;
+
+impl Runtimes {
+    fn count(&self) -> usize {
+        match self {
+            Runtimes::Memory(v) => v.len(),
+            #[cfg(unix)]
+            Runtimes::File { count, .. } => *count as usize,
+        }
+    }
+
+    /// Entries `[from, from + n)` of a file table as (begin, end) (an ARM table's end is the
+    /// next begin: one more entry is read).
+    #[cfg(unix)]
+    fn read_block(file: &std::fs::File, offset: u64, count: u32, entry: u32, has_end: bool, from: u32, n: u32) -> Option<Vec<(u32, u32)>> {
+        use std::os::unix::fs::FileExt;
+        let n = n.min(count.saturating_sub(from));
+        let extra = u32::from(!has_end && from + n < count);
+        let mut buf = vec![0u8; ((n + extra) * entry) as usize];
+        file.read_exact_at(&mut buf, offset + from as u64 * entry as u64).ok()?;
+        let word = |i: usize, k: usize| u32::from_le_bytes(buf[i * entry as usize + k..i * entry as usize + k + 4].try_into().unwrap_or_default());
+        Some(
+            (0..n as usize)
+                .map(|i| {
+                    let begin = word(i, 0);
+                    let end = if has_end { word(i, 4) } else if i + 1 < (n + extra) as usize { word(i + 1, 0) } else { begin.saturating_add(1) };
+                    (begin, end)
+                })
+                .collect(),
+        )
+    }
+
+    /// The entry holding `rva`.
+    fn find(&self, rva: u32) -> Option<(u32, u32)> {
+        let hit = |v: &[(u32, u32)]| {
+            let i = v.partition_point(|r| r.0 <= rva).checked_sub(1)?;
+            Some(v[i]).filter(|r| rva < r.1)
+        };
+        match self {
+            Runtimes::Memory(v) => hit(v),
+            #[cfg(unix)]
+            Runtimes::File { file, offset, count, entry, has_end, index } => {
+                let block = index.partition_point(|&b| b <= rva).checked_sub(1)? as u32;
+                hit(&Self::read_block(file, *offset, *count, *entry, *has_end, block * INDEX_STRIDE, INDEX_STRIDE)?)
+            }
+        }
+    }
+
+    /// Every entry (tests and diagnostics: a file table is read whole).
+    fn all(&self) -> Vec<(u32, u32)> {
+        match self {
+            Runtimes::Memory(v) => v.clone(),
+            #[cfg(unix)]
+            Runtimes::File { file, offset, count, entry, has_end, .. } => Self::read_block(file, *offset, *count, *entry, *has_end, 0, *count).unwrap_or_default(),
+        }
+    }
 }
 
 /// A parsed ReadyToRun image.
@@ -98,13 +165,14 @@ pub struct R2rImage {
     pub major_version: u16,
     pub minor_version: u16,
     pub flags: u32,
-    /// Methods with code, in entry-point order.
+    /// Methods with code, in entry-point order (a range belongs to the last method whose entry
+    /// is at or before it: funclets follow their method's body).
     pub methods: Vec<R2rMethod>,
     /// The methods' names, built when asked for.
     names: LazyNames,
     /// What names each instantiated method (the low bits of its `R2rMethod::key` index it).
     instances: Vec<PackedRef>,
-    ranges: Vec<CodeRange>,
+    ranges: Runtimes,
     /// Entries of InstanceMethodEntryPoints that could not be decoded.
     pub undecoded_instance_entries: usize,
 }
@@ -169,30 +237,13 @@ impl R2rImage {
         if find(SECTION_COMPONENT_ASSEMBLIES)?.is_some() {
             return Err(FormatError::NotReadyToRun("composite R2R image (not supported yet)"));
         }
-        // An image with nothing compiled has no RuntimeFunctions section: zero methods.
-        let rf_bytes = match find(SECTION_RUNTIME_FUNCTIONS)? {
-            Some((rva, size)) => at(rva, size, "RuntimeFunctions")?,
-            None => Cow::Borrowed(&[][..]),
-        };
-        let rf = Bytes::new(&rf_bytes, "RuntimeFunctions");
-        let rf_size = rf.data.len() as u64;
+        // An image with nothing compiled has no RuntimeFunctions section: zero methods. The
+        // table is not read here: it is streamed below, once the methods know their entries.
+        let (rf_rva, rf_size) = find(SECTION_RUNTIME_FUNCTIONS)?.unwrap_or((0, 0));
         // x64 RUNTIME_FUNCTION is begin, end, unwind; ARM/ARM64 drop `end`.
         let has_end = matches!(base_machine(pe.machine), object::pe::IMAGE_FILE_MACHINE_AMD64 | object::pe::IMAGE_FILE_MACHINE_I386);
-        let entry = if has_end { 12 } else { 8 };
+        let entry: u32 = if has_end { 12 } else { 8 };
         let count = rf_size / entry;
-        let mut ranges = Vec::with_capacity(count as usize);
-        for i in 0..count {
-            let begin = rf.u32(i * entry)?;
-            let end = if has_end { rf.u32(i * entry + 4)? } else { begin };
-            ranges.push(CodeRange { begin, end, method: u32::MAX });
-        }
-        if !has_end {
-            for i in 0..ranges.len() {
-                ranges[i].end = ranges.get(i + 1).map_or(ranges[i].begin.saturating_add(1), |n| n.begin);
-            }
-        }
-
-        drop(rf_bytes);
         // The instance entries are listed first so `methods` is allocated once, at its final
         // size (growing it by doubling peaked at 1.5x CoreLib's 36k methods).
         let instance = match find(SECTION_INSTANCE_METHOD_ENTRY_POINTS)? {
@@ -218,10 +269,9 @@ impl R2rImage {
             }
             None => 0,
         };
+        // Until the table is read, each method's `entry_rva` holds its runtime function's index.
         let mut methods = Vec::with_capacity(def_count + instance.as_ref().map_or(0, |(_, e)| e.len()));
         let mut instances = Vec::with_capacity(instance.as_ref().map_or(0, |(_, e)| e.len()));
-        // (runtime function index, method index)
-        let mut claims: Vec<(u32, u32)> = Vec::with_capacity(methods.capacity());
         if let Some(bytes) = &def_entries {
             let b = Bytes::new(bytes, "MethodDefEntryPoints");
             let array = NativeArray::new(b, 0)?;
@@ -229,16 +279,16 @@ impl R2rImage {
                 let Some(off) = array.get(index)? else { continue };
                 let id = entry_point_index(b, off)?;
                 let rid = index + 1;
-                let Some(r) = ranges.get(id as usize) else {
+                if id >= count {
                     return Err(FormatError::invalid("MethodDefEntryPoints", format!("method {rid} -> runtime function {id} of {count}")));
-                };
+                }
                 if rid & INSTANTIATED != 0 {
                     return Err(FormatError::invalid("MethodDefEntryPoints", format!("method RID {rid} out of range")));
                 }
-                claims.push((id, methods.len() as u32));
-                methods.push(R2rMethod { key: rid, entry_rva: r.begin });
+                methods.push(R2rMethod { key: rid, entry_rva: id });
             }
         }
+        drop(def_entries);
         let mut undecoded_instance_entries = 0;
         if let Some((bytes, entries)) = &instance {
             let b = Bytes::new(bytes, "InstanceMethodEntryPoints");
@@ -249,28 +299,81 @@ impl R2rImage {
                     undecoded_instance_entries += 1;
                     continue;
                 };
-                let Some(r) = ranges.get(id as usize) else {
+                if id >= count {
                     undecoded_instance_entries += 1;
                     continue;
-                };
+                }
                 let name = u32::try_from(instances.len()).ok().filter(|&n| n & INSTANTIATED == 0);
                 let name = name.ok_or_else(|| FormatError::invalid("InstanceMethodEntryPoints", "more than 2G entries"))?;
                 instances.push(m);
-                claims.push((id, methods.len() as u32));
-                methods.push(R2rMethod { key: INSTANTIATED | name, entry_rva: r.begin });
+                methods.push(R2rMethod { key: INSTANTIATED | name, entry_rva: id });
             }
         }
-        // Each claimed runtime function and the unclaimed ones after it (funclets) belong to
-        // the claiming method.
-        claims.sort_unstable();
-        for (i, &(id, method)) in claims.iter().enumerate() {
-            let stop = claims.get(i + 1).map_or(ranges.len(), |&(next, _)| next as usize);
-            for r in ranges.iter_mut().take(stop).skip(id as usize) {
-                r.method = method;
+        drop(instance);
+        // By runtime function, then in the order listed (MethodDefs by RID, then instances:
+        // ascending keys), so of two methods claiming one body the later one owns it.
+        methods.sort_unstable_by_key(|m| (m.entry_rva, m.key));
+        // The table, streamed in chunks: each method's index becomes its entry's RVA, and
+        // either every INDEX_STRIDE-th begin is kept (read from the file when looked up) or,
+        // from memory or when the file's table is not sorted, the whole table.
+        let file = if src.in_memory() { None } else { src.keep_open() };
+        let rf_offset = if count > 0 { pe.rva_to_offset(rf_rva).ok_or_else(|| FormatError::invalid("RuntimeFunctions", format!("RVA {rf_rva:#x} is in no section")))? } else { 0 };
+        let mut index = Vec::with_capacity(count.div_ceil(INDEX_STRIDE) as usize);
+        let mut whole: Vec<(u32, u32)> = if file.is_none() { Vec::with_capacity(count as usize) } else { Vec::new() };
+        let mut sorted = true;
+        let mut prev = 0u32;
+        let mut next_method = 0usize;
+        let mut from = 0u32;
+        while from < count {
+            let n = PARSE_CHUNK.min(count - from);
+            let chunk = src.bytes_at(rf_offset as u64 + (from * entry) as u64, (n * entry) as u64, "RuntimeFunctions")?;
+            let rf = Bytes::new(&chunk, "RuntimeFunctions");
+            for k in 0..n {
+                let i = from + k;
+                let begin = rf.u32((k * entry) as u64)?;
+                let end = if has_end { rf.u32((k * entry + 4) as u64)? } else { begin };
+                sorted &= begin >= prev;
+                prev = begin;
+                if i.is_multiple_of(INDEX_STRIDE) {
+                    index.push(begin);
+                }
+                if file.is_none() {
+                    whole.push((begin, end));
+                }
+                while let Some(m) = methods.get_mut(next_method).filter(|m| m.entry_rva == i) {
+                    m.entry_rva = begin;
+                    next_method += 1;
+                }
             }
+            from += n;
         }
-        // Unstable: no scratch buffer (a stable sort of CoreLib's ranges allocated 0.45 MB).
-        ranges.sort_unstable_by_key(|r| r.begin);
+        let ranges = match file {
+            #[cfg(unix)]
+            Some(file) if sorted => Runtimes::File { file, offset: rf_offset as u64, count, entry, has_end, index },
+            _ => {
+                if whole.len() as u32 != count {
+                    // Read again whole: the file's table is not sorted.
+                    whole = Vec::with_capacity(count as usize);
+                    let all = src.bytes_at(rf_offset as u64, (count * entry) as u64, "RuntimeFunctions")?;
+                    let rf = Bytes::new(&all, "RuntimeFunctions");
+                    for i in 0..count {
+                        let begin = rf.u32((i * entry) as u64)?;
+                        whole.push((begin, if has_end { rf.u32((i * entry + 4) as u64)? } else { begin }));
+                    }
+                }
+                if !has_end {
+                    for i in 0..whole.len() {
+                        whole[i].1 = whole.get(i + 1).map_or(whole[i].0.saturating_add(1), |n| n.0);
+                    }
+                }
+                // Unstable: no scratch buffer (a stable sort of CoreLib's ranges allocated 0.45 MB).
+                whole.sort_unstable_by_key(|r| r.0);
+                Runtimes::Memory(whole)
+            }
+        };
+        if !sorted {
+            methods.sort_unstable_by_key(|m| (m.entry_rva, m.key));
+        }
         methods.shrink_to_fit();
         instances.shrink_to_fit();
         let names = LazyNames::new(tables, heap);
@@ -310,23 +413,27 @@ impl R2rImage {
 
     /// Number of RUNTIME_FUNCTION entries (bodies and funclets).
     pub fn runtime_function_count(&self) -> usize {
-        self.ranges.len()
+        self.ranges.count()
     }
 
-    /// RUNTIME_FUNCTIONs no entry point claims (neither directly nor as a funclet).
+    /// RUNTIME_FUNCTIONs no entry point claims (neither directly nor as a funclet): those
+    /// before the first method's entry.
     pub fn unclaimed_runtime_functions(&self) -> usize {
-        self.ranges.iter().filter(|r| r.method == u32::MAX).count()
+        let first = self.methods.first().map_or(u32::MAX, |m| m.entry_rva);
+        self.ranges.all().iter().filter(|r| r.0 < first).count()
+    }
+
+    /// The method owning a range that begins at `begin`: the last whose entry is at or
+    /// before it.
+    fn owner(&self, begin: u32) -> Option<&R2rMethod> {
+        self.methods.get(self.methods.partition_point(|m| m.entry_rva <= begin).checked_sub(1)?)
     }
 
     /// The method whose code holds `rva`.
     pub fn lookup_rva(&self, rva: u32) -> Option<R2rSymbol<'_>> {
-        let i = self.ranges.partition_point(|r| r.begin <= rva).checked_sub(1)?;
-        let r = self.ranges[i];
-        if rva >= r.end {
-            return None;
-        }
-        let method = self.methods.get(r.method as usize)?;
-        Some(R2rSymbol { method, name: self.method_name(method), offset: rva.saturating_sub(method.entry_rva), range: (r.begin, r.end) })
+        let r = self.ranges.find(rva)?;
+        let method = self.owner(r.0)?;
+        Some(R2rSymbol { method, name: self.method_name(method), offset: rva.saturating_sub(method.entry_rva), range: r })
     }
 
     /// The method whose code holds file offset `offset` (as computed from a file mapping).
@@ -336,11 +443,7 @@ impl R2rImage {
 
     /// Code ranges (body and funclets) of the method with entry point `entry_rva`.
     pub fn code_ranges(&self, method: &R2rMethod) -> Vec<(u32, u32)> {
-        self.ranges
-            .iter()
-            .filter(|r| self.methods.get(r.method as usize).is_some_and(|m| std::ptr::eq(m, method)))
-            .map(|r| (r.begin, r.end))
-            .collect()
+        self.ranges.all().into_iter().filter(|r| self.owner(r.0).is_some_and(|m| std::ptr::eq(m, method))).collect()
     }
 }
 

@@ -211,6 +211,21 @@ fn file_parse_reads_a_fifth_and_matches() {
             assert_eq!(img.lookup_rva(m.entry_rva).map(|h| h.name), Some(whole.method_name(m)));
         }
     }
+    // The file's table is read block by block when looked up (only every 64th begin is held):
+    // the same hits as the whole table in memory, inside bodies and funclets, at their ends
+    // and between them (funclets too: an RVA past a body's end is often in its funclet).
+    let mut rvas: Vec<u32> = Vec::new();
+    for m in whole.methods.iter().step_by(7) {
+        if let Some((b, e)) = whole.lookup_rva(m.entry_rva).map(|h| h.range) {
+            rvas.extend([b.wrapping_sub(1), b, b + (e - b) / 2, e.wrapping_sub(1), e]);
+        }
+    }
+    assert!(rvas.len() > 20_000, "{} RVAs", rvas.len());
+    for rva in rvas.into_iter().chain([0, 1, u32::MAX]) {
+        let (a, b) = (from_file.lookup_rva(rva), whole.lookup_rva(rva));
+        assert_eq!(a.as_ref().map(|h| (h.method, h.offset, h.range)), b.as_ref().map(|h| (h.method, h.offset, h.range)), "rva {rva:#x}");
+    }
+    assert_eq!(from_file.unclaimed_runtime_functions(), whole.unclaimed_runtime_functions());
     // A file shorter than its headers claim fails cleanly.
     let short = std::fs::File::open(&path).expect("open");
     assert!(R2rImage::parse_source(&clrprobe_symbolizer::pe::FileSource::new(&short, 0x1000)).is_err());
