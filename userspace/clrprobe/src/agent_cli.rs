@@ -71,6 +71,11 @@ pub struct AgentCmd {
     /// items); 0: none.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub counters_interval: u32,
+    /// Print the EventPipe sessions these settings open in a .NET 5+ process (`clrprobe trace
+    /// --providers` form) and exit: `cargo xtask bench-agent` opens them without the agent
+    /// (the targets' floor).
+    #[arg(long, hide = true)]
+    pub print_sessions: bool,
 }
 
 #[cfg(target_os = "linux")]

@@ -1,6 +1,9 @@
 //! Buffering and timestamp-sorting of the events of one sequence-point region.
 
-use super::merge::{Merger, Stamped};
+use super::{
+    keep::{Peak, TRIM_EVERY},
+    merge::{Merger, Stamped},
+};
 
 /// One parsed event waiting to be handed out. Payload and stack are ranges into arenas.
 #[derive(Debug, Clone, Copy)]
@@ -67,6 +70,10 @@ pub(crate) struct Region {
     pub(crate) payloads: Vec<u8>,
     /// Non-zero (activity, related activity) ids of the events.
     pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
+    /// The buffers' largest lengths since they were last cut back (see [`super::keep`]), and
+    /// the batches emptied since.
+    peaks: [Peak; 5],
+    emptied: u32,
 }
 
 impl Region {
@@ -179,15 +186,36 @@ impl Region {
     }
 
     /// Called when every ready event was handed out: frees what nobody can reference any more.
-    pub(crate) fn recycle(&mut self) {
+    /// Every [`TRIM_EVERY`] times the region is emptied its buffers are cut back to the most
+    /// they held meanwhile (true: they were; the reader then trims its own).
+    pub(crate) fn recycle(&mut self) -> bool {
+        self.peaks[0].see(self.out.len());
         self.out.clear();
         self.out_pos = 0;
-        if !self.has_pending() {
-            self.events.clear();
-            self.indexed = 0;
-            self.payloads.clear();
-            self.activities.clear();
+        if self.has_pending() {
+            return false;
         }
+        self.peaks[1].see(self.events.len());
+        self.peaks[2].see(self.payloads.len());
+        self.peaks[3].see(self.activities.len());
+        self.peaks[4].see(self.scratch.len());
+        self.events.clear();
+        self.indexed = 0;
+        self.payloads.clear();
+        self.activities.clear();
+        self.scratch.clear();
+        self.emptied += 1;
+        if self.emptied < TRIM_EVERY {
+            return false;
+        }
+        self.emptied = 0;
+        let [out, events, payloads, activities, scratch] = &mut self.peaks;
+        out.trim(&mut self.out);
+        events.trim(&mut self.events);
+        payloads.trim(&mut self.payloads);
+        activities.trim(&mut self.activities);
+        scratch.trim(&mut self.scratch);
+        true
     }
 
     /// An IsSorted event at `ts`: nothing later in the stream is earlier. The release waits for
