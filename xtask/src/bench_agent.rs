@@ -4,8 +4,10 @@
 //! `block` every minute). Prints the workloads' slowdown against runs without the agent just
 //! before and after, the agent's CPU (share of one core) and its RSS each minute.
 //!
-//! First, the targets' slowdown measured apart (`--pairs N`, 0 skips it): N pairs of rounds,
-//! alone and under a freshly started agent in alternating order, of three Bench processes
+//! First, the targets' slowdown measured apart (`--pairs N`, 0 skips it): N sets of rounds,
+//! alone, under the floor (the agent's EventPipe sessions, opened by `clrprobe trace` clients
+//! that only copy the streams: what the runtime's event writing costs whoever reads it) and
+//! under a freshly started agent, in turning order, of three Bench processes
 //! (cpu, alloc, throw: tests/workloads/Bench.cs) counting rounds after a warm-up that covers the
 //! agent finding and setting them up. Each prints its rounds per second and per second of its
 //! own CPU time: the second is what the agent costs the app's threads (the runtime's event
@@ -74,8 +76,95 @@ const BENCH_MODES: [&str; 3] = ["cpu", "alloc", "throw"];
 const BENCH_SECONDS: u64 = 20;
 const BENCH_WARMUP: u64 = 5;
 
-/// (rounds per second, rounds per CPU-second) of each Bench mode in one round.
-fn bench_round() -> Result<Vec<(f64, f64)>> {
+/// The EventPipe sessions the agent opens in a .NET 8 process (`agent --print-sessions`),
+/// opened without the agent by `clrprobe trace` clients that only copy the stream to a
+/// scratch file: the targets' floor.
+struct Floor {
+    buffer_mb: String,
+    session: String,
+    /// (seconds open, period in seconds, providers) of the allocation slices.
+    slice: Option<(u64, u64, String)>,
+}
+
+impl Floor {
+    fn of(bin: &std::path::Path, agent_args: &str) -> Result<Floor> {
+        let out = Command::new(bin).args(["agent", "--print-sessions"]).args(agent_args.split_whitespace()).output().context("clrprobe agent --print-sessions")?;
+        if !out.status.success() {
+            bail!("clrprobe agent --print-sessions failed (a build without it?): {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).map(str::to_string);
+        let slice = line("slice ").map(|l| -> Result<(u64, u64, String)> {
+            let mut f = l.splitn(3, ' ');
+            let mut num = || -> Result<u64> { f.next().and_then(|x| x.parse().ok()).context("slice seconds") };
+            let (open, period) = (num()?, num()?);
+            Ok((open, period, f.next().context("slice providers")?.to_string()))
+        });
+        Ok(Floor {
+            buffer_mb: line("buffer-mb ").context("no buffer-mb from --print-sessions")?,
+            session: line("session ").context("no session from --print-sessions")?,
+            slice: slice.transpose()?,
+        })
+    }
+
+    /// Opens the sessions in `pids` as the agent does: its own session for the process's
+    /// life, an allocation slice at once and then every period (the agent opens the first at
+    /// set-up). Returns when `done` is set; the clients end with their targets.
+    fn run(&self, bin: &std::path::Path, pids: &[u32], tmp: &std::path::Path, done: &std::sync::atomic::AtomicBool) -> Result<()> {
+        let trace = |pid: u32, providers: &str, file: &str, extra: &[&str]| -> Result<std::process::Child> {
+            Command::new(bin)
+                .args(["trace", "-p", &pid.to_string(), "--providers", providers, "--buffer-mb", &self.buffer_mb])
+                .args(extra)
+                .arg("-o")
+                .arg(tmp.join(format!("{file}-{pid}.nettrace")))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting clrprobe trace (the floor)")
+        };
+        let mut clients = Vec::new();
+        for &pid in pids {
+            clients.push(trace(pid, &self.session, "floor", &[])?);
+        }
+        let start = Instant::now();
+        let mut next = Duration::ZERO;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some((open, period, providers)) = &self.slice
+                && start.elapsed() >= next
+            {
+                next += Duration::from_secs(*period);
+                let seconds = open.to_string();
+                for &pid in pids {
+                    clients.push(trace(pid, providers, "slice", &["--no-rundown", "-d", &seconds])?);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut failed = 0;
+        for mut c in clients {
+            // They end with their targets (or their slice); a client still there is stopped.
+            let until = Instant::now() + Duration::from_secs(10);
+            while c.try_wait().ok().flatten().is_none() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if c.try_wait().ok().flatten().is_none() {
+                let _ = Command::new("kill").args(["-INT", &c.id().to_string()]).status();
+            }
+            if !c.wait().is_ok_and(|s| s.success()) {
+                failed += 1;
+            }
+        }
+        // A floor that did not attach would read as the apps alone.
+        if failed > 0 {
+            bail!("{failed} of the floor's trace clients failed");
+        }
+        Ok(())
+    }
+}
+
+/// (rounds per second, rounds per CPU-second) of each Bench mode in one round; `floor`: its
+/// sessions opened in them meanwhile.
+fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
     let ws: Vec<Running> = BENCH_MODES
         .iter()
         .map(|m| {
@@ -84,6 +173,18 @@ fn bench_round() -> Result<Vec<(f64, f64)>> {
             w.start().context("starting a Bench workload")
         })
         .collect::<Result<_>>()?;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients = floor.map(|(f, bin)| {
+        let (pids, done) = (ws.iter().map(|w| w.pid).collect::<Vec<u32>>(), done.clone());
+        let tmp = std::env::temp_dir().join(format!("clrprobe-bench-agent-{}", std::process::id()));
+        let (session, slice, buffer_mb, bin) = (f.session.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
+        std::thread::spawn(move || -> Result<()> {
+            std::fs::create_dir_all(&tmp)?;
+            let r = Floor { buffer_mb, session, slice }.run(&bin, &pids, &tmp, &done);
+            let _ = std::fs::remove_dir_all(&tmp);
+            r
+        })
+    });
     let mut out = Vec::new();
     for mut w in ws {
         w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
@@ -95,6 +196,10 @@ fn bench_round() -> Result<Vec<(f64, f64)>> {
         };
         out.push((field("per_second=")?, field("per_cpu_second=")?));
     }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(c) = clients {
+        c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
+    }
     Ok(out)
 }
 
@@ -103,67 +208,126 @@ fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
 }
 
-/// The targets' slowdown under the agent: `pairs` alone/agent pairs, order alternating.
-fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> Result<()> {
-    println!("slowdown: {pairs} pairs of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up), alone and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
-    // Per mode: (alone, with) rates and CPU rates.
-    let n = BENCH_MODES.len();
-    let mut alone: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
-    let mut with: Vec<Vec<(f64, f64)>> = vec![Vec::new(); n];
-    let mut agent_cpu = Vec::new();
-    for i in 0..pairs * 2 {
-        // ABBA: alone first in even pairs, the agent first in odd ones.
-        let under_agent = (i % 2 == 1) ^ ((i / 2) % 2 == 1);
-        let rates = if under_agent {
-            let mut agent = spawn_agent(bin, port, agent_args)?;
-            let t = Instant::now();
-            let (_, c0) = usage(agent.id());
-            // Scraped as Prometheus would, every 5 s, on its own thread.
-            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let scraper = {
-                let done = done.clone();
-                std::thread::spawn(move || {
-                    while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                        get(port, "/metrics");
-                        for _ in 0..25 {
-                            if done.load(std::sync::atomic::Ordering::SeqCst) {
-                                break;
-                            }
-                            std::thread::sleep(Duration::from_millis(200));
-                        }
-                    }
-                })
-            };
-            let r = bench_round();
-            done.store(true, std::sync::atomic::Ordering::SeqCst);
-            let _ = scraper.join();
-            let (_, c1) = usage(agent.id());
-            agent_cpu.push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
-            let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
-            let _ = agent.wait();
-            r?
-        } else {
-            bench_round()?
-        };
-        for (m, r) in rates.into_iter().enumerate() {
-            if under_agent { with[m].push(r) } else { alone[m].push(r) }
+/// The targets' slowdown under the agent and under its floor (its EventPipe sessions opened
+/// by clients that only read, without the agent's CPU sampling, perf maps and /proc reads):
+/// `pairs` rounds of each, the order turning from one set to the next.
+/// `variant`: more agent arguments for a fourth configuration (what a setting adds beyond
+/// the floor, in the same rounds).
+fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16) -> Result<()> {
+    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
+    let floor = match Floor::of(bin, agent_args) {
+        Ok(f) => {
+            println!("floor: session {}; slices {:?}", f.session, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
+            Some(f)
         }
-        println!(
-            "  round {:>2} {:<5}: {}; load {}",
-            i + 1,
-            if under_agent { "agent" } else { "alone" },
-            BENCH_MODES.iter().zip(if under_agent { &with } else { &alone }).map(|(m, v)| format!("{m} {:.0}/s {:.0}/CPU-s", v.last().unwrap().0, v.last().unwrap().1)).collect::<Vec<_>>().join(", "),
-            load()
-        );
+        Err(e) => {
+            println!("no floor: {e:#}");
+            None
+        }
+    };
+    let variant_args = format!("{agent_args} {variant}");
+    let mut configs = vec!["alone", "floor", "agent"];
+    if !variant.trim().is_empty() {
+        println!("variant: the agent with {:?} added", variant.trim());
+        configs.push("agent+variant");
     }
-    println!("| workload | alone (rounds/s) | slowdown | alone (rounds/CPU-s) | slowdown per app CPU-s | pairs |");
-    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    let configs = configs;
+    // Per config, per mode: (rate, CPU rate) of each round.
+    let n = BENCH_MODES.len();
+    let mut results: Vec<Vec<Vec<(f64, f64)>>> = vec![vec![Vec::new(); n]; configs.len()];
+    let mut agent_cpu = Vec::new();
+    let mut round = 0;
+    for set in 0..pairs {
+        // Each set in another order (the three rotations, forwards and backwards), so drift
+        // in the host's load falls on every configuration alike.
+        let mut order: Vec<usize> = (0..configs.len()).map(|i| (i + set / 2) % configs.len()).collect();
+        if set % 2 == 1 {
+            order.reverse();
+        }
+        for c in order {
+            if c == 1 && floor.is_none() {
+                continue;
+            }
+            let rates = match c {
+                2 | 3 => {
+                    let mut agent = spawn_agent(bin, port, if c == 3 { &variant_args } else { agent_args })?;
+                    let t = Instant::now();
+                    let (_, c0) = usage(agent.id());
+                    // Scraped as Prometheus would, every 5 s, on its own thread.
+                    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                    let scraper = {
+                        let done = done.clone();
+                        std::thread::spawn(move || {
+                            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                                get(port, "/metrics");
+                                for _ in 0..25 {
+                                    if done.load(std::sync::atomic::Ordering::SeqCst) {
+                                        break;
+                                    }
+                                    std::thread::sleep(Duration::from_millis(200));
+                                }
+                            }
+                        })
+                    };
+                    let r = bench_round(None);
+                    done.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = scraper.join();
+                    let (_, c1) = usage(agent.id());
+                    if c == 2 {
+                        agent_cpu.push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+                    }
+                    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+                    let _ = agent.wait();
+                    r?
+                }
+                1 => bench_round(floor.as_ref().map(|f| (f, bin)))?,
+                _ => bench_round(None)?,
+            };
+            for (m, r) in rates.into_iter().enumerate() {
+                results[c][m].push(r);
+            }
+            round += 1;
+            println!(
+                "  round {round:>2} {:<5}: {}; load {}",
+                configs[c],
+                BENCH_MODES.iter().zip(&results[c]).map(|(m, v)| format!("{m} {:.0}/s {:.0}/CPU-s", v.last().unwrap().0, v.last().unwrap().1)).collect::<Vec<_>>().join(", "),
+                load()
+            );
+        }
+    }
+    let med = |c: usize, m: usize, f: fn(&(f64, f64)) -> f64| median(&mut results[c][m].iter().map(f).collect::<Vec<_>>());
+    // Spread: the slowdowns of the single rounds against the median alone (min..max).
+    let spread = |c: usize, m: usize| {
+        let a = med(0, m, |r| r.1);
+        let v: Vec<f64> = results[c][m].iter().map(|r| (1.0 - r.1 / a) * 100.0).collect();
+        format!("{:+.1}..{:+.1}", v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+    };
+    println!("Slowdown per app CPU-second (medians of the rounds; spread: single rounds against the median alone); per wall second in the last columns");
+    let var = configs.len() > 3;
+    println!(
+        "| workload | alone (rounds/CPU-s) | floor | agent | agent − floor (points) | floor spread | agent spread | per s: floor | per s: agent | rounds each |{}",
+        if var { " agent+variant | its spread |" } else { "" }
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |{}", if var { " ---: | ---: |" } else { "" });
     for m in 0..n {
-        let a_rate = median(&mut alone[m].iter().map(|r| r.0).collect::<Vec<_>>());
-        let w_rate = median(&mut with[m].iter().map(|r| r.0).collect::<Vec<_>>());
-        let a_cpu = median(&mut alone[m].iter().map(|r| r.1).collect::<Vec<_>>());
-        let w_cpu = median(&mut with[m].iter().map(|r| r.1).collect::<Vec<_>>());
-        println!("| {} | {a_rate:.0} | {:+.2} % | {a_cpu:.0} | {:+.2} % | {pairs} |", BENCH_MODES[m], (1.0 - w_rate / a_rate) * 100.0, (1.0 - w_cpu / a_cpu) * 100.0);
+        let a_cpu = med(0, m, |r| r.1);
+        let f_cpu = med(1, m, |r| r.1);
+        let w_cpu = med(2, m, |r| r.1);
+        let (a_rate, f_rate, w_rate) = (med(0, m, |r| r.0), med(1, m, |r| r.0), med(2, m, |r| r.0));
+        let sd = |x: f64, base: f64| (1.0 - x / base) * 100.0;
+        println!(
+            "| {} | {a_cpu:.0} | {:+.2} % | {:+.2} % | {:+.2} | {} | {} | {:+.2} % | {:+.2} % | {} |{}",
+            BENCH_MODES[m],
+            sd(f_cpu, a_cpu),
+            sd(w_cpu, a_cpu),
+            sd(w_cpu, a_cpu) - sd(f_cpu, a_cpu),
+            if results[1][m].is_empty() { "-".into() } else { spread(1, m) },
+            spread(2, m),
+            sd(f_rate, a_rate),
+            sd(w_rate, a_rate),
+            results[0][m].len(),
+            if var { format!(" {:+.2} % | {} |", sd(med(3, m, |r| r.1), a_cpu), spread(3, m)) } else { String::new() }
+        );
     }
     println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&mut agent_cpu.clone()), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
     Ok(())
@@ -198,7 +362,7 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
-pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port: u16, pairs: usize) -> Result<()> {
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, pairs: usize) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -207,7 +371,7 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, port:
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
     if pairs > 0 {
-        slowdown(&bin, pairs, agent_args, port)?;
+        slowdown(&bin, pairs, agent_args, variant, port)?;
     }
     if minutes == 0 {
         return Ok(());

@@ -84,11 +84,16 @@ enum Cmd {
         /// More arguments for the agent (whitespace-separated), e.g. "--alloc-period 0".
         #[arg(long, default_value = "", allow_hyphen_values = true)]
         agent_args: String,
+        /// More agent arguments for a fourth configuration of the slowdown rounds (the agent
+        /// with them, beside alone / floor / agent), e.g. "--no-offcpu".
+        #[arg(long, default_value = "", allow_hyphen_values = true)]
+        variant: String,
         /// Port the agent serves on (two benchmarks side by side need two).
         #[arg(long, default_value_t = 19_464)]
         port: u16,
-        /// Pairs of interleaved rounds (alone / under a new agent) of three Bench processes
-        /// measuring the targets' slowdown first; 0 skips them.
+        /// Sets of interleaved rounds (alone / under the agent's EventPipe sessions only, the
+        /// floor / under a new agent) of three Bench processes measuring the targets' slowdown
+        /// first; 0 skips them.
         #[arg(long, default_value_t = 5)]
         pairs: usize,
     },
@@ -165,7 +170,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, port, pairs)?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, pairs)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;

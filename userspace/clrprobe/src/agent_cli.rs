@@ -9,7 +9,8 @@ stack copies: --unwind-copies), off-CPU intervals of 5 ms and more, the runtime'
 events (AllocationTick, one per ~100 KB allocated, each with a stack walk in the target) of .NET 5+ processes \
 in slices: a second, allocation-only session open 1 s of every 30 s (--alloc-slice, --alloc-period), which cuts \
 what those events cost the agent and the targets to about a thirtieth (`cargo xtask bench-agent`, an app allocating \
-~100 M objects/s, per second of its own CPU: +18.5 % with 1 s of every 5 s, +6.3 % with 1 s of every 30 s). The loss: the allocs profile is an estimate, \
+~100 M objects/s, per second of its own CPU: +18.5 % with 1 s of every 5 s, +6.3 % with 1 s of every 30 s; the same sessions opened without the agent cost the \
+targets as much, within the noise of a loaded host: what they pay is the runtime's event writing). The loss: the allocs profile is an estimate, \
 scaled up by time followed / time sampled (clrprobe_alloc_sampled_ratio) - unbiased for steady allocation, while \
 bursts shorter than the period can be missed or over-weighted. dotnet_gc_heap_total_allocated does not depend \
 on it: it sums the runtime's alloc-rate counter (GC.GetTotalAllocatedBytes), exact at each counter poll. \
@@ -71,6 +72,11 @@ pub struct AgentCmd {
     /// items); 0: none.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=3600))]
     pub counters_interval: u32,
+    /// Print the EventPipe sessions these settings open in a .NET 5+ process (`clrprobe trace
+    /// --providers` form) and exit: `cargo xtask bench-agent` opens them without the agent
+    /// (the targets' floor).
+    #[arg(long, hide = true)]
+    pub print_sessions: bool,
 }
 
 #[cfg(target_os = "linux")]

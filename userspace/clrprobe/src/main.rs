@@ -494,6 +494,15 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
         window_s: cmd.window,
         exited_grace_s: cmd.exited_grace,
     };
+    if cmd.print_sessions {
+        let (session, slice) = clrprobe::pipeline::sources::dotnet_session_specs(&args.host);
+        println!("buffer-mb {}", clrprobe::record::EVENTPIPE_BUFFER_MB);
+        println!("session {session}");
+        if let (Some(slice), Some(duty)) = (slice, args.host.alloc_slices) {
+            println!("slice {} {} {slice}", duty.slice.as_secs(), duty.period.as_secs());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let stop = clrprobe::signals::stop_flag();
     let result = clrprobe::agent::run(&args, stop, |addr, fallback| {
         if let Some(why) = fallback {

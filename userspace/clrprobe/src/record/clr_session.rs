@@ -64,10 +64,22 @@ pub fn session_config(extra_runtime_keywords: u64, verbose: bool) -> SessionConf
     }
 }
 
-/// The session's providers as `clrprobe trace --providers` takes them (`Name:0xKEYWORDS:LEVEL`,
-/// comma-separated): the benchmark opens the same session with a client that only reads.
+/// The session's providers as `clrprobe trace --providers` takes them
+/// (`Name:0xKEYWORDS:LEVEL[:key=value;...]`, comma-separated): the benchmarks open the same
+/// session with a client that only reads.
 pub fn providers_spec(config: &SessionConfig) -> String {
-    let entries: Vec<String> = config.providers.iter().map(|p| format!("{}:{:#x}:{}", p.name, p.keywords, p.level as u32)).collect();
+    let entries: Vec<String> = config
+        .providers
+        .iter()
+        .map(|p| {
+            let mut e = format!("{}:{:#x}:{}", p.name, p.keywords, p.level as u32);
+            if !p.arguments.is_empty() {
+                e.push(':');
+                e.push_str(&p.arguments.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";"));
+            }
+            e
+        })
+        .collect();
     entries.join(",")
 }
 

@@ -39,6 +39,7 @@ mod event;
 mod event_header;
 mod id_hash;
 mod input;
+mod keep;
 mod merge;
 mod metadata;
 mod reader;

@@ -83,6 +83,7 @@ pub struct NetTraceReader<R: Read> {
     info: TraceInfo,
     v6: bool,
     block: Vec<u8>,
+    block_peak: super::keep::Peak,
     /// Where the event block being read starts in the region's payload arena.
     event_body: usize,
     metadata: MetadataTable,
@@ -134,6 +135,7 @@ impl<R: Read> NetTraceReader<R> {
             info,
             v6,
             block: Vec::with_capacity(16 * 1024),
+            block_peak: Default::default(),
             event_body: 0,
             metadata: MetadataTable::default(),
             stacks: StackTable::default(),
@@ -187,7 +189,11 @@ impl<R: Read> NetTraceReader<R> {
     fn advance(&mut self) -> Result<bool, NetTraceError> {
         // Events handed out are counted a batch at a time (not per event).
         self.stats.events += self.region.out_pos as u64;
-        self.region.recycle();
+        if self.region.recycle() {
+            // The other buffers a burst may have grown, with the region's.
+            self.stacks.trim();
+            self.block_peak.trim(&mut self.block);
+        }
         if let Some(r) = self.reset.take() {
             self.stacks.clear();
             self.labels.clear();
@@ -345,6 +351,7 @@ impl<R: Read> NetTraceReader<R> {
             self.event_body = self.region.payloads.len();
             self.input.append_into(&mut self.region.payloads, size)?
         } else {
+            self.block_peak.see(size);
             self.input.read_into(&mut self.block, size)?
         };
         Ok(matches!(fill, Fill::Full))

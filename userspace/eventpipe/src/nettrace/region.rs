@@ -1,6 +1,9 @@
 //! Buffering and timestamp-sorting of the events of one sequence-point region.
 
-use super::merge::{Merger, Stamped};
+use super::{
+    keep::{Peak, TRIM_EVERY},
+    merge::{Merger, Stamped},
+};
 
 /// One parsed event waiting to be handed out. Payload and stack are ranges into arenas.
 #[derive(Debug, Clone, Copy)]
@@ -39,6 +42,9 @@ struct Run {
 /// Most runs kept before they are collapsed into one (bounds the per-flush cost on input
 /// that alternates timestamps).
 const MAX_RUNS: usize = 64;
+/// Events handed out that a region with events still waiting drops from its front (when they
+/// are also at least half of it).
+const COMPACT_MIN: usize = 4096;
 
 /// The events of the current region in stream order, the not-yet-released ones as sorted runs
 /// (each capture thread writes its events in time order, so the runs are long: a run is a
@@ -67,6 +73,10 @@ pub(crate) struct Region {
     pub(crate) payloads: Vec<u8>,
     /// Non-zero (activity, related activity) ids of the events.
     pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
+    /// The buffers' largest lengths since they were last cut back (see [`super::keep`]), and
+    /// the batches emptied since.
+    peaks: [Peak; 5],
+    emptied: u32,
 }
 
 impl Region {
@@ -179,14 +189,62 @@ impl Region {
     }
 
     /// Called when every ready event was handed out: frees what nobody can reference any more.
-    pub(crate) fn recycle(&mut self) {
+    /// Every [`TRIM_EVERY`] times the region is emptied its buffers are cut back to the most
+    /// they held meanwhile (true: they were; the reader then trims its own).
+    pub(crate) fn recycle(&mut self) -> bool {
+        self.peaks[0].see(self.out.len());
         self.out.clear();
         self.out_pos = 0;
-        if !self.has_pending() {
-            self.events.clear();
-            self.indexed = 0;
-            self.payloads.clear();
-            self.activities.clear();
+        if self.has_pending() {
+            self.compact();
+            return false;
+        }
+        self.peaks[1].see(self.events.len());
+        self.peaks[2].see(self.payloads.len());
+        self.peaks[3].see(self.activities.len());
+        self.peaks[4].see(self.scratch.len());
+        self.events.clear();
+        self.indexed = 0;
+        self.payloads.clear();
+        self.activities.clear();
+        self.scratch.clear();
+        self.emptied += 1;
+        if self.emptied < TRIM_EVERY {
+            return false;
+        }
+        self.emptied = 0;
+        let [out, events, payloads, activities, scratch] = &mut self.peaks;
+        out.trim(&mut self.out);
+        events.trim(&mut self.events);
+        payloads.trim(&mut self.payloads);
+        activities.trim(&mut self.activities);
+        scratch.trim(&mut self.scratch);
+        true
+    }
+
+    /// Drops the events handed out from the front of `events` and their payload bytes, when
+    /// they are most of it: a busy stream always has some event waiting for its thread's
+    /// next IsSorted event, so the region was seldom empty and held every event since it last
+    /// was (megabytes per busy session, growing with the host's load). Called with no ready
+    /// events waiting (indexes into `events` live only in `runs`).
+    fn compact(&mut self) {
+        let lo = self.runs.iter().map(|r| r.next as usize).min().unwrap_or(self.indexed).min(self.indexed);
+        if lo < COMPACT_MIN || lo * 2 < self.events.len() {
+            return;
+        }
+        self.events.drain(..lo);
+        let lo32 = lo as u32;
+        for r in &mut self.runs {
+            r.next -= lo32;
+            r.end -= lo32;
+        }
+        self.indexed -= lo;
+        // Payload ranges of the events left; those handed out are not read again.
+        if let Some(p0) = self.events.iter().map(|e| e.payload_start).min() {
+            self.payloads.drain(..p0 as usize);
+            for e in &mut self.events {
+                e.payload_start -= p0;
+            }
         }
     }
 
@@ -289,6 +347,36 @@ mod tests {
         assert_eq!(drain(&mut r), [(30, 2), (35, 7), (40, 5)]);
         assert!(!r.has_pending());
         assert!(r.events.is_empty());
+    }
+
+    /// A region never empty (an event always waiting) drops what it handed out, and what it
+    /// hands out later is unchanged: the same events, payload ranges moved with their bytes.
+    #[test]
+    fn a_region_never_empty_drops_what_it_handed_out() {
+        let mut r = Region::default();
+        let mut n = 0usize;
+        let mut got = Vec::new();
+        for step in 0..200 {
+            for _ in 0..100 {
+                let mut e = ev(n as i64, n);
+                e.payload_start = r.payloads.len() as u32;
+                e.payload_len = 4;
+                r.payloads.extend_from_slice(&(n as u32).to_le_bytes());
+                assert!(r.push(e));
+                n += 1;
+            }
+            // The newest 10 events wait (their thread's watermark lags).
+            r.flush_upto(n as i64 - 11);
+            while let Some(i) = r.next_ready() {
+                let e = r.events[i];
+                let bytes = &r.payloads[e.payload_start as usize..(e.payload_start + e.payload_len) as usize];
+                assert_eq!(u32::from_le_bytes(bytes.try_into().unwrap()), e.sequence_number, "step {step}");
+                got.push(e.sequence_number as usize);
+            }
+            r.recycle();
+            assert!(r.events.len() < 2 * COMPACT_MIN + 200, "step {step}: {} events held", r.events.len());
+        }
+        assert_eq!(got, (0..n - 10).collect::<Vec<_>>());
     }
 
     #[test]

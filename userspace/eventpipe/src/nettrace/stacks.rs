@@ -12,6 +12,7 @@ pub(crate) struct StackTable {
     /// (start, len) into `ips` for id `base + i`.
     ranges: Vec<(u32, u32)>,
     base: u32,
+    peaks: [super::keep::Peak; 2],
 }
 
 impl StackTable {
@@ -77,9 +78,18 @@ impl StackTable {
     }
 
     pub(crate) fn clear(&mut self) {
+        self.peaks[0].see(self.ips.len());
+        self.peaks[1].see(self.ranges.len());
         self.ips.clear();
         self.ranges.clear();
         self.base = 0;
+    }
+
+    /// Cuts the tables back to the most they held since the last trim (see [`super::keep`]).
+    pub(crate) fn trim(&mut self) {
+        let [ips, ranges] = &mut self.peaks;
+        ips.trim(&mut self.ips);
+        ranges.trim(&mut self.ranges);
     }
 }
 

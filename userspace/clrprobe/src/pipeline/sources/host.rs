@@ -865,15 +865,7 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
         if !announce(&mut info) || !cfg.eventpipe {
             return None;
         }
-        // Allocation events in slices need the process's own session at Informational (no
-        // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session
-        // without rundown: .NET 5+).
-        let sliced = cfg.alloc_slices.is_some() && cfg.kinds.alloc && perf_map_names && !runtime_before_5(&runtime_version);
-        let kinds = if sliced { Kinds { alloc: false, ..cfg.kinds } } else { cfg.kinds };
-        let mut config = recipe::session(kinds, perf_map_names, cfg.rundown);
-        if let Some(s) = cfg.counters_interval_s {
-            config.providers.push(super::eventpipe::runtime_counters(s));
-        }
+        let (mut config, sliced) = dotnet_session(cfg, perf_map_names, &runtime_version);
         // `record --http` / `--providers`: their EventSources in the session, read by a
         // collector on the session's reader.
         let net = cfg.recording.as_ref().and_then(|r| {
@@ -906,6 +898,31 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
     }
     let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
     Some(SetUpDone { pid, followed: Followed { guard, session, alloc }, perf_map, providers })
+}
+
+/// A .NET process's own EventPipe session, and whether its allocation events come in slices
+/// (then from [`recipe::alloc_session`]).
+fn dotnet_session(cfg: &HostConfig, perf_map_names: bool, runtime_version: &str) -> (clrprobe_eventpipe::ipc::SessionConfig, bool) {
+    // Allocation events in slices need the process's own session at Informational (no
+    // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session
+    // without rundown: .NET 5+).
+    let sliced = cfg.alloc_slices.is_some() && cfg.kinds.alloc && perf_map_names && !runtime_before_5(runtime_version);
+    let kinds = if sliced { Kinds { alloc: false, ..cfg.kinds } } else { cfg.kinds };
+    let mut config = recipe::session(kinds, perf_map_names, cfg.rundown);
+    if let Some(s) = cfg.counters_interval_s {
+        config.providers.push(super::eventpipe::runtime_counters(s));
+    }
+    (config, sliced)
+}
+
+/// The sessions these settings open in a .NET 5+ process whose perf map names JIT code, as
+/// `clrprobe trace --providers` takes them: its own session, and its allocation slices'
+/// (None: no slices). `agent --print-sessions`: `cargo xtask bench-agent` opens the same with
+/// a client that only reads (the targets' floor).
+pub fn dotnet_session_specs(cfg: &HostConfig) -> (String, Option<String>) {
+    let (config, sliced) = dotnet_session(cfg, true, "8.0.0");
+    let spec = crate::record::clr_session::providers_spec;
+    (spec(&config), sliced.then(|| spec(&recipe::alloc_session())))
 }
 
 /// Why a process has no runtime events: its set-up had not ended when the recording stopped.
