@@ -124,7 +124,11 @@ impl Namer for Names<'_> {
         self.dotnet.note_kernel(kernel);
     }
     fn container(&mut self, pid: u32) -> Option<String> {
-        crate::discover::in_container(pid).then(|| crate::record::container_id(pid).unwrap_or_else(|| "yes".into()))
+        // The id shortened to 12 as `docker ps` shows it.
+        crate::discover::in_container(pid).then(|| {
+            let id = super::sources::container_id(pid);
+            if id.is_empty() { "yes".into() } else { id[..12.min(id.len())].to_string() }
+        })
     }
     fn wait_kind(&mut self, frames: &[Frame]) -> Option<&'static str> {
         Some(crate::unwind::wait::kind(frames.iter().filter(|f| f.kind == clrprobe_profile::FrameKind::Kernel).map(|f| f.name.as_ref())))

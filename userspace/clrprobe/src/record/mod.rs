@@ -17,7 +17,6 @@ pub mod save_raw;
 mod split;
 pub mod stop_priority;
 mod summary;
-mod container;
 
 pub use jit::JitMethod;
 pub use frames::FrameResolver;
@@ -28,7 +27,6 @@ pub use recipe::EVENTPIPE_BUFFER_MB;
 pub use limits::{Limits, limits_text};
 pub use memory::OwnMemory;
 pub use summary::{RecordSummary, RecordedPid, TopFrame, summary_text};
-pub(crate) use container::container_id;
 pub use clrprobe_pipeline::EventReport;
 
 use std::{path::PathBuf, time::Duration};
