@@ -19,7 +19,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clrprobe_tests::{Runtime, Workload};
 
-use crate::{dotnet, ebpf, util};
+use crate::{
+    dotnet, ebpf, util,
+    util::{median},
+};
 
 /// Seconds a workload runs before it starts counting (clrprobe's attach falls in it).
 const WARMUP_S: f64 = 1.5;
@@ -213,15 +216,6 @@ pub fn run(o: &Options) -> Result<()> {
     }
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
-}
-
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Runs the workload once under `c`; returns its rounds per second (in the counted window).

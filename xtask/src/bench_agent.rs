@@ -23,7 +23,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clrprobe_tests::{Runtime, Running, Workload};
 
-use crate::{dotnet, ebpf, util};
+use crate::{
+    dotnet, ebpf, util,
+    util::{median, load},
+};
 
 const WORKLOADS: [&str; 3] = ["Cpu", "AllocThrow", "AllocThrow"];
 
@@ -203,11 +206,6 @@ fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f6
     Ok(out)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
-}
-
 /// The targets' slowdown under the agent and under its floor (its EventPipe sessions opened
 /// by clients that only read, without the agent's CPU sampling, perf maps and /proc reads):
 /// `pairs` rounds of each, the order turning from one set to the next.
@@ -295,7 +293,7 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
             );
         }
     }
-    let med = |c: usize, m: usize, f: fn(&(f64, f64)) -> f64| median(&mut results[c][m].iter().map(f).collect::<Vec<_>>());
+    let med = |c: usize, m: usize, f: fn(&(f64, f64)) -> f64| median(&results[c][m].iter().map(f).collect::<Vec<_>>());
     // Spread: the slowdowns of the single rounds against the median alone (min..max).
     let spread = |c: usize, m: usize| {
         let a = med(0, m, |r| r.1);
@@ -329,7 +327,7 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
             if var { format!(" {:+.2} % | {} |", sd(med(3, m, |r| r.1), a_cpu), spread(3, m)) } else { String::new() }
         );
     }
-    println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&mut agent_cpu.clone()), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
+    println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&agent_cpu), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
     Ok(())
 }
 
@@ -356,10 +354,6 @@ fn usage(pid: u32) -> (u64, f64) {
 /// The kernel's clock ticks per second (USER_HZ) for /proc times.
 fn clock_ticks() -> f64 {
     Command::new("getconf").arg("CLK_TCK").output().ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, pairs: usize) -> Result<()> {

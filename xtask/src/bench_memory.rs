@@ -20,7 +20,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clrprobe_tests::{Running, Runtime, Workload};
 
-use crate::{dotnet, ebpf, util};
+use crate::{
+    dotnet, ebpf, util,
+    util::{median, load},
+};
 
 /// Peak RSS of Microsoft's one-collect for the same job (99 Hz CPU sampling of one .NET 8
 /// process, perf map switched on over IPC, 6 s, PerfView export): 5.2 MB in issue 17; the
@@ -262,20 +265,3 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / hz)
 }
 
-fn median(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
-}

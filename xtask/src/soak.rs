@@ -15,7 +15,10 @@ use std::{
 use anyhow::{Context, Result, bail};
 use clrprobe_tests::{Runtime, Workload};
 
-use crate::{dotnet, ebpf, util};
+use crate::{
+    dotnet, ebpf, util,
+    util::{load},
+};
 
 /// `--busy N`: clrprobe exits within this many seconds of SIGINT, everything written.
 const BUSY_EXIT_S: f64 = 2.0;
@@ -33,10 +36,6 @@ fn status_kb(pid: u32, key: &str) -> u64 {
 
 fn count(dir: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// A workload started under `nice -n 10`, its output discarded.

@@ -92,3 +92,18 @@ fn install_apt(program: &str, package: &str, why: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// The middle value of `v` (the upper one of an even count; NaN when empty).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// The host's load averages (1, 5, 15 minutes), as /proc/loadavg has them.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
