@@ -244,6 +244,12 @@ impl R2rImage {
         let has_end = matches!(base_machine(pe.machine), object::pe::IMAGE_FILE_MACHINE_AMD64 | object::pe::IMAGE_FILE_MACHINE_I386);
         let entry: u32 = if has_end { 12 } else { 8 };
         let count = rf_size / entry;
+        // The table is checked to lie inside the image before anything is sized by `count`
+        // (the fuzzer's 4 GB table in a small file asked for a 2.6 GB allocation).
+        let rf_offset = if count > 0 { pe.rva_to_offset(rf_rva).ok_or_else(|| FormatError::invalid("RuntimeFunctions", format!("RVA {rf_rva:#x} is in no section")))? } else { 0 };
+        if rf_offset as u64 + u64::from(count) * u64::from(entry) > src.len() {
+            return Err(FormatError::invalid("RuntimeFunctions", format!("{count} entries at offset {rf_offset:#x} run past the end of the {}-byte image", src.len())));
+        }
         // The instance entries are listed first so `methods` is allocated once, at its final
         // size (growing it by doubling peaked at 1.5x CoreLib's 36k methods).
         let instance = match find(SECTION_INSTANCE_METHOD_ENTRY_POINTS)? {
@@ -317,7 +323,6 @@ impl R2rImage {
         // either every INDEX_STRIDE-th begin is kept (read from the file when looked up) or,
         // from memory or when the file's table is not sorted, the whole table.
         let file = if src.in_memory() { None } else { src.keep_open() };
-        let rf_offset = if count > 0 { pe.rva_to_offset(rf_rva).ok_or_else(|| FormatError::invalid("RuntimeFunctions", format!("RVA {rf_rva:#x} is in no section")))? } else { 0 };
         let mut index = Vec::with_capacity(count.div_ceil(INDEX_STRIDE) as usize);
         let mut whole: Vec<(u32, u32)> = if file.is_none() { Vec::with_capacity(count as usize) } else { Vec::new() };
         let mut sorted = true;

@@ -267,3 +267,42 @@ fn file_parse_of_corrupt_metadata_matches_the_bytes() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The largest single allocation made while `LARGEST` is being watched.
+struct Largest;
+static LARGEST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+unsafe impl std::alloc::GlobalAlloc for Largest {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        LARGEST.fetch_max(l.size(), std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: std::alloc::Layout) {
+        unsafe { std::alloc::System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, n: usize) -> *mut u8 {
+        LARGEST.fetch_max(n, std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.realloc(p, l, n) }
+    }
+}
+#[global_allocator]
+static ALLOC: Largest = Largest;
+
+/// A RuntimeFunctions section whose size says 4 GB in a 12 MB image is refused before anything
+/// is sized by it (the r2r_image fuzz target found a 2.6 GB allocation from such an input).
+#[test]
+fn runtime_functions_past_the_end_refused_without_allocating() {
+    let (img, mut bytes) = corelib(Runtime::Net8);
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let cor20 = img.pe.rva_to_offset(img.pe.clr_header.expect("clr header").0).expect("on disk") as usize;
+    let r2r = img.pe.rva_to_offset(u32_at(&bytes, cor20 + 64)).expect("R2R header on disk") as usize;
+    assert_eq!(&bytes[r2r..r2r + 4], b"RTR\0");
+    let sections = u32_at(&bytes, r2r + 12) as usize;
+    let entry = (0..sections).map(|i| r2r + 16 + 12 * i).find(|&e| u32_at(&bytes, e) == 102).expect("RuntimeFunctions section");
+    bytes[entry + 8..entry + 12].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+    drop(img);
+    LARGEST.store(0, std::sync::atomic::Ordering::Relaxed);
+    let err = R2rImage::parse(&bytes).map(|_| ()).expect_err("a table past the end is refused");
+    let largest = LARGEST.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(err.to_string().contains("past the end"), "{err}");
+    assert!(largest < 64 << 20, "largest allocation while parsing: {largest} bytes");
+}
