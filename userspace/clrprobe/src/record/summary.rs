@@ -64,15 +64,13 @@ pub struct RecordSummary {
     /// Exited processes folded into the profile while recording (`--all`).
     pub folded_processes: u64,
     /// Event reports of folded processes kept only in their `PREFIX.PID.events.json` (beyond
-    /// the first [`super::retire::PIDS_KEPT`]).
+    /// the first [`crate::pipeline::fold::PIDS_KEPT`]).
     pub reports_in_files: u64,
-    /// Per-process files of folded processes, written when each was folded (`--all`), and
-    /// their pids (not written again from the host profile).
-    #[serde(skip)]
-    pub folded_files: Vec<crate::output::Written>,
+    /// Pids of folded processes whose own files were written when each was folded (`--all`;
+    /// not written again from the host profile).
     #[serde(skip)]
     pub folded_file_pids: Vec<u32>,
-    /// Files of folded processes written beyond those in `folded_files` (counted only).
+    /// Files of folded processes written beyond those listed one by one (counted only).
     #[serde(skip)]
     pub folded_files_more: usize,
     /// From the end of recording to everything stopped and switched off.
