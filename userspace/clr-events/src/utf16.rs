@@ -40,9 +40,22 @@ impl<'a> Utf16Str<'a> {
 
     /// Decodes, replacing unpaired surrogates with U+FFFD.
     pub fn to_string_lossy(&self) -> String {
-        char::decode_utf16(self.units())
-            .map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER))
-            .collect()
+        let mut out = String::with_capacity(self.len_units());
+        self.push_lossy(&mut out);
+        out
+    }
+
+    /// Appends the decoded string to `out` (U+FFFD for unpaired surrogates), so a consumer that
+    /// only looks a name up can reuse one buffer. ASCII — type names, exception types — is
+    /// copied byte by byte without the surrogate decoder.
+    pub fn push_lossy(&self, out: &mut String) {
+        let pairs = self.raw.chunks_exact(2);
+        if pairs.clone().all(|c| c[1] == 0 && c[0] < 0x80) {
+            out.reserve(self.len_units());
+            out.extend(pairs.map(|c| c[0] as char));
+            return;
+        }
+        out.extend(char::decode_utf16(self.units()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)));
     }
 
     /// Decodes, failing on an unpaired surrogate.
@@ -108,6 +121,19 @@ mod tests {
         assert!(s == "System.Byte[] é 😀");
         assert!(s != "System.Byte[]");
         assert_eq!(format!("{s}"), "System.Byte[] é 😀");
+    }
+
+    #[test]
+    fn push_lossy_appends_ascii_and_not() {
+        let mut out = String::from(">");
+        for text in ["System.Int64[]", "", "Dictionary`2[Ą,😀]", "\u{7f}x"] {
+            let raw = enc(text);
+            Utf16Str::from_raw(&raw).push_lossy(&mut out);
+            out.push('|');
+        }
+        assert_eq!(out, ">System.Int64[]||Dictionary`2[Ą,😀]|\u{7f}x|");
+        // A byte below 0x80 with a high byte set is not ASCII (U+0141 is 0x41 0x01).
+        assert_eq!(Utf16Str::from_raw(&[0x41, 0x01]).to_string_lossy(), "Ł");
     }
 
     #[test]

@@ -108,6 +108,9 @@ pub struct EventProfiles {
     exceptions: Exceptions,
     waits: Waits,
     alloc_by_type: HashMap<String, (f64, f64)>,
+    /// An allocated type's name, decoded into this buffer to be looked up (a String per
+    /// allocation event was a tenth of the aggregator's work on an allocating app).
+    type_name: String,
     pub events: u64,
     /// Every GC seen, whatever the kinds (GC events arrive with the GC keyword).
     pub gc: GcTimeline,
@@ -137,6 +140,7 @@ impl EventProfiles {
             exceptions: Exceptions::default(),
             waits: Waits::default(),
             alloc_by_type: HashMap::new(),
+            type_name: String::new(),
             events: 0,
             gc: GcTimeline::default(),
             span: None,
@@ -176,11 +180,21 @@ impl EventProfiles {
             }
             ClrEvent::AllocationTick(t) if self.kinds.alloc => {
                 let amount = t.allocation_amount64.unwrap_or(t.allocation_amount as u64);
-                let ty = t.type_name.map(|n| n.to_string_lossy()).unwrap_or_else(|| "<unknown type>".into());
-                self.alloc(ev, ty, heap(t.kind), estimate_tick(amount, t.object_size));
+                let mut ty = std::mem::take(&mut self.type_name);
+                ty.clear();
+                match t.type_name {
+                    Some(n) => n.push_lossy(&mut ty),
+                    None => ty.push_str("<unknown type>"),
+                }
+                self.alloc(ev, &ty, heap(t.kind), estimate_tick(amount, t.object_size));
+                self.type_name = ty;
             }
             ClrEvent::AllocationSampled(s) if self.kinds.alloc => {
-                self.alloc(ev, s.type_name.to_string_lossy(), heap(s.kind), estimate_sampled(s.object_size));
+                let mut ty = std::mem::take(&mut self.type_name);
+                ty.clear();
+                s.type_name.push_lossy(&mut ty);
+                self.alloc(ev, &ty, heap(s.kind), estimate_sampled(s.object_size));
+                self.type_name = ty;
             }
             ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => {
                 let ty = e.exception_type.to_string_lossy();
@@ -210,14 +224,14 @@ impl EventProfiles {
         }
     }
 
-    fn alloc(&mut self, ev: EventInput<'_, '_>, ty: String, heap: &'static str, e: crate::AllocEstimate) {
-        let t = match self.alloc_by_type.get_mut(&ty) {
+    fn alloc(&mut self, ev: EventInput<'_, '_>, ty: &str, heap: &'static str, e: crate::AllocEstimate) {
+        let t = match self.alloc_by_type.get_mut(ty) {
             Some(t) => t,
-            None => self.alloc_by_type.entry(ty.clone()).or_insert((0.0, 0.0)),
+            None => self.alloc_by_type.entry(ty.to_owned()).or_insert((0.0, 0.0)),
         };
         t.0 += e.bytes;
         t.1 += e.objects;
-        self.add(ev, Some(&ty), &[(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)], &[("heap", heap)]);
+        self.add(ev, Some(ty), &[(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)], &[("heap", heap)]);
     }
 
     /// The sample of this identity, if there is one.
