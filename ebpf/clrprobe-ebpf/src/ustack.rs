@@ -157,9 +157,19 @@ fn send_with((ip, sp, bp): (u64, u64, u64), hdr: UserStackHeader) -> bool {
         let len = copy_stack((*p).data.as_mut_ptr(), sp);
         (*p).hdr = UserStackHeader { len, ip, sp, bp, ..hdr };
     }
-    entry.submit(0);
+    // The reader is not woken for each copy (a wake-up per record was the reader thread's
+    // main cost): it empties the ring every 50 ms, or at once when a quarter of it is taken.
+    let waiting = USTACK_RING.query(BPF_RB_AVAIL_DATA);
+    let size = USTACK_RING.query(BPF_RB_RING_SIZE);
+    entry.submit(if waiting >= size / 4 { BPF_RB_FORCE_WAKEUP } else { BPF_RB_NO_WAKEUP });
     true
 }
+
+/// `bpf_ringbuf_query` flags and `bpf_ringbuf_submit` flags (include/uapi/linux/bpf.h).
+const BPF_RB_AVAIL_DATA: u64 = 0;
+const BPF_RB_RING_SIZE: u64 = 1;
+const BPF_RB_NO_WAKEUP: u64 = 1;
+const BPF_RB_FORCE_WAKEUP: u64 = 2;
 
 /// The copy a thread's last deferred off-CPU interval sent: where it blocked (user ip, sp, bp)
 /// and the copy's generation.

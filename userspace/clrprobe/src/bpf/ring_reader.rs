@@ -4,8 +4,9 @@
 //! resident set, whether written or not. Read only from the recording loop (every 100 ms, up
 //! to 500 ms when a drain symbolizes), it had to hold half a second of samples: 2 MiB at
 //! 99 Hz on 2 CPUs, 4.3 MB resident. This thread waits on the ring's fd (epoll, level
-//! triggered: the kernel reports it readable while records wait) and moves each record into a
-//! bounded channel at once, so the ring only has to cover the thread's wake-up latency; the
+//! triggered) and moves the records into a bounded channel every [`WAIT`], or as soon as the
+//! BPF side, finding a quarter of the ring taken, wakes it (not for each record: a wake-up per
+//! copy was most of the thread's CPU), so the ring only has to cover that interval; the
 //! records' bytes (only the stack bytes that were copied) wait on the heap, and only while the
 //! loop is busy. When the channel is full the thread stops reading: the ring fills and the
 //! BPF side keeps the frame-pointer stack of further samples (`ring_full`), as before.
@@ -28,8 +29,9 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 use super::CopiedStack;
 
-/// How long the thread waits for records before it looks at its stop flag: the longest a drop
-/// of the reader waits for the thread.
+/// How long the thread waits for records before it looks at its stop flag (the longest a drop
+/// of the reader waits for the thread) and empties the ring: the BPF side wakes it only when a
+/// quarter of the ring is taken, so this is how long a copy may wait in the ring.
 const WAIT: Duration = Duration::from_millis(50);
 /// How long the thread sleeps when the channel is full (the loop is busy).
 const FULL_WAIT: Duration = Duration::from_millis(10);
