@@ -36,6 +36,10 @@ pub struct ProcessSymbolizer {
     /// exits is read even after the file is deleted (by clrprobe's perf-map guard, say).
     perf_map_file: Option<(PathBuf, std::fs::File)>,
     jitdump_file: Option<(PathBuf, std::fs::File)>,
+    /// When each held file's path was last checked to still name it (`[perf map, jitdump]`):
+    /// at most every [`REPLACED_CHECK`] (a stat through /proc/PID/root at each 100 ms tick was
+    /// a twentieth of a busy recording's CPU with three processes).
+    replaced_checked: [Option<std::time::Instant>; 2],
     cache: Arc<ImageCache>,
     /// Per mapped path: what it is (None: could not be opened; not retried per address).
     modules: HashMap<String, Option<Arc<Module>>>,
@@ -66,6 +70,9 @@ const READ_CHUNK: usize = 1 << 20;
 pub const MAX_JITDUMP_READ: u64 = 1 << 30;
 /// How often an absent jitdump is looked for again.
 const JITDUMP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often a held perf map or jitdump that still has links is checked to be the file its
+/// path names (a replaced one is read from its start; one unlinked is checked at once).
+const REPLACED_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ProcessSymbolizer {
     /// A symbolizer with a cache of its own.
@@ -114,6 +121,7 @@ impl ProcessSymbolizer {
             jitdump_paths,
             jitdump_broken: false,
             jitdump_missed: None,
+            replaced_checked: [None; 2],
             perf_map_file: None,
             jitdump_file: None,
             cache,
@@ -146,6 +154,7 @@ impl ProcessSymbolizer {
             jitdump_paths: Vec::new(),
             jitdump_broken: true,
             jitdump_missed: None,
+            replaced_checked: [None; 2],
             perf_map_file: None,
             jitdump_file: None,
             cache,
@@ -245,8 +254,16 @@ impl ProcessSymbolizer {
 
     /// The file held open (still the one at its path, or deleted since), else the first of
     /// `paths` that opens (`fresh`: a file not read before).
-    fn held_or_open(&mut self, held: Option<(PathBuf, std::fs::File)>, paths: &[PathBuf]) -> HeldFile {
+    /// `which`: 0 the perf map, 1 the jitdump (whose [`REPLACED_CHECK`] time is used).
+    fn held_or_open(&mut self, held: Option<(PathBuf, std::fs::File)>, paths: &[PathBuf], which: usize) -> HeldFile {
         if let Some((path, f)) = held {
+            // Still linked (an unlinked or renamed-over file has no links left; fstat walks no
+            // path): the path is looked at only every REPLACED_CHECK.
+            let checked = &mut self.replaced_checked[which];
+            if checked.is_some_and(|t| t.elapsed() < REPLACED_CHECK) && f.metadata().is_ok_and(|m| m.nlink() > 0) {
+                return HeldFile::File { path, file: f, fresh: false };
+            }
+            *checked = Some(std::time::Instant::now());
             match std::fs::symlink_metadata(&path) {
                 Err(_) => return HeldFile::File { path, file: f, fresh: false },
                 Ok(now) if f.metadata().is_ok_and(|h| h.ino() == now.ino() && h.dev() == now.dev()) => {
@@ -290,7 +307,7 @@ impl ProcessSymbolizer {
         }
         let paths = std::mem::take(&mut self.jitdump_paths);
         let held = self.jitdump_file.take();
-        let opened = self.held_or_open(held, &paths);
+        let opened = self.held_or_open(held, &paths, 1);
         self.jitdump_paths = paths;
         {
             let (path, mut f) = match opened {
@@ -336,7 +353,7 @@ impl ProcessSymbolizer {
     fn refresh_perf_map_file(&mut self) -> Result<usize, Error> {
         let paths = std::mem::take(&mut self.perf_map_paths);
         let held = self.perf_map_file.take();
-        let opened = self.held_or_open(held, &paths);
+        let opened = self.held_or_open(held, &paths, 0);
         self.perf_map_paths = paths;
         if let HeldFile::Refused = opened {
             return Ok(0); // refused: not looked for elsewhere

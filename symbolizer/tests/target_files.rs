@@ -117,4 +117,14 @@ fn a_perf_map_deleted_after_it_was_found_is_read_to_its_end() {
     std::fs::write(&map, "0x3000 0x10 Again::Method()\n").unwrap();
     s.refresh_perf_map().unwrap();
     assert_eq!(s.symbolize(&[0x3004])[0].name, "Again::Method");
+    // Replaced while the held file keeps a link elsewhere (so it still looks current from its
+    // descriptor): the path is looked at again within a second, and the new map read.
+    let kept = format!("{map}.kept");
+    std::fs::hard_link(&map, &kept).unwrap();
+    std::fs::remove_file(&map).unwrap();
+    std::fs::write(&map, "0x4000 0x10 Renamed::Method()\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    s.refresh_perf_map().unwrap();
+    assert_eq!(s.symbolize(&[0x4004])[0].name, "Renamed::Method");
+    std::fs::remove_file(&kept).unwrap();
 }
