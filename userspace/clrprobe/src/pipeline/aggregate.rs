@@ -148,8 +148,9 @@ const RENOTE_AFTER: Duration = Duration::from_secs(30);
 /// A recording's passes over /proc/kallsyms naming the kernel frames noted meanwhile: at most
 /// this often (the kernel formats every line of the file for each pass: with off-CPU stacks new
 /// kernel addresses came every second, and a pass per tick was 37 % of clrprobe's CPU when
-/// recording three busy processes). The end names the rest within its deadline.
-const KERNEL_PASS_EVERY: Duration = Duration::from_secs(10);
+/// recording three busy processes; every 10 s, with the kernel symbol starts no longer held,
+/// a pass was still a tenth of it). The end names the rest within its deadline.
+const KERNEL_PASS_EVERY: Duration = Duration::from_secs(30);
 /// How often the followed processes' maps and perf maps are read again (reading
 /// /proc/PID/maps was a tenth of the aggregator's work at every one-second tick).
 const REFRESH: Duration = Duration::from_secs(5);
