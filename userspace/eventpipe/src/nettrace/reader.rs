@@ -440,12 +440,11 @@ impl<R: Read> NetTraceReader<R> {
     /// Each header goes, on the flags bits that place its fields, to a decoder for that layout
     /// followed by the rest of the event's work for that layout ([`Self::row`]), so whether the
     /// metadata id, the stack id or the capture thread changed is known once: the metadata and
-    /// stack lookups are redone only by the layouts that set their ids, and a layout's record
-    /// copies only the fields it can change. The way there is a branch per layout bit (the
-    /// layout changes from one event to the next, unpredictably for a third of the events or
-    /// more; one indirect jump through a table did as well, in more time per event). Headers
-    /// with activity ids (rare), the block's first one and the cursor's take the path that
-    /// checks each flag.
+    /// stack lookups are redone only by the layouts that set their ids. The way there is a
+    /// branch per layout bit (the layout changes from one event to the next, unpredictably for
+    /// a third of the events or more; one indirect jump through a table was 1–2 % slower on
+    /// objver4). Headers with activity ids (rare), the block's first one and the cursor's take
+    /// the path that checks each flag.
     fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32) -> Result<(), BufError> {
         // The zeroed header the block's first one is read against: metadata id 0, no stack.
         let mut r = Rows {
