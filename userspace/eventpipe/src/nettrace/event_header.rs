@@ -89,8 +89,9 @@ pub(crate) const WINDOW: usize = 128;
 /// next (a CPU sample has a stack, the event after it none), and the branches per field
 /// mispredicted where one indirect jump predicts from the same history. Headers with
 /// activity ids (rare) take the decoder with a branch per field.
-/// The reader dispatches the same way in `NetTraceReader::compressed_rows`, each layout with
-/// the rest of its event's work; this one is the reference its tests check the decoders with.
+/// The reader dispatches to the same decoders in `NetTraceReader::compressed_rows` (by a
+/// branch per layout bit), each layout with the rest of its event's work; this one is the
+/// reference its tests check the decoders with.
 #[cfg(test)]
 #[inline(always)]
 pub(crate) fn read_compressed_window<const V6: bool>(w: &[u8; WINDOW], h: &mut EventHeader) -> Option<(u8, usize)> {
@@ -109,10 +110,14 @@ pub(crate) fn read_compressed_window<const V6: bool>(w: &[u8; WINDOW], h: &mut E
             }
         };
     }
-    layouts!(
+    let r = layouts!(
         0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
         128 129 130 131 132 133 134 135 136 137 138 139 140 141 142 143
-    )
+    );
+    if let Some((flags, _)) = r {
+        h.is_sorted = flags & flag::SORTED != 0;
+    }
+    r
 }
 
 /// [`read_compressed_window`] for the headers whose flags & the layout bits are `LAYOUT`
@@ -168,7 +173,7 @@ pub(crate) fn window_layout<const V6: bool, const LAYOUT: u8, const FIXED: bool>
     if let Some(a) = related_activity_id {
         h.related_activity_id = a;
     }
-    h.is_sorted = flags & flag::SORTED != 0;
+    // `is_sorted` is left as it was: the reader takes it from the flags returned.
     h.payload_size = payload_size;
     Some((flags, q))
 }

@@ -161,10 +161,13 @@ const SPLIT_MERGE: usize = 64;
 /// A step of a merge waits on the load its previous step chose; four chains of them, not
 /// two, keep the core busy while each waits.
 ///
-/// Indexed with bounds checks (off the chains). The heads stay inside their halves: keys are
-/// unique, and the key past a half's end in each run (the other half's first, or END) sorts
-/// after all of the half, the key before its start (the other half's last, or START) before
-/// all of it, so they stop the heads as START and END do in [`merge2`].
+/// The heads stay inside their halves: keys are unique, and the key past a half's end in each
+/// run (the other half's first, or END) sorts after all of the half, the key before its start
+/// (the other half's last, or START) before all of it, so they stop the heads as START and
+/// END do in [`merge2`]; the loop reads them without bounds checks, as `merge2` does. Out of
+/// line: inlined into [`Merger::merge`], its heads shared the registers with the caller's and
+/// went to the stack.
+#[inline(never)]
 fn merge2_split(a: &[u64], b: &[u64], dst: &mut [u64]) {
     let n = dst.len() - 2;
     assert!(a.len() >= 2 && b.len() >= 2 && a.len() + b.len() - 4 == n, "merge2_split: lengths");
@@ -183,32 +186,73 @@ fn merge2_split(a: &[u64], b: &[u64], dst: &mut [u64]) {
     }
     let (p, q) = (lo, k - lo);
     let out = &mut dst[1..=n];
-    // Front and back heads of the first half (output 0..k) and of the second (k..n).
-    let (mut i1, mut j1, mut ia1, mut jb1) = (1usize, 1usize, p, q);
-    let (mut i2, mut j2, mut ia2, mut jb2) = (p + 1, q + 1, na, nb);
     let (h1, h2) = (k / 2, (n - k) / 2);
-    for t in 0..h1 {
-        let (x, y) = (a[i1], b[j1]);
-        let take_b = y < x;
-        out[t] = if take_b { y } else { x };
-        j1 += usize::from(take_b);
-        i1 += usize::from(!take_b);
-        let (x, y) = (a[ia1], b[jb1]);
-        let take_a = x > y;
-        out[k - 1 - t] = if take_a { x } else { y };
-        ia1 -= usize::from(take_a);
-        jb1 -= usize::from(!take_a);
-        let (x, y) = (a[i2], b[j2]);
-        let take_b = y < x;
-        out[k + t] = if take_b { y } else { x };
-        j2 += usize::from(take_b);
-        i2 += usize::from(!take_b);
-        let (x, y) = (a[ia2], b[jb2]);
-        let take_a = x > y;
-        out[n - 1 - t] = if take_a { x } else { y };
-        ia2 -= usize::from(take_a);
-        jb2 -= usize::from(!take_a);
-    }
+    // Front and back heads of the first half (output 0..k) and of the second (k..n), as
+    // pointers: eight heads and four outputs stay in registers (as indexes with bounds checks,
+    // some went to the stack, adding a store and a load to each step of the chains).
+    assert!(p <= na && q <= nb && 2 * h1 <= k && 2 * h2 <= n - k, "merge2_split: halves");
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: the heads stay inside their halves (above): the first half's front heads within
+    // a[1..=p + 1] and b[1..=q + 1], its back heads within a[0..=p] and b[0..=q]; the second
+    // half's front heads within a[p + 1..=na + 1] and b[q + 1..=nb + 1], its back heads within
+    // a[p..=na] and b[q..=nb]: all inside `a` and `b`, as each head moves only past a key of
+    // its half and takes at most half of them (2 * h1 <= k, 2 * h2 <= n - k). The outputs write
+    // out[t], out[k - 1 - t], out[k + t] and out[n - 1 - t] for t < h1 <= h2: inside `out`.
+    let (i1, j1, i2, j2, ia2, jb2) = unsafe {
+        let (mut fa1, mut fb1, mut ba1, mut bb1) = (pa.add(1), pb.add(1), pa.add(p), pb.add(q));
+        let (mut fa2, mut fb2, mut ba2, mut bb2) = (pa.add(p + 1), pb.add(q + 1), pa.add(na), pb.add(nb));
+        let po = out.as_mut_ptr();
+        // Front outputs written then advanced, back outputs moved back then written.
+        let (mut o1, mut e1, mut o2, mut e2) = (po, po.add(k), po.add(k), po.add(n));
+        for _ in 0..h1 {
+            let (x, y) = (*fa1, *fb1);
+            let take_b = y < x;
+            *o1 = if take_b { y } else { x };
+            o1 = o1.add(1);
+            fb1 = fb1.add(usize::from(take_b));
+            fa1 = fa1.add(usize::from(!take_b));
+            let (x, y) = (*ba1, *bb1);
+            let take_a = x > y;
+            e1 = e1.sub(1);
+            *e1 = if take_a { x } else { y };
+            ba1 = ba1.sub(usize::from(take_a));
+            bb1 = bb1.sub(usize::from(!take_a));
+            let (x, y) = (*fa2, *fb2);
+            let take_b = y < x;
+            *o2 = if take_b { y } else { x };
+            o2 = o2.add(1);
+            fb2 = fb2.add(usize::from(take_b));
+            fa2 = fa2.add(usize::from(!take_b));
+            let (x, y) = (*ba2, *bb2);
+            let take_a = x > y;
+            e2 = e2.sub(1);
+            *e2 = if take_a { x } else { y };
+            ba2 = ba2.sub(usize::from(take_a));
+            bb2 = bb2.sub(usize::from(!take_a));
+        }
+        // Heads only move one way, so where they ended bounds where they read (checked by the
+        // tests, which merge runs of every small length and random longer ones).
+        debug_assert!(
+            fa1.offset_from(pa) as usize <= p + 1
+                && fb1.offset_from(pb) as usize <= q + 1
+                && ba1.offset_from(pa) as usize <= p
+                && bb1.offset_from(pb) as usize <= q
+                && fa2.offset_from(pa) as usize <= na + 1
+                && fb2.offset_from(pb) as usize <= nb + 1
+                && (p..=na).contains(&(ba2.offset_from(pa) as usize))
+                && (q..=nb).contains(&(bb2.offset_from(pb) as usize)),
+            "merge2_split: a head left its half"
+        );
+        (
+            fa1.offset_from(pa) as usize,
+            fb1.offset_from(pb) as usize,
+            fa2.offset_from(pa) as usize,
+            fb2.offset_from(pb) as usize,
+            ba2.offset_from(pa) as usize,
+            bb2.offset_from(pb) as usize,
+        )
+    };
+    let (mut i2, mut j2) = (i2, j2);
     // The second half is as long as the first or one longer: one more step of it.
     if h2 > h1 {
         let (x, y) = (a[i2], b[j2]);

@@ -437,12 +437,14 @@ impl<R: Read> NetTraceReader<R> {
     /// fixed-size window while one fits before the block's end (the cursor reads the last ones,
     /// and any header the window refuses).
     ///
-    /// Each header jumps once, on the flags bits that place its fields, to a decoder for that
-    /// layout followed by the rest of the event's work for that layout ([`Self::row`]), so
-    /// whether the metadata id, the stack id or the capture thread changed is known without a
-    /// branch: the metadata and stack lookups are redone only by the layouts that set their
-    /// ids (a branch per flag mispredicted: the layout changes from one event to the next).
-    /// Headers with activity ids (rare) and the cursor's take the path that checks each flag.
+    /// Each header goes, on the flags bits that place its fields, to a decoder for that layout
+    /// followed by the rest of the event's work for that layout ([`Self::row`]), so whether the
+    /// metadata id, the stack id or the capture thread changed is known once: the metadata and
+    /// stack lookups are redone only by the layouts that set their ids. The way there is a
+    /// branch per layout bit (the layout changes from one event to the next, unpredictably for
+    /// a third of the events or more; one indirect jump through a table was 1–2 % slower on
+    /// objver4). Headers with activity ids (rare), the block's first one and the cursor's take
+    /// the path that checks each flag.
     fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32) -> Result<(), BufError> {
         // The zeroed header the block's first one is read against: metadata id 0, no stack.
         let mut r = Rows {
@@ -457,24 +459,40 @@ impl<R: Read> NetTraceReader<R> {
             capture_thread_id: 0,
             activity: 0,
         };
-        // The layout bits: METADATA_ID, CAPTURE_THREAD_AND_SEQUENCE, THREAD_ID, STACK_ID (0x0f)
-        // and DATA_LENGTH (0x80); with ACTIVITY_ID or RELATED_ACTIVITY_ID (0x30) none matches.
+        // A branch on each of the layout bits (METADATA_ID, CAPTURE_THREAD_AND_SEQUENCE,
+        // THREAD_ID, STACK_ID and DATA_LENGTH) to the path for the header's layout; headers with
+        // ACTIVITY_ID or RELATED_ACTIVITY_ID take the path that tests each flag.
+        use event_header::flag;
+        const _: () = assert!(
+            flag::METADATA_ID | flag::CAPTURE_THREAD_AND_SEQUENCE | flag::THREAD_ID | flag::STACK_ID == 0x0f
+                && flag::DATA_LENGTH == 0x80
+        );
         macro_rules! layouts {
-            ($w:expr, $($l:literal)*) => {
-                match $w[0] & 0xbf {
-                    $($l => self.row::<V6, $l, true>($w, body, &mut pos, base, &mut r),)*
-                    _ => self.row::<V6, 0, false>($w, body, &mut pos, base, &mut r),
+            ($w:ident, $l:expr;) => {
+                self.row::<V6, { $l }, true>($w, body, &mut pos, base, &mut r)
+            };
+            ($w:ident, $l:expr; $bit:literal $($rest:literal)*) => {
+                if $w[0] & $bit != 0 {
+                    layouts!($w, $l | $bit; $($rest)*)
+                } else {
+                    layouts!($w, $l; $($rest)*)
                 }
             };
         }
+        // The block's first event takes the path that checks each flag (and `fresh`).
+        if pos < body.len() {
+            pos = self.row_checked::<V6>(body, pos, base, &mut r)?;
+        }
         while pos < body.len() {
             match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
-                Some(w) => layouts!(
-                    w,
-                    0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
-                    128 129 130 131 132 133 134 135 136 137 138 139 140 141 142 143
-                )?,
-                None => self.row_checked::<V6>(body, &mut pos, base, &mut r)?,
+                Some(w) => {
+                    if w[0] & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
+                        self.row::<V6, 0, false>(w, body, &mut pos, base, &mut r)?
+                    } else {
+                        layouts!(w, 0; 0x80 0x08 0x04 0x02 0x01)?
+                    }
+                }
+                None => pos = self.row_checked::<V6>(body, pos, base, &mut r)?,
             }
         }
         Ok(())
@@ -497,19 +515,25 @@ impl<R: Read> NetTraceReader<R> {
                 *pos += len;
                 self.row_tail::<V6, LAYOUT, FIXED>(raw, body, pos, base, r)
             }
-            None => self.row_checked::<V6>(body, pos, base, r),
+            None => {
+                *pos = self.row_checked::<V6>(body, *pos, base, r)?;
+                Ok(())
+            }
         }
     }
 
-    /// [`Self::row`] for a header the window decoder refused or that ends the block, read with
-    /// the checked cursor. Out of line, so that the loop over headers keeps to the window.
+    /// [`Self::row`] for a header the window decoder refused or that ends the block, and for
+    /// the block's first one, read with the checked cursor. Out of line, so that the loop over
+    /// headers keeps to the window; the position goes in and out by value (a reference to it
+    /// kept the loop's copy on the stack).
     #[cold]
     #[inline(never)]
-    fn row_checked<const V6: bool>(&mut self, body: &[u8], pos: &mut usize, base: u32, r: &mut Rows) -> Result<(), BufError> {
-        let mut c = Cursor::at(body, *pos);
+    fn row_checked<const V6: bool>(&mut self, body: &[u8], pos: usize, base: u32, r: &mut Rows) -> Result<usize, BufError> {
+        let mut c = Cursor::at(body, pos);
         let raw = event_header::read_compressed(&mut c, &mut r.h, V6)?;
-        *pos = c.pos();
-        self.row_tail::<V6, 0, false>(raw, body, pos, base, r)
+        let mut pos = c.pos();
+        self.row_tail::<V6, 0, false>(raw, body, &mut pos, base, r)?;
+        Ok(pos)
     }
 
     /// The event of the header just decoded into `r.h` (its flags `raw`), whose payload starts
@@ -533,14 +557,23 @@ impl<R: Read> NetTraceReader<R> {
             return Err(BufError::new(*pos, "event payload"));
         }
         *pos += h.payload_size as usize;
-        if has(flag::CAPTURE_THREAD_AND_SEQUENCE) || r.fresh {
+        // `fresh` only for the block's first event, which is not FIXED.
+        if has(flag::CAPTURE_THREAD_AND_SEQUENCE) || (!FIXED && r.fresh) {
             self.seq.on_event(h.capture_thread_id, h.sequence_number);
         } else {
             // Same capture thread, sequence number one up (or unchanged): no gap.
             self.seq.continue_thread(h.sequence_number);
         }
-        r.fresh = false;
-        r.dirty |= raw & DERIVED;
+        if !FIXED {
+            r.fresh = false;
+        }
+        if V6 {
+            r.dirty |= raw & DERIVED;
+        } else if !FIXED {
+            // Only headers that are not FIXED set activity ids (V4/V5: inline): their events
+            // look them up at once, skipped or not, so the FIXED ones keep no state for them.
+            r.activity = self.region.activity((h.activity_id, h.related_activity_id));
+        }
         // The tables do not change within a block, so a lookup holds until a header changes the
         // id (also for the events skipped below, which the next ones are read against).
         if !FIXED || has(flag::METADATA_ID) {
@@ -561,25 +594,16 @@ impl<R: Read> NetTraceReader<R> {
             return Ok(());
         }
         self.stats.unknown_stack_ids += u64::from(r.stack_missing);
-        if V6 {
-            if r.dirty != 0 {
-                if r.dirty & flag::THREAD_ID != 0 {
-                    r.thread_id = self.threads.os_thread_id(h.thread_id);
-                }
-                if r.dirty & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
-                    r.capture_thread_id = self.threads.os_thread_id(h.capture_thread_id);
-                }
-                if r.dirty & flag::ACTIVITY_ID != 0 {
-                    let labels = self.labels.get(h.label_list_id);
-                    r.activity = self.region.activity((labels.activity_id, labels.related_activity_id));
-                }
-                r.dirty = 0;
+        if V6 && r.dirty != 0 {
+            if r.dirty & flag::THREAD_ID != 0 {
+                r.thread_id = self.threads.os_thread_id(h.thread_id);
             }
-        } else {
-            r.thread_id = h.thread_id;
-            r.capture_thread_id = h.capture_thread_id;
-            if r.dirty & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
-                r.activity = self.region.activity((h.activity_id, h.related_activity_id));
+            if r.dirty & flag::CAPTURE_THREAD_AND_SEQUENCE != 0 {
+                r.capture_thread_id = self.threads.os_thread_id(h.capture_thread_id);
+            }
+            if r.dirty & flag::ACTIVITY_ID != 0 {
+                let labels = self.labels.get(h.label_list_id);
+                r.activity = self.region.activity((labels.activity_id, labels.related_activity_id));
             }
             r.dirty = 0;
         }
@@ -587,8 +611,9 @@ impl<R: Read> NetTraceReader<R> {
             timestamp: h.timestamp as i64,
             metadata_id: h.metadata_id,
             sequence_number: h.sequence_number,
-            thread_id: r.thread_id,
-            capture_thread_id: r.capture_thread_id,
+            // V4/V5: the header's; V6: looked up from its indexes.
+            thread_id: if V6 { r.thread_id } else { h.thread_id },
+            capture_thread_id: if V6 { r.capture_thread_id } else { h.capture_thread_id },
             processor_number: h.processor_number,
             payload_start,
             payload_len: h.payload_size,
@@ -739,7 +764,7 @@ struct Rows {
     h: EventHeader,
     /// No event of the block read yet (its sequence number is checked whatever its flags).
     fresh: bool,
-    /// Fields changed since the derived values below were computed (events of unknown
+    /// V6: fields changed since the derived values below were computed (events of unknown
     /// metadata are skipped before they are).
     dirty: u8,
     /// Whether `h.metadata_id` is defined.
@@ -747,6 +772,7 @@ struct Rows {
     /// The arena range of `h.stack_id`, and whether that id is undefined.
     stack: (u32, u32),
     stack_missing: bool,
+    /// V6: the OS thread ids of the header's thread indexes.
     thread_id: u64,
     capture_thread_id: u64,
     activity: u32,

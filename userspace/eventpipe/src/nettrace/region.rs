@@ -121,16 +121,14 @@ impl Region {
         let mut i = self.indexed;
         while i < n {
             // The stretch from i on that does not go back in time.
-            let mut last = self.events[i].timestamp;
             let from = i;
-            i += 1;
-            while i < n && self.events[i].timestamp >= last {
-                last = self.events[i].timestamp;
-                i += 1;
-            }
+            let rest = &self.events[i..];
+            let len = 1 + rest.windows(2).take_while(|w| w[1].timestamp >= w[0].timestamp).count();
+            i += len;
+            let last = rest[len - 1].timestamp;
             // Below u32::MAX: push() keeps the count there.
             let (from, end) = (from as u32, i as u32);
-            let first = self.events[from as usize].timestamp;
+            let first = rest[0].timestamp;
             match self.runs.last_mut() {
                 Some(r) if r.end == from && r.last <= first => {
                     r.end = end;
