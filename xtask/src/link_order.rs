@@ -6,8 +6,9 @@
 //! the whole 7.3 MB of text kept most of it resident; together, about 2.4 MB of it.
 //!
 //! 1. Callgrind (valgrind) runs `record -p PID --cpu -F 99 -d 6s` on the Bench cpu workload,
-//!    dumping its counts every million basic blocks: a function's first dump orders it (set-up,
-//!    then recording, then building and writing the profile).
+//!    dumping its counts every million basic blocks. Functions are grouped by the phases they
+//!    run in (set-up, recording, building and writing the profile: the code is given back
+//!    between them, see `by_phase`), each group in the order its functions first run.
 //! 2. With `perf` present, the same recording runs natively under
 //!    `perf record -e exceptions:page_fault_user`: functions whose code faults in but that the
 //!    list does not hold yet (paths valgrind does not take, e.g. AVX-512 CRC code) are added
@@ -36,7 +37,7 @@ pub fn order_file() -> PathBuf {
     util::root().join("userspace/clrprobe/link-order.txt")
 }
 
-pub fn run(fresh: bool) -> Result<()> {
+pub fn run(fresh: bool, runs: usize) -> Result<()> {
     crate::dotnet::setup()?;
     if !util::is_root() {
         bail!("the recordings load BPF programs: run it as root");
@@ -49,8 +50,18 @@ pub fn run(fresh: bool) -> Result<()> {
     std::fs::create_dir_all(&tmp)?;
     let text = text_symbols(&bin)?;
 
-    let mut order = callgrind_order(&bin, &tmp, &text)?;
-    eprintln!("callgrind: {} functions, {} KiB", order.len(), size_kib(&order, &text));
+    let mut phases: HashMap<String, (u8, usize)> = HashMap::new();
+    for run in 0..runs.max(1) {
+        let dir = tmp.join(format!("run{run}"));
+        std::fs::create_dir_all(&dir)?;
+        for (f, (groups, first)) in callgrind_phases(&bin, &dir, &text)? {
+            let e = phases.entry(f).or_insert((0, first));
+            e.0 |= groups;
+            e.1 = e.1.min(first);
+        }
+    }
+    let mut order = by_phase(phases);
+    eprintln!("callgrind, {runs} runs: {} functions, {} KiB", order.len(), size_kib(&order, &text));
     let mut seen: HashSet<String> = order.iter().cloned().collect();
     if util::have("perf") {
         let faulted = fault_order(&bin, &tmp, &text)?;
@@ -128,8 +139,9 @@ fn record_args(pid: u32, tmp: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Functions of `bin` callgrind saw run, ordered by the first dump that counts them.
-fn callgrind_order(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -> Result<Vec<String>> {
+/// Functions of `bin` callgrind saw run in one recording: the phases each ran in (bits A 1,
+/// B 2, C 4; see [`by_phase`]) and the first dump that counts it.
+fn callgrind_phases(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -> Result<HashMap<String, (u8, usize)>> {
     let mut w = workload()?;
     let cg = tmp.join("cg");
     let status = Command::new("valgrind")
@@ -161,16 +173,76 @@ fn callgrind_order(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -
     let mut files = by_pid.into_values().max_by_key(|v| v.len()).context("callgrind wrote no output")?;
     files.sort();
     let own = bin.file_name().and_then(|n| n.to_str()).unwrap_or("clrprobe").to_string();
-    let mut order = Vec::new();
-    let mut seen = HashSet::new();
-    for (_, file) in files {
-        for f in callgrind_functions(&std::fs::read_to_string(&file)?, &own) {
-            if text.contains_key(&f) && seen.insert(f.clone()) {
-                order.push(f);
+    // Per function: the dumps it runs in, in order of its first.
+    let mut uses: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (dump, (_, file)) in files.iter().enumerate() {
+        for f in callgrind_functions(&std::fs::read_to_string(file)?, &own) {
+            if !text.contains_key(&f) {
+                continue;
+            }
+            let i = *index.entry(f.clone()).or_insert_with(|| {
+                uses.push((f, Vec::new()));
+                uses.len() - 1
+            });
+            if uses[i].1.last() != Some(&dump) {
+                uses[i].1.push(dump);
             }
         }
     }
-    Ok(order)
+    Ok(phases_of(uses))
+}
+
+const GROUPS: [(&str, u8); 7] = [("A", 1), ("AB", 3), ("B", 2), ("BC", 6), ("ABC", 7), ("AC", 5), ("C", 4)];
+
+/// The phases each function ran in. `own_pages::release_code` gives the code back after
+/// set-up (A), during the first seconds of recording (B) and before the profile is built (C);
+/// after each, only code run from then on is resident again. Without release_code in the dumps
+/// (renamed?) every function counts as set-up's, which leaves the first-run order.
+fn phases_of(uses: Vec<(String, Vec<usize>)>) -> HashMap<String, (u8, usize)> {
+    let release = uses.iter().find(|(f, _)| f.contains("9own_pages12release_code")).map(|(_, d)| d.clone());
+    let bounds = release.as_ref().and_then(|d| Some((*d.first()?, *d.last()?)));
+    if bounds.is_none() {
+        eprintln!("own_pages::release_code did not run under callgrind: functions in first-run order");
+    }
+    let (a_end, c_start) = bounds.unwrap_or((usize::MAX, usize::MAX));
+    uses.into_iter()
+        .map(|(f, d)| {
+            let mut g = 0;
+            if d.iter().any(|&x| x <= a_end) {
+                g |= 1;
+            }
+            if d.iter().any(|&x| x > a_end && x < c_start) {
+                g |= 2;
+            }
+            if d.iter().any(|&x| x >= c_start) {
+                g |= 4;
+            }
+            (f, (g, d[0]))
+        })
+        .collect()
+}
+
+/// Groups A, AB, B, BC, ABC, AC, C (each in first-run order): what recording runs stays
+/// together, and what building the profile runs, so each phase faults in only the 64 KiB
+/// blocks of its own code.
+fn by_phase(phases: HashMap<String, (u8, usize)>) -> Vec<String> {
+    let mut keyed: Vec<(usize, usize, String)> = phases
+        .into_iter()
+        .map(|(f, (g, first))| (GROUPS.iter().position(|x| x.1 == g).unwrap_or(GROUPS.len()), first, f))
+        .collect();
+    keyed.sort();
+    let mut counts = [0usize; GROUPS.len()];
+    for (g, _, _) in &keyed {
+        if let Some(c) = counts.get_mut(*g) {
+            *c += 1;
+        }
+    }
+    eprintln!(
+        "callgrind: functions by phase (A set-up, B recording, C build): {:?}",
+        GROUPS.iter().map(|g| g.0).zip(counts).collect::<Vec<_>>()
+    );
+    keyed.into_iter().map(|(_, _, f)| f).collect()
 }
 
 /// The functions of object `own` that have costs in one callgrind dump, in file order.

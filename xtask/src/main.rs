@@ -114,6 +114,9 @@ enum Cmd {
         /// Start over instead of keeping the previous file's functions this run did not see.
         #[arg(long)]
         fresh: bool,
+        /// Recordings under callgrind (their functions and phases are merged).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
     },
     /// `record --all` (release, every kind) for MINUTES while .NET processes start and exit
     /// every few seconds: clrprobe's RSS and fds over time, stop time, files left behind.
@@ -182,7 +185,7 @@ fn main() -> Result<()> {
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, pairs)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
-        Cmd::LinkOrder { fresh } => link_order::run(fresh)?,
+        Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;
         }
