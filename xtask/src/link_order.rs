@@ -95,6 +95,15 @@ pub fn run(fresh: bool, runs: usize) -> Result<()> {
     Ok(())
 }
 
+/// How many of the order file's functions `bin` has (found, listed): a file the code or the
+/// toolchain has left behind orders little (symbol names carry hashes of both).
+pub fn coverage(bin: &Path) -> Option<(usize, usize)> {
+    let file = std::fs::read_to_string(order_file()).ok()?;
+    let text = text_symbols(bin).ok()?;
+    let listed: Vec<&str> = names(&file).collect();
+    Some((listed.iter().filter(|n| text.contains_key(**n)).count(), listed.len()))
+}
+
 /// The order file's symbol names (lld skips blank lines and `#` comments the same way).
 fn names(file: &str) -> impl Iterator<Item = &str> {
     file.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'))
