@@ -8,8 +8,8 @@
 //! the 64 KiB around it, so scattered over the 7.3 MB of text they kept 5–6 MB of it resident;
 //! together (2.4 MB, grouped by phase), 1.3–1.6 MB.
 //! Names the linker does not find (changed code, other profiles) are skipped silently.
-//! `CLRPROBE_LINK_ORDER=0` links without it, as does a linker chosen in RUSTFLAGS or
-//! `CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER` (it may not be lld).
+//! `CLRPROBE_LINK_ORDER=0` links without it, as does a linker chosen in RUSTFLAGS or for the
+//! target in cargo's configuration (it may not be lld).
 use std::path::{Path, PathBuf};
 
 /// `<target>/bpfel-unknown-none/release/clrprobe-ebpf`, from OUT_DIR
@@ -30,6 +30,7 @@ fn embed(path: &Path) {
 fn link_order() {
     println!("cargo::rerun-if-env-changed=CLRPROBE_LINK_ORDER");
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
+    println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
     let env = |k: &str| std::env::var(k).unwrap_or_default();
     let file = Path::new(&env("CARGO_MANIFEST_DIR")).join("link-order.txt");
     println!("cargo::rerun-if-changed={}", file.display());
@@ -41,6 +42,8 @@ fn link_order() {
         || env("CLRPROBE_LINK_ORDER") == "0"
         || own_linker
         || std::env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some()
+        // Cargo's linker for the target, from the environment or a config file.
+        || std::env::var_os("RUSTC_LINKER").is_some()
         || !file.is_file()
     {
         return;
