@@ -44,6 +44,12 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     let tmp = std::env::temp_dir().join(format!("clrprobe-bench-memory-{}", std::process::id()));
     std::fs::create_dir_all(&tmp)?;
     println!("load average at the start: {}", load());
+    // The release link places the recording's code together only as far as the file's names
+    // are still the binary's (`cargo xtask link-order` renews it).
+    match crate::link_order::coverage(&bin) {
+        Some((found, listed)) => println!("link order: the binary has {found} of link-order.txt's {listed} functions"),
+        None => println!("link order: no link-order.txt or no symbols in the binary"),
+    }
 
     let mut cpu = Vec::new();
     let mut all = Vec::new();

@@ -8,6 +8,7 @@ mod demo;
 mod dotnet;
 mod ebpf;
 mod fuzz;
+mod link_order;
 mod soak;
 mod speedscope;
 mod util;
@@ -105,6 +106,18 @@ enum Cmd {
         #[arg(long, default_value_t = 6)]
         seconds: u32,
     },
+    /// Lists the functions `record -p PID --cpu` runs, in the order it first runs them
+    /// (callgrind, then page faults of a native run under perf), into
+    /// userspace/clrprobe/link-order.txt: the release link places them together (build.rs).
+    /// `BENCH_BIN=PATH` uses that binary instead of building one.
+    LinkOrder {
+        /// Start over instead of keeping the previous file's functions this run did not see.
+        #[arg(long)]
+        fresh: bool,
+        /// Recordings under callgrind (their functions and phases are merged).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// `record --all` (release, every kind) for MINUTES while .NET processes start and exit
     /// every few seconds: clrprobe's RSS and fds over time, stop time, files left behind.
     Soak {
@@ -172,6 +185,7 @@ fn main() -> Result<()> {
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, pairs)?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
+        Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;
         }
