@@ -177,7 +177,13 @@ fn record_all_http_folds_a_process_that_served_requests_and_keeps_them() {
     assert_eq!(lines.len() as u64, 3 * ROUNDS);
     let mut by_time: Vec<&HttpLine> = lines.iter().collect();
     by_time.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
-    assert!(by_time[0].path == "/slow" && by_time[0].duration_ms >= f64::from(SLOW_MS), "{:?}", by_time[0]);
+    // Every /slow request took its server's delay; the slowest of all at least that (on a
+    // loaded host the first /fast, with its connection set up and code JIT-compiled, can be
+    // slower still: 874 ms at load 20).
+    for l in lines.iter().filter(|l| l.path == "/slow") {
+        assert!(l.duration_ms >= f64::from(SLOW_MS), "{l:?}");
+    }
+    assert!(by_time[0].duration_ms >= f64::from(SLOW_MS), "{:?}", by_time[0]);
     for l in &by_time[..5] {
         let m = l.meanwhile.as_ref().unwrap_or_else(|| panic!("the slowest say what their threads did: {l:?}"));
         assert!(m.offcpu_ms.is_some_and(|o| o > 0.0) && !m.offcpu_top.is_empty(), "{m:?}");
