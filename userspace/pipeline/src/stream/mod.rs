@@ -11,6 +11,7 @@ mod metrics;
 pub mod raw;
 mod combined;
 mod fold;
+mod intern;
 mod records;
 mod replay;
 mod snapshot;
