@@ -12,7 +12,6 @@ use clr_events::{ClrEvent, RawEvent, decode};
 
 use super::{
     counters::Counters,
-    intern::Interner,
     records::{ClrRecord, ProcessInfo, Record, StackRecord},
 };
 use crate::{EventInput, EventProfiles, Kinds};
@@ -155,8 +154,6 @@ pub struct Aggregator {
     pub health: Health,
     jit: Vec<(u32, u64, u32, String)>,
     new_stacks: Vec<(u32, Arc<[u64]>)>,
-    /// The kept keys' stacks and thread names (see [`Interner`]).
-    interner: Interner,
     /// CPU samples and off-CPU intervals stamped after this are left out (a recording's end).
     pub(crate) samples_end_ns: Option<u64>,
     /// Timed CPU samples and off-CPU intervals of followed processes (`keep_times`).
@@ -175,7 +172,6 @@ impl Aggregator {
             health: Health::default(),
             jit: Vec::new(),
             new_stacks: Vec::new(),
-            interner: Interner::default(),
             samples_end_ns: None,
             times: Default::default(),
         }
@@ -214,8 +210,7 @@ impl Aggregator {
     /// Sizes of the per-process and windowed state, for a long-running agent's memory census.
     pub fn census(&self) -> String {
         let keys: usize = self.cpu.iter().map(|b| b.samples.len()).sum();
-        let (stacks, names) = self.interner.len();
-        let mut out = format!("cpu buckets {} keys {keys} interned {stacks}/{names}; lost {:?}", self.cpu.len(), self.health.lost);
+        let mut out = format!("cpu buckets {} keys {keys}; lost {:?}", self.cpu.len(), self.health.lost);
         for p in self.procs.values() {
             out.push_str(&format!(
                 "; pid {}: event samples {} offcpu {} threads {} timed {} windows {} thread-events {} contention {} gc-pauses {} {}",
@@ -432,20 +427,10 @@ impl Aggregator {
         if let Some(n) = b.samples.get_mut(&key) {
             *n += s.count;
         } else if b.samples.len() < max {
-            // A new key: kept for the window, so its stacks are the interned ones (a
-            // recording's kept times share the record's instead).
-            let key = if self.cfg.keep_times { key } else { self.intern(key) };
-            if let Some(b) = self.bucket(t) {
-                b.samples.insert(key, s.count);
-            }
+            b.samples.insert(key, s.count);
         } else {
             *self.health.lost.entry("cpu-keys-full").or_insert(0) += s.count;
         }
-    }
-
-    fn intern(&mut self, key: StackKey) -> StackKey {
-        let i = &mut self.interner;
-        (key.0, key.1, i.name(&key.2), i.stack(&key.3), i.stack(&key.4))
     }
 
     fn offcpu(&mut self, mut s: StackRecord) {
@@ -472,13 +457,6 @@ impl Aggregator {
             v.0 += s.count;
             v.1 += 1;
         } else if p.offcpu.len() < max {
-            // Kept for the process's life: interned as the CPU window's keys are.
-            let key = if self.cfg.keep_times {
-                key
-            } else {
-                let i = &mut self.interner;
-                (key.0, key.1, i.name(&key.2), i.stack(&key.3), i.stack(&key.4))
-            };
             p.offcpu.insert(key, (s.count, 1));
         } else {
             *self.health.lost.entry("offcpu-keys-full").or_insert(0) += 1;

@@ -11,7 +11,6 @@ mod metrics;
 pub mod raw;
 mod combined;
 mod fold;
-mod intern;
 mod records;
 mod replay;
 mod snapshot;
