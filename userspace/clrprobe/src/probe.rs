@@ -50,7 +50,8 @@ pub fn run(args: &ProbeArgs, on_attached: impl FnOnce()) -> Result<ProbeReport, 
             return Err(ProbeError::NoProcess(pid));
         }
     }
-    let mut bpf = Loaded::load()?;
+    // No stack copies here: the smallest stack-copy ring.
+    let mut bpf = Loaded::load_with_ring(crate::bpf::MIN_RING_BYTES)?;
     bpf.add_targets(&args.pids)?;
     let cpus = bpf.attach_sampler(args.freq)?;
     if let Some((lib, sym)) = &args.uprobe {

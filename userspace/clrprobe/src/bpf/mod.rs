@@ -72,14 +72,11 @@ pub struct Loaded {
 const LOG_RING: &str = "AYA_LOGS";
 const LOG_RING_BYTES: u32 = 16 << 10;
 
-/// Size of the stack-copy ring for the next load (0: the object's 16 MiB). The ring is mapped
-/// twice (wrap-around), so it counts double in clrprobe's resident set.
-static USTACK_RING_BYTES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-/// Sets the stack-copy ring's size (a power of two, in bytes) for BPF objects loaded from now.
-pub fn set_ustack_ring_bytes(bytes: u32) {
-    USTACK_RING_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
-}
+/// The stack-copy ring of recordings that copy off-CPU stacks (they come at any switch rate):
+/// the reader empties it every 50 ms and at once when a quarter of it is taken, so 4 MiB (8 MiB
+/// resident: the ring is mapped twice) instead of the object's 16 MiB, which a long recording of
+/// busy processes (~50 copies of 16 KiB a second) wrote through and kept resident whole (32 MB).
+pub const OFFCPU_RING_BYTES: u32 = 4 << 20;
 
 impl Loaded {
     /// Loads the embedded object and starts collecting its aya-log records.
@@ -102,12 +99,6 @@ impl Loaded {
         // `.btf(...)`); `loader_for` parses it at most once, and not at all for an object
         // without CO-RE relocations (see loader.rs).
         let (mut loader, btf) = loader::loader_for(bytes);
-        // The ring: sized for this load (CPU copies at a known rate), else the size set for
-        // every load (`--all`), else the object's 16 MiB.
-        let ring_bytes = ring_bytes.or(match USTACK_RING_BYTES.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => None,
-            n => Some(n),
-        });
         log::debug!("BPF loader: kernel BTF {btf:?}; stack-copy ring {ring_bytes:?} bytes");
         if let Some(n) = ring_bytes {
             loader.map_max_entries(names::USTACK_RING, n);

@@ -160,11 +160,6 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     };
     // Off-CPU stacks copied and unwound as `record` does.
     crate::sampler::set_offcpu_copies(args.kinds.offcpu);
-    // The ring is emptied every 50 ms, and at once when a quarter of it is taken: 4 MiB (8 MiB
-    // resident, mapped twice) instead of the object's 16 MiB, which a long recording of busy
-    // processes with off-CPU copies (~50 copies of 16 KiB a second) wrote through and kept
-    // resident whole (32 MB). Host-wide too: only the .NET processes' copies are unwound.
-    crate::bpf::set_ustack_ring_bytes(4 << 20);
     let (rec_tx, rec_rx) = crossbeam_channel::bounded(RECORD_CHANNEL);
     let (q_tx, q_rx) = crossbeam_channel::unbounded();
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(PipelineRecordError::Thread)?;

@@ -77,7 +77,7 @@ impl BpfSampler {
     }
 
     fn start_opts(pids: &[u32], freq: Option<u64>, flags: u64) -> Result<Self, SamplerError> {
-        // Off-CPU copies can come at any switch rate: they keep the object's 16 MB ring. CPU
+        // Off-CPU copies can come at any switch rate: a 4 MiB ring read at least every 50 ms. CPU
         // copies get a ring sized to the rate, and no copies at all the smallest one (BPF for
         // sched_switch times or uprobes only, as `record --exceptions`: the 16 MB ring was
         // 32 MB of clrprobe's resident set, mapped and never written).
@@ -87,7 +87,7 @@ impl BpfSampler {
             // Host-wide (pid 0), every process's copies come through the ring: twice the room.
             Some(f) if !offcpu => Loaded::load_with_ring(crate::bpf::cpu_ring_bytes(f).saturating_mul(if pids.contains(&0) { 2 } else { 1 }).min(16 << 20))?,
             None if !offcpu => Loaded::load_with_ring(crate::bpf::MIN_RING_BYTES)?,
-            _ => Loaded::load()?,
+            _ => Loaded::load_with_ring(crate::bpf::OFFCPU_RING_BYTES)?,
         };
         bpf.add_targets(pids)?;
         let _stats_fd = if std::env::var("CLRPROBE_BPF_STATS").is_ok_and(|v| v == "1") {
