@@ -148,24 +148,36 @@ fn record_args(pid: u32, tmp: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Functions of `bin` callgrind saw run in one recording: the phases each ran in (bits A 1,
-/// B 2, C 4; see [`by_phase`]) and the first dump that counts it.
-fn callgrind_phases(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -> Result<HashMap<String, (u8, usize)>> {
+/// One `record -p --cpu` of a fresh Bench workload, run under `tool ARGS… bin`; the workload
+/// is stopped whatever the outcome.
+fn under_tool(tool: &str, args: &[String], bin: &Path, tmp: &Path) -> Result<()> {
     let mut w = workload()?;
-    let cg = tmp.join("cg");
-    let status = Command::new("valgrind")
-        .args(["--tool=callgrind", "--demangle=no", "--dump-every-bb=1000000"])
-        .arg(format!("--callgrind-out-file={}.%p", cg.display()))
+    let status = Command::new(tool)
+        .args(args)
         .arg(bin)
         .args(record_args(w.pid, tmp))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .context("running valgrind")?;
+        .with_context(|| format!("running {tool}"));
     w.kill();
+    let status = status?;
     if !status.success() {
-        bail!("clrprobe under callgrind failed ({status})");
+        bail!("clrprobe under {tool} failed ({status})");
     }
+    Ok(())
+}
+
+/// Functions of `bin` callgrind saw run in one recording: the phases each ran in (bits A 1,
+/// B 2, C 4; see [`by_phase`]) and the first dump that counts it.
+fn callgrind_phases(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -> Result<HashMap<String, (u8, usize)>> {
+    let cg = tmp.join("cg");
+    under_tool(
+        "valgrind",
+        &["--tool=callgrind".into(), "--demangle=no".into(), "--dump-every-bb=1000000".into(), format!("--callgrind-out-file={}.%p", cg.display())],
+        bin,
+        tmp,
+    )?;
     // cg.PID.1, cg.PID.2, … then cg.PID (the counts at exit). The guardian, forked at start,
     // writes its own cg.PID2 (and is not this process's memory): take the files of the pid
     // with the most dumps.
@@ -310,22 +322,13 @@ fn fault_order(bin: &Path, tmp: &Path, text: &HashMap<String, (u64, u64)>) -> Re
         .find(|f| f.first() == Some(&"LOAD") && f.len() >= 8 && f[6..f.len() - 1].join("").contains('E'))
         .and_then(|f| Some((u64::from_str_radix(f[1].trim_start_matches("0x"), 16).ok()?, u64::from_str_radix(f[2].trim_start_matches("0x"), 16).ok()?)))
         .context("no executable LOAD segment")?;
-    let mut w = workload()?;
     let data = tmp.join("pf.data");
-    let status = Command::new("perf")
-        .args(["record", "-q", "-e", "exceptions:page_fault_user", "-o"])
-        .arg(&data)
-        .arg("--")
-        .arg(bin)
-        .args(record_args(w.pid, tmp))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .context("running perf record")?;
-    w.kill();
-    if !status.success() {
-        bail!("clrprobe under perf record failed ({status})");
-    }
+    under_tool(
+        "perf",
+        &["record".into(), "-q".into(), "-e".into(), "exceptions:page_fault_user".into(), "-o".into(), data.display().to_string(), "--".into()],
+        bin,
+        tmp,
+    )?;
     let script = util::output(Command::new("perf").args(["script", "--show-mmap-events", "-F", "pid,tid,trace", "-i"]).arg(&data))
         .context("perf script")?;
     let mut sorted: Vec<(u64, u64, &str)> = text.iter().map(|(n, &(a, s))| (a, s, n.as_str())).collect();
