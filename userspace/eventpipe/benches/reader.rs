@@ -158,7 +158,7 @@ fn repeated(bytes: &[u8], copies: usize) -> Option<Vec<u8>> {
     // Magic, FastSerialization header, then the Trace object (tag, type header with "Trace",
     // its fields, EndObject): 102 bytes; the stream ends with NullReference.
     const HEADER: usize = 102;
-    if bytes.len() <= HEADER + 1 || &bytes[8..12] != 20i32.to_le_bytes() || &bytes[47..52] != b"Trace" || bytes.last() != Some(&1) {
+    if bytes.len() <= HEADER + 1 || bytes[8..12] != 20i32.to_le_bytes() || &bytes[47..52] != b"Trace" || bytes.last() != Some(&1) {
         return None;
     }
     let body = &bytes[HEADER..bytes.len() - 1];
