@@ -91,6 +91,13 @@ fn main() {
         let mut events = 0;
         let mut dst = vec![0u8; bytes.len()];
         let (mut read, mut copy) = ((Duration::MAX, Duration::MAX), (Duration::MAX, Duration::MAX));
+        // The same recording's blocks WARM_COPIES times in one stream (V4 only): one reader
+        // reads them all, as the pipeline keeps one reader per stream.
+        // READER_BENCH_WARM=0: not (under a profiler).
+        let long = if std::env::var("READER_BENCH_WARM").as_deref() == Ok("0") { None } else { repeated(bytes, WARM_COPIES) };
+        if let Some(long) = &long {
+            assert_eq!(read_all(long), WARM_COPIES as u64 * read_all(bytes), "{name}: the repeated stream");
+        }
         for _ in 0..runs {
             let r = best_of(1, || events = read_all(bytes));
             let c = best_of(1, || {
@@ -113,8 +120,69 @@ fn main() {
         };
         line("wall", read.0, copy.0);
         line("thread CPU", read.1, copy.1);
+        if let Some(long) = &long {
+            // What a copy after the first costs (the buffers grown, the allocator settled)
+            // next to a new reader's read, in a loop of their own: the long stream evicts the
+            // bytes the memcpy above reads from the caches (it ran at half speed beside it).
+            let (mut fresh, mut all) = (Duration::MAX, Duration::MAX);
+            for _ in 0..runs {
+                fresh = fresh.min(best_of(1, || events = read_all(bytes)).1);
+                all = all.min(
+                    best_of(1, || {
+                        black_box(read_all(long));
+                    })
+                    .1,
+                );
+            }
+            let warm = all.saturating_sub(fresh) / (WARM_COPIES as u32 - 1);
+            println!(
+                "{name} (thread CPU, one reader per read vs one reader over {WARM_COPIES} copies): new reader {:.2} ms, \
+                 each copy after the first {:.2} ms ({:+.1} %)",
+                fresh.as_secs_f64() * 1e3,
+                warm.as_secs_f64() * 1e3,
+                100.0 * (warm.as_secs_f64() / fresh.as_secs_f64() - 1.0)
+            );
+        }
     }
     println!("load at end: {}", load());
+}
+
+/// Copies of a recording in the stream [`repeated`] makes.
+const WARM_COPIES: usize = 5;
+
+/// A V4/V5 stream holding the objects of `bytes` (a V4/V5 recording whose last object is a
+/// sequence point) `copies` times, each copy at the offset modulo 4 of the first (blocks are
+/// aligned on stream offsets): between copies, an object of a type the reader skips, sized
+/// to restore the alignment. `None` for other recordings.
+fn repeated(bytes: &[u8], copies: usize) -> Option<Vec<u8>> {
+    // Magic, FastSerialization header, then the Trace object (tag, type header with "Trace",
+    // its fields, EndObject): 102 bytes; the stream ends with NullReference.
+    const HEADER: usize = 102;
+    if bytes.len() <= HEADER + 1 || bytes[8..12] != 20i32.to_le_bytes() || &bytes[47..52] != b"Trace" || bytes.last() != Some(&1) {
+        return None;
+    }
+    let body = &bytes[HEADER..bytes.len() - 1];
+    let mut out = bytes[..HEADER].to_vec();
+    for k in 0..copies {
+        if k > 0 {
+            // tag, type header (BeginPrivateObject, NullReference, version 0, min version 0,
+            // name length 1), name, EndObject, size, padding to 4, body, EndObject.
+            let at = out.len();
+            let mut filler = vec![5u8, 5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, b'X', 6];
+            let pad = (4 - (at + filler.len() + 4) % 4) % 4;
+            // The next copy must start where the first did, modulo 4.
+            let len_without_body = filler.len() + 4 + pad + 1;
+            let size = (HEADER + 4 * 4 - (at + len_without_body) % 4) % 4;
+            filler.extend_from_slice(&(size as i32).to_le_bytes());
+            filler.extend(std::iter::repeat_n(0u8, pad + size));
+            filler.push(6);
+            out.extend_from_slice(&filler);
+            assert_eq!(out.len() % 4, HEADER % 4, "repeated: copy misaligned");
+        }
+        out.extend_from_slice(body);
+    }
+    out.push(1);
+    Some(out)
 }
 
 /// The 1, 5 and 15 minute load averages (ratios are only comparable at a similar load).
