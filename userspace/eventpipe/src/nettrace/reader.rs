@@ -222,34 +222,13 @@ impl<R: Read> NetTraceReader<R> {
         Ok(true)
     }
 
-    /// The event at index `i` of the region, one of the ready ones ([`Region::next_ready`]).
-    ///
-    /// The ranges are not checked again here (per event, the checks were a tenth of handing
-    /// it out); they hold by construction, as the debug assertions restate:
-    /// - ready indexes are below `events.len()`: they come from runs over `events`, and events
-    ///   are dropped or moved only when no ready event waits ([`Region::recycle`], and the
-    ///   collapse keeps every event while one does);
-    /// - an event's payload range was inside its block's body, which is in the payload arena,
-    ///   when it was pushed; the arena only grows while the event is buffered, but for
-    ///   [`Region::compact`], which drops a prefix below every buffered event's start and
-    ///   moves the starts with it;
-    /// - an event's stack range is one of the stack table's (or empty), each inside `ips`
-    ///   when defined; `ips` only grows until the region's sequence point, whose reset is
-    ///   applied once every buffered event was handed out and dropped.
     #[inline(always)]
     fn event_at(&self, i: usize) -> EventRef<'_> {
-        let events = &self.region.events;
-        debug_assert!(i < events.len(), "ready index outside the region");
-        // SAFETY: `i` is a ready index, below `events.len()` (above).
-        let rec = unsafe { events.get_unchecked(i) };
-        let (p0, pn) = (rec.payload_start as usize, rec.payload_len as usize);
-        let (s0, sn) = (rec.stack_start as usize, rec.stack_len as usize);
-        debug_assert!(p0 + pn <= self.region.payloads.len(), "payload range outside the arena");
-        debug_assert!(s0 + sn <= self.stacks.ips.len(), "stack range outside the table");
-        // SAFETY: the ranges of a buffered event are inside the arenas (above); the sums are
-        // of u32 values, so they do not overflow usize.
-        let (payload, stack) =
-            unsafe { (self.region.payloads.get_unchecked(p0..p0 + pn), self.stacks.ips.get_unchecked(s0..s0 + sn)) };
+        let rec = &self.region.events[i];
+        let payload = &self.region.payloads
+            [rec.payload_start as usize..(rec.payload_start as usize + rec.payload_len as usize)];
+        let stack = &self.stacks.ips
+            [rec.stack_start as usize..(rec.stack_start as usize + rec.stack_len as usize)];
         // Events are buffered only when their metadata exists, and metadata is flushed only
         // once the buffer is empty; the fallback keeps this panic-free regardless.
         let metadata = self.metadata.get(rec.metadata_id).unwrap_or(&self.missing_metadata);
