@@ -2,7 +2,10 @@
 //! bounded when messages carry ids, at most [`MAX_MESSAGES_PER_TYPE`] distinct messages are kept
 //! per type and the rest are counted under "<other messages>". Every exception is counted (no
 //! sampling: EventPipe delivers each ExceptionThrown).
-use std::collections::HashMap;
+use std::{collections::HashMap, hash::BuildHasherDefault};
+
+/// Fx: looked up several times per exception (the report sorts what it lists).
+type Fx = BuildHasherDefault<rustc_hash::FxHasher>;
 
 pub const MAX_MESSAGES_PER_TYPE: usize = 64;
 pub const OTHER_MESSAGES: &str = "<other messages>";
@@ -12,10 +15,10 @@ pub const OTHER_MESSAGES: &str = "<other messages>";
 #[derive(Debug, Default)]
 pub struct Exceptions {
     /// type → message → count.
-    pub by_type_message: HashMap<String, HashMap<String, u64>>,
+    pub by_type_message: HashMap<String, HashMap<String, u64, Fx>, Fx>,
     /// type → throw-site IP → count.
-    pub by_site: HashMap<String, HashMap<u64, u64>>,
-    messages_per_type: HashMap<String, usize>,
+    pub by_site: HashMap<String, HashMap<u64, u64, Fx>, Fx>,
+    messages_per_type: HashMap<String, usize, Fx>,
 }
 
 impl Exceptions {
