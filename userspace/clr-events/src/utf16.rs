@@ -49,13 +49,27 @@ impl<'a> Utf16Str<'a> {
     /// only looks a name up can reuse one buffer. ASCII — type names, exception types — is
     /// copied byte by byte without the surrogate decoder.
     pub fn push_lossy(&self, out: &mut String) {
-        let pairs = self.raw.chunks_exact(2);
-        if pairs.clone().all(|c| c[1] == 0 && c[0] < 0x80) {
-            out.reserve(self.len_units());
-            out.extend(pairs.map(|c| c[0] as char));
-            return;
+        // ASCII goes through a stack buffer 64 units at a time, appended as one `str` (a
+        // `char` pushed at a time was ~30 instructions per unit, a tenth of an allocation
+        // event's cost in the aggregator).
+        let start = out.len();
+        out.reserve(self.len_units());
+        let mut buf = [0u8; 64];
+        for chunk in self.raw.chunks(2 * buf.len()) {
+            let mut high = 0u8;
+            for (b, c) in buf.iter_mut().zip(chunk.chunks_exact(2)) {
+                *b = c[0];
+                high |= c[1] | (c[0] & 0x80);
+            }
+            match std::str::from_utf8(&buf[..chunk.len() / 2]) {
+                Ok(ascii) if high == 0 => out.push_str(ascii),
+                _ => {
+                    out.truncate(start);
+                    out.extend(char::decode_utf16(self.units()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)));
+                    return;
+                }
+            }
         }
-        out.extend(char::decode_utf16(self.units()).map(|r| r.unwrap_or(char::REPLACEMENT_CHARACTER)));
     }
 
     /// Decodes, failing on an unpaired surrogate.
@@ -134,6 +148,17 @@ mod tests {
         assert_eq!(out, ">System.Int64[]||Dictionary`2[Ą,😀]|\u{7f}x|");
         // A byte below 0x80 with a high byte set is not ASCII (U+0141 is 0x41 0x01).
         assert_eq!(Utf16Str::from_raw(&[0x41, 0x01]).to_string_lossy(), "Ł");
+    }
+
+    #[test]
+    fn push_lossy_past_one_buffer() {
+        let long: String = (0..150).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+        let late = format!("{long}Ą{long}");
+        for text in [long.as_str(), late.as_str()] {
+            let mut out = String::from("<");
+            Utf16Str::from_raw(&enc(text)).push_lossy(&mut out);
+            assert_eq!(out, format!("<{text}"));
+        }
     }
 
     #[test]

@@ -107,10 +107,14 @@ pub struct EventProfiles {
     pub threads: ThreadTable,
     exceptions: Exceptions,
     waits: Waits,
-    alloc_by_type: HashMap<String, (f64, f64)>,
+    /// Bytes and objects by allocated type (Fx: looked up at every allocation event; the
+    /// report sorts them).
+    alloc_by_type: HashMap<String, (f64, f64), IdentityHasher>,
     /// An allocated type's name, decoded into this buffer to be looked up (a String per
     /// allocation event was a tenth of the aggregator's work on an allocating app).
     type_name: String,
+    /// … and an exception's message.
+    message: String,
     pub events: u64,
     /// Every GC seen, whatever the kinds (GC events arrive with the GC keyword).
     pub gc: GcTimeline,
@@ -139,8 +143,9 @@ impl EventProfiles {
             threads: ThreadTable::default(),
             exceptions: Exceptions::default(),
             waits: Waits::default(),
-            alloc_by_type: HashMap::new(),
+            alloc_by_type: HashMap::default(),
             type_name: String::new(),
+            message: String::new(),
             events: 0,
             gc: GcTimeline::default(),
             span: None,
@@ -197,10 +202,16 @@ impl EventProfiles {
                 self.type_name = ty;
             }
             ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => {
-                let ty = e.exception_type.to_string_lossy();
-                let msg = self.exceptions.message_label(&ty, e.message.to_string_lossy());
-                self.exceptions.count(&ty, &msg, ev.stack.first().copied());
-                self.add(ev, Some(&ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", &ty), ("exception.message", &msg)]);
+                // Decoded into buffers kept for the next event, as allocated type names are.
+                let (mut ty, mut msg) = (std::mem::take(&mut self.type_name), std::mem::take(&mut self.message));
+                ty.clear();
+                msg.clear();
+                e.exception_type.push_lossy(&mut ty);
+                e.message.push_lossy(&mut msg);
+                let label = self.exceptions.message_label(&ty, &msg);
+                self.exceptions.count(&ty, label, ev.stack.first().copied());
+                self.add(ev, Some(&ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", &ty), ("exception.message", label)]);
+                (self.type_name, self.message) = (ty, msg);
             }
             ClrEvent::ContentionStart(s) if self.kinds.contention => {
                 let owner = s.lock_owner_thread_id.filter(|&o| o != 0).map(|o| self.threads.owner_os_tid(ev.pid, o));
@@ -313,8 +324,8 @@ impl EventProfiles {
             "(frames {frames} timed {} threads {:?} exceptions {}/{} waits-open {} alloc-types {} gc-records {})",
             self.timed.len(),
             self.threads.sizes(),
-            self.exceptions.by_type_message.len(),
-            self.exceptions.by_site.len(),
+            self.exceptions.sizes().0,
+            self.exceptions.sizes().1,
             self.waits.open_len(),
             self.alloc_by_type.len(),
             self.gc.records.len()

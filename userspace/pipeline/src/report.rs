@@ -37,13 +37,14 @@ pub struct EventReport {
 }
 
 impl EventReport {
-    pub(crate) fn build(ex: &Exceptions, waits: &Waits, alloc: &HashMap<String, (f64, f64)>) -> Self {
+    pub(crate) fn build<S>(ex: &Exceptions, waits: &Waits, alloc: &HashMap<String, (f64, f64), S>) -> Self {
         let mut exceptions: Vec<ExceptionCount> = ex
             .by_type_message
             .iter()
-            .map(|((t, m), &c)| ExceptionCount { exception_type: t.clone(), message: m.clone(), count: c })
+            .flat_map(|(t, ms)| ms.iter().map(move |(m, &c)| ExceptionCount { exception_type: t.clone(), message: m.clone(), count: c }))
             .collect();
-        exceptions.sort_by(|a, b| b.count.cmp(&a.count).then(a.exception_type.cmp(&b.exception_type)));
+        // Messages break ties (the counts come from a hash map: equal counts came out in its order).
+        exceptions.sort_by(|a, b| b.count.cmp(&a.count).then(a.exception_type.cmp(&b.exception_type)).then(a.message.cmp(&b.message)));
         let mut by_type: HashMap<&str, u64> = HashMap::new();
         for e in &exceptions {
             *by_type.entry(&e.exception_type).or_insert(0) += e.count;

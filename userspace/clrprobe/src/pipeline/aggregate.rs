@@ -223,6 +223,8 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
         let mut discard = false;
         loop {
             let mut busy = false;
+            let batch_start = Instant::now();
+            let mut absorbed = 0usize;
             for i in 0..BATCH {
                 // A query waiting (a recording's end above all) is answered before the rest
                 // of a batch.
@@ -231,12 +233,20 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                 }
                 match records.try_recv() {
                     Ok(_) if discard => busy = true,
+                    // Runtime events, most records by far, are timed by the batch (two clock
+                    // reads per record were 3 % of a busy recording's CPU).
+                    Ok(r @ Record::Clr(_)) => {
+                        s.absorb(r);
+                        absorbed += 1;
+                        busy = true;
+                    }
                     Ok(r) => {
                         let (t, what) = (Instant::now(), record_kind(&r));
                         s.absorb(r);
                         if t.elapsed() > Duration::from_millis(100) {
                             log::info!("aggregator: a {what} record took {:?}", t.elapsed());
                         }
+                        absorbed += 1;
                         busy = true;
                     }
                     Err(TryRecvError::Empty) => break,
@@ -246,6 +256,9 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                         break;
                     }
                 }
+            }
+            if absorbed > 0 && batch_start.elapsed() > Duration::from_millis(500) {
+                log::info!("aggregator: a batch of {absorbed} records took {:?}", batch_start.elapsed());
             }
             while sinks {
                 match queries.try_recv() {

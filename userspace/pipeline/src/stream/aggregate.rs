@@ -9,6 +9,7 @@ use std::{
 };
 
 use clr_events::{ClrEvent, RawEvent, decode};
+use rustc_hash::FxHashMap;
 
 use super::{
     counters::Counters,
@@ -94,7 +95,7 @@ pub(crate) struct Proc {
     /// Off-CPU per (tid, comm, kernel, user): (ns, intervals).
     pub offcpu: HashMap<StackKey, (u64, u64)>,
     pauses_read: usize,
-    contention_start: HashMap<u64, u64>,
+    contention_start: FxHashMap<u64, u64>,
     /// Timed CPU samples (tid, time, count) waiting until the GC events of their time arrived.
     timed: VecDeque<(u32, u64, u64)>,
     /// GC pauses (start, end, suspending tid) that timed samples may still fall into.
@@ -102,7 +103,7 @@ pub(crate) struct Proc {
     /// The newest event of each thread: the runtime delivers a thread's events in order, so
     /// every event (pause) of a thread up to this time has arrived. Other threads' events say
     /// nothing of it (their buffers are flushed apart, seconds apart on a loaded host).
-    thread_events_ns: HashMap<u64, u64>,
+    thread_events_ns: FxHashMap<u64, u64>,
     /// tid → (comm, CPU ns at first sight, CPU ns now).
     pub(crate) threads: HashMap<u32, (Arc<str>, u64, u64)>,
     /// The process's CPU time (user + system) when first read (the start of its window).
@@ -364,10 +365,10 @@ impl Aggregator {
                 exited_at: None,
                 offcpu: HashMap::new(),
                 pauses_read: 0,
-                contention_start: HashMap::new(),
+                contention_start: FxHashMap::default(),
                 timed: VecDeque::new(),
                 windows: VecDeque::new(),
-                thread_events_ns: HashMap::new(),
+                thread_events_ns: FxHashMap::default(),
                 threads: HashMap::new(),
                 cpu_first_ns: None,
                 alloc_slices: None,

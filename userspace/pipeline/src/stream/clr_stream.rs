@@ -19,6 +19,39 @@ pub struct ClrStream<R: Read> {
     keep: fn(&str, u16) -> bool,
     /// Give EventCounters values too.
     counters: bool,
+    /// Stacks sent lately, shared by the records that repeat them.
+    stacks: StackCache,
+}
+
+/// The stacks of the records sent lately, by a hash of their addresses (direct-mapped,
+/// [`StackCache::SLOTS`] of them): a record whose stack is one of them shares it. A busy
+/// allocating app repeats a few stacks; an allocation and a copy per event on the reader
+/// thread, a free on the aggregator's (another arena of glibc's, taken under its lock), and
+/// the aggregator's first read of a stack written on another core were a tenth of a
+/// recording's CPU.
+struct StackCache {
+    slots: Vec<Option<Arc<[u64]>>>,
+}
+
+impl StackCache {
+    const SLOTS: usize = 64;
+
+    fn new() -> Self {
+        Self { slots: vec![None; Self::SLOTS] }
+    }
+
+    fn get(&mut self, stack: &[u64]) -> Arc<[u64]> {
+        if stack.is_empty() {
+            return Arc::from(stack);
+        }
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(stack, &mut h);
+        let slot = &mut self.slots[(std::hash::Hasher::finish(&h) as usize) % Self::SLOTS];
+        match slot {
+            Some(s) if **s == *stack => s.clone(),
+            _ => slot.insert(Arc::from(stack)).clone(),
+        }
+    }
 }
 
 impl<R: Read> ClrStream<R> {
@@ -29,7 +62,7 @@ impl<R: Read> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new() })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -45,7 +78,7 @@ impl<R: Read> ClrStream<R> {
     pub fn next_record(&mut self) -> Result<Option<ClrRecord>, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &ev)))
+        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev)))
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
@@ -73,7 +106,7 @@ impl<R: Read> ClrStream<R> {
             if !(self.keep)(raw.provider, raw.event_id) {
                 continue;
             }
-            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &ev))));
+            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev))));
         }
     }
 
@@ -97,8 +130,9 @@ impl<R: Read> ClrStream<R> {
     }
 }
 
-/// One event as a record on the host's clock; provider names shared through `providers`.
-fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, ev: &EventRef<'_>) -> ClrRecord {
+/// One event as a record on the host's clock; provider names shared through `providers`,
+/// repeated stacks through `stacks`.
+fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, stacks: &mut StackCache, ev: &EventRef<'_>) -> ClrRecord {
     let raw = ev.raw_event();
     let provider = match providers.iter().find(|p| ***p == *raw.provider) {
         Some(p) => p.clone(),
@@ -116,7 +150,7 @@ fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<st
         version: raw.version,
         pointer_size,
         payload: raw.payload.into(),
-        stack: Arc::from(ev.stack()),
+        stack: stacks.get(ev.stack()),
     }
 }
 

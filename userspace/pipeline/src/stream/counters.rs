@@ -48,13 +48,51 @@ pub struct Counters {
     pub thread_pool_completed: u64,
     pub events: u64,
     pub decode_errors: u64,
+    /// An exception's type decoded, kept for the next (not a counter: equal whatever it
+    /// holds).
+    type_name: Scratch,
+}
+
+/// A reusable buffer that every other one equals (so [`Counters`] compare by their values).
+#[derive(Debug, Clone, Default)]
+struct Scratch(String);
+
+impl PartialEq for Scratch {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut String {
+        &mut self.0
+    }
 }
 
 impl Counters {
     pub fn on_event(&mut self, event: &ClrEvent<'_>) {
         self.events += 1;
         match event {
-            ClrEvent::ExceptionThrown(e) => *self.exceptions.entry(e.exception_type.to_string_lossy()).or_insert(0) += 1,
+            ClrEvent::ExceptionThrown(e) => {
+                // A known type is looked up through a buffer kept for the next event.
+                let mut ty = std::mem::take(&mut self.type_name);
+                ty.clear();
+                e.exception_type.push_lossy(&mut ty);
+                match self.exceptions.get_mut(ty.as_str()) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.exceptions.insert(ty.0.clone(), 1);
+                    }
+                }
+                self.type_name = ty;
+            }
             ClrEvent::GcStart(s) => *self.gc_collections.entry(s.depth.unwrap_or(0)).or_insert(0) += 1,
             ClrEvent::AllocationTick(t) => self.alloc_bytes += t.allocation_amount64.unwrap_or(u64::from(t.allocation_amount)),
             ClrEvent::ContentionStart(_) => self.contentions += 1,
