@@ -12,8 +12,7 @@ pub fn cap_arenas() {
 
 /// Returns freed heap memory of every arena to the kernel.
 pub fn trim() {
-    // SAFETY: malloc_trim only releases free memory.
-    unsafe { libc::malloc_trim(0) };
+    crate::alloc_tuning::release_free();
 }
 use serde::Serialize;
 

@@ -261,8 +261,7 @@ impl HostSource {
             }
         }
         // Loading the object parsed the kernel's BTF: give that memory back.
-        // SAFETY: malloc_trim only walks the allocator's own free lists.
-        unsafe { libc::malloc_trim(0) };
+        crate::alloc_tuning::release_free();
         Ok(Self {
             cfg,
             tx,
