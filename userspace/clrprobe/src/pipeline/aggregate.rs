@@ -687,7 +687,7 @@ fn malloc_census() -> String {
     {
         // SAFETY: mallinfo2 only reads the allocator's statistics.
         let m = unsafe { libc::mallinfo2() };
-        format!("in use {} KB, free {} KB, mmapped {} KB, arena {} KB, top {} KB, mimalloc committed {} KB", m.uordblks >> 10, m.fordblks >> 10, m.hblkhd >> 10, m.arena >> 10, m.keepcost >> 10, crate::alloc_tuning::committed_kb())
+        format!("in use {} KB, free {} KB, mmapped {} KB, arena {} KB, top {} KB", m.uordblks >> 10, m.fordblks >> 10, m.hblkhd >> 10, m.arena >> 10, m.keepcost >> 10)
     }
     #[cfg(not(target_env = "gnu"))]
     String::new()
@@ -709,7 +709,8 @@ impl crate::record::http::StackTimes for PipelineTimes<'_> {
 /// OS: glibc keeps a thread's freed arena memory otherwise, and an agent's RSS would keep the
 /// peak of every request.
 fn release_free_memory() {
-    crate::alloc_tuning::release_free();
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe { libc::malloc_trim(0) };
 }
 
 #[cfg(test)]

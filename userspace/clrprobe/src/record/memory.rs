@@ -12,7 +12,8 @@ pub fn cap_arenas() {
 
 /// Returns freed heap memory of every arena to the kernel.
 pub fn trim() {
-    crate::alloc_tuning::release_free();
+    // SAFETY: malloc_trim only releases free memory.
+    unsafe { libc::malloc_trim(0) };
 }
 use serde::Serialize;
 

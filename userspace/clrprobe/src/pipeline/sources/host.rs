@@ -261,7 +261,8 @@ impl HostSource {
             }
         }
         // Loading the object parsed the kernel's BTF: give that memory back.
-        crate::alloc_tuning::release_free();
+        // SAFETY: malloc_trim only walks the allocator's own free lists.
+        unsafe { libc::malloc_trim(0) };
         Ok(Self {
             cfg,
             tx,
