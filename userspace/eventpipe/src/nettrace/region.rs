@@ -74,7 +74,7 @@ pub(crate) struct Region {
     /// Non-zero (activity, related activity) ids of the events.
     pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
     /// The buffers' largest lengths since they were last cut back (see [`super::keep`]), and
-    /// the batches emptied or compacted since.
+    /// the batches emptied since.
     peaks: [Peak; 5],
     emptied: u32,
 }
@@ -187,26 +187,25 @@ impl Region {
     }
 
     /// Called when every ready event was handed out: frees what nobody can reference any more.
-    /// Every [`TRIM_EVERY`] times (emptied or compacted: a busy stream's region is seldom
-    /// empty) its buffers are cut back to the most they held meanwhile (true: they were; the
-    /// reader then trims its own).
+    /// Every [`TRIM_EVERY`] times the region is emptied its buffers are cut back to the most
+    /// they held meanwhile (true: they were; the reader then trims its own).
     pub(crate) fn recycle(&mut self) -> bool {
         self.peaks[0].see(self.out.len());
         self.out.clear();
         self.out_pos = 0;
+        if self.has_pending() {
+            self.compact();
+            return false;
+        }
         self.peaks[1].see(self.events.len());
         self.peaks[2].see(self.payloads.len());
         self.peaks[3].see(self.activities.len());
         self.peaks[4].see(self.scratch.len());
-        if self.has_pending() {
-            self.compact();
-        } else {
-            self.events.clear();
-            self.indexed = 0;
-            self.payloads.clear();
-            self.activities.clear();
-            self.scratch.clear();
-        }
+        self.events.clear();
+        self.indexed = 0;
+        self.payloads.clear();
+        self.activities.clear();
+        self.scratch.clear();
         self.emptied += 1;
         if self.emptied < TRIM_EVERY {
             return false;
