@@ -63,35 +63,21 @@ impl PartialEq for Scratch {
     }
 }
 
-impl std::ops::Deref for Scratch {
-    type Target = String;
-    fn deref(&self) -> &String {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Scratch {
-    fn deref_mut(&mut self) -> &mut String {
-        &mut self.0
-    }
-}
-
 impl Counters {
     pub fn on_event(&mut self, event: &ClrEvent<'_>) {
         self.events += 1;
         match event {
             ClrEvent::ExceptionThrown(e) => {
                 // A known type is looked up through a buffer kept for the next event.
-                let mut ty = std::mem::take(&mut self.type_name);
+                let ty = &mut self.type_name.0;
                 ty.clear();
-                e.exception_type.push_lossy(&mut ty);
+                e.exception_type.push_lossy(ty);
                 match self.exceptions.get_mut(ty.as_str()) {
                     Some(n) => *n += 1,
                     None => {
-                        self.exceptions.insert(ty.0.clone(), 1);
+                        self.exceptions.insert(ty.clone(), 1);
                     }
                 }
-                self.type_name = ty;
             }
             ClrEvent::GcStart(s) => *self.gc_collections.entry(s.depth.unwrap_or(0)).or_insert(0) += 1,
             ClrEvent::AllocationTick(t) => self.alloc_bytes += t.allocation_amount64.unwrap_or(u64::from(t.allocation_amount)),
