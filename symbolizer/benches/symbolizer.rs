@@ -83,7 +83,7 @@ fn best_cpu<T>(rounds: u32, iters: u32, mut f: impl FnMut() -> T) -> Duration {
 
 fn bench(c: &mut Criterion) {
     let map = build_map();
-    let path = std::env::temp_dir().join(format!("clrprobe-bench-perf-{}.map", std::process::id()));
+    let path = clrprobe_tests::scratch_file("bench-perf", "perf.map");
     std::fs::write(&path, &map).expect("write temp map");
     let parsed = {
         let mut m = PerfMap::parse(&map);

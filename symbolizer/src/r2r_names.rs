@@ -280,7 +280,7 @@ mod tests {
         heap.push(0);
         let unterminated = heap.len() as u32;
         heap.extend_from_slice(b"tail without nul");
-        let path = std::env::temp_dir().join(format!("clrprobe-heap-{}", std::process::id()));
+        let path = clrprobe_tests::scratch_file("heap", "heap.bin");
         let mut file_bytes = b"prefix".to_vec();
         file_bytes.extend_from_slice(&heap);
         file_bytes.extend_from_slice(b"\0after the heap");

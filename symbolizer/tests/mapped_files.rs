@@ -6,8 +6,7 @@ use clrprobe_symbolizer::{ImageCache, Module};
 
 #[test]
 fn an_elf_file_replaced_by_a_fifo_is_still_symbolized_from_the_file_checked() {
-    let dir = std::env::temp_dir().join(format!("clrprobe-mapped-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("mapped");
     let lib = dir.join("libc-copy.so.6");
     std::fs::copy("/usr/lib/x86_64-linux-gnu/libc.so.6", &lib).unwrap();
     let cache = std::sync::Arc::new(ImageCache::new());

@@ -240,8 +240,7 @@ fn file_parse_of_corrupt_metadata_matches_the_bytes() {
     let root = bytes.windows(4).position(|w| w == b"BSJB").expect("metadata root");
     let tables = root + bytes[root..].windows(4).position(|w| w == b"#~\0\0").expect("#~ stream header") - 8;
     let t_off = u32::from_le_bytes(bytes[tables..tables + 4].try_into().expect("4 bytes")) as usize;
-    let dir = std::env::temp_dir().join(format!("clrprobe-r2r-corrupt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = clrprobe_tests::scratch_dir("r2r-corrupt");
     let path = dir.join("CoreLib.dll");
     let spots = [root + 12, root + 30, tables, tables + 4, root + t_off + 6, root + t_off + 8, root + t_off + 24, root + t_off + 32];
     for (i, &at) in spots.iter().enumerate() {

@@ -7,10 +7,12 @@ mod compile;
 pub mod corpus;
 pub mod outputs;
 mod running;
+mod scratch;
 
 pub use cache::cache_dir;
 pub use compile::{compile, workloads_dir};
 pub use running::{Running, Workload, thread_states};
+pub use scratch::{scratch_dir, scratch_file};
 
 use std::path::PathBuf;
 

@@ -8,12 +8,9 @@ use std::{
 
 use serde_json::Value;
 
-/// A fresh, empty `$TMPDIR/clrprobe-TAG-NAME-PID`.
+/// A new, empty, private `$TMPDIR/clrprobe-TAG-NAME-XXXXXX` (see [`crate::scratch_dir`]).
 pub fn out_dir(tag: &str, name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-{tag}-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    crate::scratch_dir(&format!("{tag}-{name}"))
 }
 
 /// Runs `cmd` to its end; its stdout then stderr. Fails the test if it failed.

@@ -86,8 +86,7 @@ pub fn run(o: &Options) -> Result<()> {
     util::ensure_apt("perf", "linux-perf", "the peer profiler the benchmark compares with")?;
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
+    let tmp = util::scratch_dir("bench")?;
     let kinds: Vec<&'static str> = KINDS.iter().copied().filter(|k| o.kinds.is_empty() || o.kinds.iter().any(|x| x == k)).collect();
     let loadavg = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().to_string();
     println!("load average at the start: {}", loadavg());

@@ -179,10 +179,10 @@ fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f6
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let clients = floor.map(|(f, bin)| {
         let (pids, done) = (ws.iter().map(|w| w.pid).collect::<Vec<u32>>(), done.clone());
-        let tmp = std::env::temp_dir().join(format!("clrprobe-bench-agent-{}", std::process::id()));
+        let tmp = util::scratch_dir("bench-agent");
         let (session, slice, buffer_mb, bin) = (f.session.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
         std::thread::spawn(move || -> Result<()> {
-            std::fs::create_dir_all(&tmp)?;
+            let tmp = tmp?;
             let r = Floor { buffer_mb, session, slice }.run(&bin, &pids, &tmp, &done);
             let _ = std::fs::remove_dir_all(&tmp);
             r

@@ -41,8 +41,7 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     }
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
+    let tmp = util::scratch_dir("bench-memory")?;
     println!("load average at the start: {}", load());
     // The release link places the recording's code together only as far as the file's names
     // are still the binary's (`cargo xtask link-order` renews it).

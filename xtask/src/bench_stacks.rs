@@ -97,8 +97,7 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     }
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    let tmp = std::env::temp_dir().join(format!("clrprobe-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
+    let tmp = util::scratch_dir("bench-stacks")?;
     let mut attach_ms = Vec::new();
     for (workload, configs, title) in [
         ("Cpu", &CPU_CONFIGS[..], "CPU-bound .NET 8 workload (tests/workloads/Cpu.cs)"),

@@ -46,8 +46,7 @@ pub fn run(fresh: bool, runs: usize) -> Result<()> {
     let bin = ebpf::build_userspace()?.canonicalize()?;
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    let tmp = std::env::temp_dir().join(format!("clrprobe-link-order-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
+    let tmp = util::scratch_dir("link-order")?;
     let text = text_symbols(&bin)?;
 
     let mut phases: HashMap<String, (u8, usize)> = HashMap::new();

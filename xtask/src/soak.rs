@@ -102,8 +102,7 @@ pub fn run(minutes: u64, sample_seconds: u64, every_ms: u64, busy: usize, extra:
     if busy > 0 {
         std::thread::sleep(Duration::from_secs(3));
     }
-    let out = std::env::temp_dir().join(format!("clrprobe-soak-{}", std::process::id()));
-    std::fs::create_dir_all(&out)?;
+    let out = util::scratch_dir("soak")?;
     let me = std::process::id().to_string();
     let mut clrprobe = Command::new("nice")
         .args(["-n", "5"])

@@ -107,3 +107,14 @@ pub fn median(v: &[f64]) -> f64 {
 pub fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
+
+/// A new private directory `$TMPDIR/clrprobe-TAG-XXXXXX` (mkdtemp: mode 0700, a random name;
+/// nothing planted in /tmp is followed or reused). Kept: the caller removes it.
+pub fn scratch_dir(tag: &str) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    // tempfile's default mode is 0777 less the umask: ask for 0700 as mkdtemp gives.
+    Ok(tempfile::Builder::new()
+        .prefix(&format!("clrprobe-{tag}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir().with_context(|| format!("making a scratch directory under {}", std::env::temp_dir().display()))?.keep())
+}

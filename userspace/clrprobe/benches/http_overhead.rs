@@ -163,8 +163,7 @@ fn main() {
             .unwrap_or(d)
     };
     let (runs, rounds) = (env("HTTP_BENCH_RUNS", 5), env("HTTP_BENCH_ROUNDS", 300));
-    let dir = std::env::temp_dir().join(format!("clrprobe-http-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("http-bench");
     let configs = [
         Config::Alone,
         Config::Floor,

@@ -246,7 +246,7 @@ Rss:                  64 kB
         assert!(loaded.iter().any(|p| p.contains("libc.so")), "{loaded:?}");
         // A file of our own mapped read-only, its pages touched: resident, eligible by its
         // kind, but not released.
-        let path = std::env::temp_dir().join(format!("own-pages-{}", std::process::id()));
+        let path = clrprobe_tests::scratch_file("own-pages", "mapped");
         std::fs::write(&path, vec![7u8; 1 << 16]).unwrap();
         let f = std::fs::File::open(&path).unwrap();
         // SAFETY: a fresh read-only private mapping of a file we own, unmapped below.

@@ -51,7 +51,7 @@ struct Agent {
 impl Agent {
     fn start(extra: &[&str]) -> Agent {
         let port = free_port();
-        let log = std::env::temp_dir().join(format!("clrprobe-agent-{}-{port}.log", std::process::id()));
+        let log = clrprobe_tests::scratch_file("agent", &format!("{port}.log"));
         let child = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
             .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
             .args(extra)
@@ -114,8 +114,7 @@ impl Prometheus {
     /// loopback port, scraping the agent every second.
     fn start(agent_port: u16) -> Prometheus {
         let port = free_port();
-        let dir = std::env::temp_dir().join(format!("clrprobe-prometheus-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = clrprobe_tests::scratch_dir(&format!("prometheus-{port}"));
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -228,7 +227,7 @@ fn go_pprof_raw(url: &str) -> String {
     let out = Command::new("go")
         .args(["tool", "pprof", "-raw", "-symbolize=none"])
         .arg(url)
-        .env("HOME", std::env::temp_dir())
+        .env("HOME", clrprobe_tests::scratch_dir("go-home"))
         .output()
         .expect("go (Debian golang-go, installed by cargo xtask test) runs");
     assert!(out.status.success(), "go tool pprof {url}: {}", String::from_utf8_lossy(&out.stderr));
@@ -297,8 +296,7 @@ fn gc_cpu_of_record_all_and_of_the_agent_agree_with_record_p_within_10_percent()
     require_root();
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let agent = Agent::start(&["--all", "--parent", &std::process::id().to_string(), "-F", "999"]);
-    let dir = std::env::temp_dir().join(format!("clrprobe-agent-gc-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("agent-gc");
     let spawn = |args: &[&str], name: &str| {
         Command::new(env!("CARGO_BIN_EXE_clrprobe"))
             .args(["record", "--json", "--quiet", "--cpu", "-F", "999", "--format", "pprof", "-o"])

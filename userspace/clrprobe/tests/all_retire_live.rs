@@ -45,8 +45,7 @@ fn start_orphan(w: &Workload) -> u32 {
 #[test]
 fn record_all_folds_exited_processes_and_leaves_others_alone() {
     require_root();
-    let dir = std::env::temp_dir().join(format!("clrprobe-retire-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("retire");
     let prefix = dir.join("host");
     let prefix_s = prefix.to_str().unwrap().to_string();
     let me = std::process::id().to_string();

@@ -32,8 +32,7 @@ fn doctor_without_privileges_names_what_is_missing() {
     require_root();
     // Copy the binary where an unprivileged user can execute it (the target dir may be under
     // /root), then run it as nobody with no capabilities.
-    let dir = std::env::temp_dir().join(format!("clrprobe-doctor-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("doctor");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = dir.join("clrprobe");
     std::fs::copy(env!("CARGO_BIN_EXE_clrprobe"), &bin).unwrap();

@@ -12,8 +12,7 @@ const GC_FRAME: &str = "Garbage Collector";
 /// Records `w` (until it exits, or for `-d` s); returns the summary, the profile read back
 /// from pprof, the Firefox profile's text and `clrprobe report`'s text of the pprof.
 fn record(w: &mut Running, name: &str, extra: &[&str]) -> (Value, Profile, String, String) {
-    let dir = std::env::temp_dir().join(format!("clrprobe-gc-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir(&format!("gc-{name}"));
     let prefix = dir.join("p");
     let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args(["record", "--json", "--quiet", "--format", "pprof,firefox", "--cpu", "-F", "999", "-p", &w.pid.to_string(), "-o"])

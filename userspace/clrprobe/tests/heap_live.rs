@@ -14,10 +14,7 @@ use serde_json::Value;
 const NODE_SIZE: u64 = 32;
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-heap-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("heap-{name}"))
 }
 
 fn clrprobe(args: &[&str]) -> Output {

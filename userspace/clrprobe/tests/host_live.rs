@@ -16,9 +16,7 @@ mod common;
 use common::{read, samples_with};
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-host-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("host-{name}"))
 }
 
 /// A workload run by `unshare --mount --pid --fork` with a tmpfs on /tmp: its diagnostics

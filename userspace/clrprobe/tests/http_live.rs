@@ -19,10 +19,7 @@ const ROUNDS: u32 = 10;
 const SLOW_MS: f64 = 300.0;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-http-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+        clrprobe_tests::scratch_dir(&format!("http-{name}"))
 }
 
 /// The Http workload: requests start once a session has enabled TplEventSource (the workload

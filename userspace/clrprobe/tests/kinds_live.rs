@@ -171,8 +171,7 @@ fn off_cpu_time_of_a_sleeping_thread_within_10_percent() {
 fn report_prints_top_frames_contended_sites_owners_and_wait_percentiles() {
     require_root();
     let mut w = Workload::new("LockWait", Runtime::Net8).arg(40).arg(1500).arg(20).start().unwrap();
-    let dir = std::env::temp_dir().join(format!("clrprobe-report-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("report");
     let prefix = dir.join("p");
     let rec = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         // 999 Hz: the workload mostly sleeps and waits (tens of ms of CPU), too few for a

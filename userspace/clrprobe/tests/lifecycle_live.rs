@@ -16,9 +16,7 @@ use clrprobe_tests::{Runtime, Workload, require_root};
 use serde_json::Value;
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-life-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("life-{name}"))
 }
 
 /// A clrprobe run in the background, its output gathered.

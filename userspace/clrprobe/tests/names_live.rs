@@ -17,9 +17,7 @@ const SECONDS: u32 = 12;
 const ATTACHED_SECONDS: u32 = 60;
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-names-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("names-{name}"))
 }
 
 /// Per pid: (samples with a managed leaf, those with every frame named); prints the heaviest

@@ -35,7 +35,7 @@ fn hooks(pid: u32) -> BTreeSet<String> {
 fn types_while_recording(defer: Option<&str>) -> BTreeSet<String> {
     require_root();
     let w = Workload::new("Switches", Runtime::Net8).arg(20).arg(30).start().unwrap();
-    let out = std::env::temp_dir().join(format!("clrprobe-hooks-{}-{}", std::process::id(), defer.unwrap_or("default")));
+    let out = clrprobe_tests::scratch_file("hooks", defer.unwrap_or("default"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_clrprobe"));
     cmd.args(["record", "--offcpu", "--quiet", "--format", "pprof", "-d", "3", "-p", &w.pid.to_string(), "-o", out.to_str().unwrap()]);
     cmd.env_remove("CLRPROBE_DEFER_USER");

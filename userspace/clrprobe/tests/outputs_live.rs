@@ -14,10 +14,7 @@ use serde_json::Value;
 const SECONDS: f64 = 4.0;
 
 fn out_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-outputs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+        clrprobe_tests::scratch_dir(&format!("outputs-{name}"))
 }
 
 fn clrprobe(args: &[&str]) -> (String, String) {
@@ -32,7 +29,7 @@ fn go_pprof(args: &[&str], file: &Path) -> Vec<u8> {
         .args(["tool", "pprof"])
         .args(args)
         .arg(file)
-        .env("HOME", std::env::temp_dir())
+        .env("HOME", clrprobe_tests::scratch_dir("go-home"))
         .output()
         .expect("go (Debian golang-go, installed by cargo xtask test) runs");
     assert!(out.status.success(), "go tool pprof {args:?} {}: {}", file.display(), String::from_utf8_lossy(&out.stderr));

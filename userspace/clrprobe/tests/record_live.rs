@@ -16,9 +16,7 @@ struct Recording {
 }
 
 fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-record-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("record-{name}"))
 }
 
 fn record(pid: u32, name: &str, extra: &[&str]) -> Recording {
@@ -173,7 +171,7 @@ fn go_tool_pprof_reads_the_profile() {
     let out = Command::new("go")
         .args(["tool", "pprof", "-top", "-symbolize=none"])
         .arg(r.file(".cpu.pb.gz"))
-        .env("HOME", std::env::temp_dir())
+        .env("HOME", clrprobe_tests::scratch_dir("go-home"))
         .output()
         .expect("go (Debian golang-go, installed by cargo xtask test) runs");
     let text = String::from_utf8_lossy(&out.stdout);

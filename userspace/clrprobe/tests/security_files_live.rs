@@ -63,9 +63,7 @@ const SECRET: &[u8] = b"root's secret\n";
 
 impl Secret {
     fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("clrprobe-sf-secret-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir(&dir).unwrap();
+        let dir = clrprobe_tests::scratch_dir(&format!("sf-secret-{name}"));
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
         let file = dir.join("secret");
         std::fs::write(&file, SECRET).unwrap();
@@ -206,8 +204,7 @@ fn a_missing_output_directory_is_created_for_the_sudo_user() {
 }
 
 fn record_json(pid: u32, name: &str, extra: &[&str]) -> (Value, String) {
-    let dir = std::env::temp_dir().join(format!("clrprobe-sf-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir(&format!("sf-{name}"));
     let prefix = dir.join("profile");
     let mut args = vec!["record", "--json", "--quiet", "--format", "pprof", "-d", "2"];
     let pid_s = pid.to_string();
@@ -297,7 +294,7 @@ fn a_fake_diagnostics_socket_of_another_user_is_refused() {
     // /tmp): root's, but not named for this process: not used in place of the refused one.
     let stale = format!("/tmp/dotnet-diagnostic-{pid}-{}-socket", start - 1);
     drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
-    let out_file = std::env::temp_dir().join(format!("clrprobe-sf-fake-{}.nettrace", std::process::id()));
+    let out_file = clrprobe_tests::scratch_file("sf-fake", "out.nettrace");
     let (out, _) = clrprobe(&["trace", "-p", &pid.to_string(), "--duration", "1", "-o", out_file.to_str().unwrap()], Duration::from_secs(20));
     let err = stderr(&out);
     assert!(!out.status.success(), "{err}");
@@ -338,8 +335,7 @@ fn peak_rss_kib(args: &[&str]) -> (Output, u64) {
 fn a_300_mb_single_line_perf_map_is_read_within_its_cap() {
     require_root();
     let w = Workload::new("Cpu", Runtime::Net8).arg(60).start().unwrap();
-    let dir = std::env::temp_dir().join(format!("clrprobe-sf-bigmap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("sf-bigmap");
     let prefix = dir.join("p");
     let pid = w.pid.to_string();
     let args = ["record", "--quiet", "--format", "pprof", "-d", "2", "-p", &pid, "-o", prefix.to_str().unwrap()];
@@ -367,8 +363,7 @@ fn a_300_mb_single_line_perf_map_is_read_within_its_cap() {
 
 #[test]
 fn a_pprof_bomb_is_refused_in_one_line_within_the_decode_cap() {
-    let dir = std::env::temp_dir().join(format!("clrprobe-sf-bomb-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("sf-bomb");
     // 24 M empty samples: 48 MB of protobuf in a 48 KB gzip file.
     let path = dir.join("empty-samples.pb.gz");
     let mut gz = flate2::write::GzEncoder::new(std::fs::File::create(&path).unwrap(), flate2::Compression::best());
@@ -390,8 +385,7 @@ fn a_pprof_bomb_is_refused_in_one_line_within_the_decode_cap() {
 
 #[test]
 fn report_into_a_closed_pipe_exits_quietly() {
-    let dir = std::env::temp_dir().join(format!("clrprobe-sf-pipe-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("sf-pipe");
     let path = dir.join("p.pb.gz");
     use clrprobe_profile::{Frame, FrameKind, LabelSet, ProfileBuilder, SampleType};
     let mut b = ProfileBuilder::new(vec![SampleType::new("cpu", "samples")]);

@@ -60,8 +60,7 @@ fn socket_of(pid: u32) -> bool {
 #[test]
 fn a_runtime_suspended_at_start_up_is_left_alone_then_runs() {
     require_root();
-    let dir = std::env::temp_dir().join(format!("clrprobe-suspended-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("suspended");
     // Waits at start-up for a diagnostics client to resume it (its server answers meanwhile).
     let mut w = spawn(&Workload::new("Sleeper", Runtime::Net8).arg(3).arg(100).env("DOTNET_DefaultDiagnosticPortSuspend", "1"));
     let t0 = Instant::now();
@@ -97,8 +96,7 @@ fn a_runtime_suspended_at_start_up_is_left_alone_then_runs() {
 #[test]
 fn two_all_recordings_over_starting_processes_hang_none() {
     require_root();
-    let dir = std::env::temp_dir().join(format!("clrprobe-race-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("race");
     let me = std::process::id().to_string();
     let a = record(&["--all", "--parent", &me, "-d", "20"], &dir.join("a"));
     let b = record(&["--all", "--parent", &me, "-d", "20"], &dir.join("b"));

@@ -12,7 +12,7 @@ use clrprobe_eventpipe::nettrace::{NetTraceReader, StreamStatus};
 use clrprobe_tests::{Runtime, Running, Workload, require_root};
 
 fn trace_file(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("clrprobe-trace-{name}-{}.nettrace", std::process::id()))
+    clrprobe_tests::scratch_file("trace", &format!("{name}.nettrace"))
 }
 
 /// Runs `clrprobe trace` on `w` until it exits (or `max` passes).

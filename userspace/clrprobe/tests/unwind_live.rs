@@ -60,8 +60,7 @@ fn blocked_threads_reach_their_methods_launched(runtime: Runtime) {
     require_root();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let cmd = Workload::new("Blockers", runtime).arg(5000).command().unwrap();
-    let dir = std::env::temp_dir().join(format!("clrprobe-unwind-launch-{runtime:?}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir(&format!("unwind-launch-{runtime:?}"));
     let prefix = dir.join("p");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args(["record", "--offcpu", "--quiet", "--format", "pprof", "-o"])

@@ -12,10 +12,7 @@ use std::{
 use clrprobe_eventpipe::ipc::{Endpoint, IpcError};
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("clrprobe-connect-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+        clrprobe_tests::scratch_dir(&format!("connect-{name}"))
 }
 
 /// A listening socket at `path` with `backlog`, never accepting.

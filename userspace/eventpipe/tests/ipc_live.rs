@@ -286,8 +286,7 @@ fn discovery_finds_the_socket_and_reports_missing_ones() {
     assert_eq!(name, format!("dotnet-diagnostic-{}-{start_time}-socket", w.pid));
 
     // TMPDIR of the target is honoured.
-    let dir = std::env::temp_dir().join(format!("clrprobe-ipc-tmpdir-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("mkdir");
+    let dir = clrprobe_tests::scratch_dir("ipc-tmpdir");
     let w2 = start(Workload::new("Exceptions", Runtime::Net8).arg(60).arg(0).arg(0).env("TMPDIR", dir.to_str().expect("utf8"))).expect("start");
     let ep = find_socket(w2.pid).expect("socket in TMPDIR");
     assert!(ep.path().starts_with(&dir) || ep.path().starts_with(format!("/proc/{}/root", w2.pid)), "{ep:?}");

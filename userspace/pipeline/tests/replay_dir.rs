@@ -103,9 +103,7 @@ fn a_saved_directory_replays_to_the_same_bytes_with_the_streams_counts() {
     let bytes = std::fs::read(testdata(TRACE)).unwrap();
     let (first, last, restarts, methods, total) = stream_facts(&bytes);
     assert!(restarts > 1000 && methods > 100, "{restarts} {methods}");
-    let dir = std::env::temp_dir().join(format!("clrprobe-replay-dir-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("replay-dir");
     save(&dir, &bytes, first, last);
 
     let a = replay(&dir);
@@ -127,9 +125,7 @@ fn a_saved_directory_replays_to_the_same_bytes_with_the_streams_counts() {
 
 #[test]
 fn a_damaged_directory_is_refused_with_the_reason() {
-    let dir = std::env::temp_dir().join(format!("clrprobe-replay-bad-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir("replay-bad");
     let err = Replay::open(&dir).err().unwrap().to_string();
     assert!(err.contains("records.clrraw") && err.contains("--replay"), "{err}");
     std::fs::write(dir.join(RECORDS_FILE), b"PK\x03\x04 not ours").unwrap();

@@ -8,9 +8,7 @@ use clrprobe_profile::safe_file::OutputDir;
 
 #[test]
 fn stale_temporary_outputs_are_removed_and_nothing_else() {
-    let d = std::env::temp_dir().join(format!("clrprobe-stale-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = clrprobe_tests::scratch_dir("stale");
     // A pid that is no process: the highest possible one.
     let dead = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse::<u32>().unwrap() - 1;
     let stale = format!(".host.cpu.pb.gz.{dead}.0.tmp");

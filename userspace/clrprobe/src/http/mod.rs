@@ -127,9 +127,7 @@ mod tests {
 
     #[test]
     fn companion_next_to_either_pprof_name() {
-        let dir =
-            std::env::temp_dir().join(format!("clrprobe-http-companion-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = clrprobe_tests::scratch_dir("http-companion");
         let j = dir.join("run.http.jsonl");
         write_jsonl(&j, &[]).unwrap();
         assert_eq!(

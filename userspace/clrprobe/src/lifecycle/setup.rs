@@ -122,8 +122,7 @@ mod tests {
     use super::*;
 
     fn test_dir() -> &'static StateDir {
-        let path = std::env::temp_dir().join(format!("clrprobe-setup-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
+        let path = clrprobe_tests::scratch_file("setup-test", "state");
         Box::leak(Box::new(StateDir::open_at(path.to_str().unwrap()).unwrap()))
     }
 

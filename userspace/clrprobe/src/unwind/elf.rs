@@ -404,7 +404,7 @@ mod tests {
     /// gives zeros to the unwinder, not a signal: the frame fails to unwind.
     #[test]
     fn truncated_file_reads_as_zeros() {
-        let path = std::env::temp_dir().join(format!("clrprobe-sparse-test-{}", std::process::id()));
+        let path = clrprobe_tests::scratch_file("sparse-test", "libc.so.6");
         std::fs::copy(libc_path(), &path).unwrap();
         let sparse = sparse_of(path.to_str().unwrap());
         let starts = fde_starts(&sparse);

@@ -10,8 +10,7 @@ use serde_json::Value;
 /// Records `w` (attached) until it exits; returns the JSON summary and the profile read back
 /// from every kind's pprof.
 pub fn record_until_exit(w: &mut Running, name: &str, kinds: &[&str]) -> (Value, Profile) {
-    let dir = std::env::temp_dir().join(format!("clrprobe-record-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = clrprobe_tests::scratch_dir(&format!("record-{name}"));
     let prefix = dir.join("p");
     let out = Command::new(env!("CARGO_BIN_EXE_clrprobe"))
         .args(["record", "--json", "--quiet", "--format", "pprof", "-p", &w.pid.to_string(), "-o"])

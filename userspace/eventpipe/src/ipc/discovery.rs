@@ -281,7 +281,7 @@ pub(crate) mod linux {
         /// A fake /proc entry whose TMPDIR holds several candidate sockets (plain files).
         #[test]
         fn picks_start_time_match_else_newest() {
-            let base = std::env::temp_dir().join(format!("clrprobe-ipc-discovery-{}", std::process::id()));
+            let base = clrprobe_tests::scratch_dir("ipc-discovery");
             let (proc_root, tmp) = (base.join("proc"), base.join("tmp"));
             let pid = 4_000_001u32; // beyond pid_max: never collides with a real socket in /tmp
             let pdir = proc_root.join(pid.to_string());
@@ -321,7 +321,7 @@ pub(crate) mod linux {
         /// is taken: a time namespace shifts the name's key, not the file's time).
         #[test]
         fn a_socket_older_than_the_process_is_not_taken() {
-            let base = std::env::temp_dir().join(format!("clrprobe-ipc-stale-{}", std::process::id()));
+            let base = clrprobe_tests::scratch_dir("ipc-stale");
             let (proc_root, tmp) = (base.join("proc"), base.join("tmp"));
             let pid = 4_000_002u32;
             let pdir = proc_root.join(pid.to_string());
@@ -361,8 +361,7 @@ pub(crate) mod linux {
         /// Only a socket (not a link, not a file) owned by the target's user or root is used.
         #[test]
         fn refuses_files_links_and_foreign_sockets() {
-            let base = std::env::temp_dir().join(format!("clrprobe-ipc-untrusted-{}", std::process::id()));
-            std::fs::create_dir_all(&base).unwrap();
+            let base = clrprobe_tests::scratch_dir("ipc-untrusted");
             let meta = |p: &Path| std::fs::symlink_metadata(p).unwrap();
             let file = base.join("file");
             std::fs::write(&file, b"").unwrap();

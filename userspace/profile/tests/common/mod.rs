@@ -60,12 +60,9 @@ pub fn known_profile() -> Profile {
     b.build()
 }
 
-/// A fresh scratch directory under the system temp dir.
+/// A new private scratch directory under the system temp dir (see `clrprobe_tests::scratch_dir`).
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("clrprobe-profile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    clrprobe_tests::scratch_dir(&format!("profile-{name}"))
 }
 
 /// `p` as a pprof file keeps it: no markers, no frame attributes other than `unnamed`.
