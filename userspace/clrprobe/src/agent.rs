@@ -64,7 +64,7 @@ pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(So
         ..AggregatorConfig::default()
     };
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(AgentError::Runtime)?;
-    let (host, fallback) = sources::spawn(args.host.clone(), rec_tx, stop)?;
+    let (host, fallback, _) = sources::spawn(args.host.clone(), rec_tx, stop)?;
     on_ready(local, fallback.as_deref());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(AgentError::Runtime)?;
     let served = rt.block_on(async {

@@ -96,6 +96,10 @@ fn cpu_split_on_net8(sampler: &str) {
     assert_eq!(s["perf_maps"][0][1], "enabled-by-clrprobe", "{s}");
     assert!(!perf_map_exists(w.pid), "perf map file left behind");
     assert_eq!(s["sampler"], if sampler == "bpf" { "bpf" } else { "perf-event" });
+    // Off-CPU time comes from BPF's sched_switch program: the perf_event sampler has none, and
+    // then no (empty) off-CPU profile is written and the summary says so.
+    assert_eq!(s["offcpu"], sampler == "bpf", "{s}");
+    assert_eq!(r.file(".offcpu.pb.gz").exists(), sampler == "bpf", "{}", r.file(".offcpu.pb.gz").display());
     // Neither sampler loses samples: the perf_event fallback's per-thread rings (4 KiB of
     // stack per sample) are emptied by a reader thread, also while a drain symbolizes.
     let lost = s["sampler_stats"]["lost_samples"].as_u64().unwrap();

@@ -44,6 +44,8 @@ pub struct Recorded {
     pub processes: Vec<(u32, String, u64, u64, u64)>,
     /// The BPF sampler ran (not the perf_event fallback).
     pub bpf: bool,
+    /// Off-CPU time was recorded (the sched_switch program attached).
+    pub offcpu: bool,
     /// The host source's account (None: it did not stop in time).
     pub host: Option<HostReport>,
     /// Named processes that are not .NET (followed without a set-up).
@@ -168,8 +170,11 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         // still the shell that execs it).
         let _ = q_tx.send(Query::Expect(args.pids.clone()));
     }
-    let (host, fallback) = sources::spawn(host, rec_tx, stop)?;
+    let (host, fallback, offcpu_on) = sources::spawn(host, rec_tx, stop)?;
     let bpf = fallback.is_none();
+    // Off-CPU time is recorded only where the sched_switch program attached (BPF sampler):
+    // without it, no empty off-CPU profile is written and the summary says so.
+    let offcpu = args.kinds.offcpu && offcpu_on;
     // Loading BPF ran code that nothing runs again (see own_pages).
     crate::own_pages::release_code("loading BPF");
     let mut warnings: Vec<String> = fallback.into_iter().collect();
@@ -179,7 +184,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         started_mono_ns: start_mono as i64,
         start_unix_ns: start_mono.saturating_add_signed(unix_offset_ns),
         cpu_period_ms: 1e3 / args.freq.max(1) as f64,
-        offcpu: args.kinds.offcpu && bpf,
+        offcpu,
     };
     // Host-wide: exited processes are folded as they go (their files written then; with
     // `--http`, their requests named and placed among their samples then).
@@ -190,7 +195,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             start_unix_ns: at.saturating_add_signed(unix_offset_ns),
             duration_ns: 0,
             cpu: args.kinds.cpu,
-            offcpu: args.kinds.offcpu,
+            offcpu,
             gc_root: crate::record::gc::gc_frame(),
             thread_roots: args.thread_roots,
         };
@@ -201,7 +206,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
             types.push(SampleType::new(kinds::CPU, units::SAMPLES));
         }
         types.extend(events.sample_types());
-        if args.kinds.offcpu {
+        if offcpu {
             types.push(SampleType::new(kinds::OFF_CPU, units::NANOSECONDS));
         }
         let mut folding = super::fold::Folding::new(base, types, args.fold_files.clone());
@@ -287,7 +292,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
         start_unix_ns: start_mono.saturating_add(attached.as_nanos() as u64).saturating_add_signed(unix_offset_ns),
         duration_ns: duration.as_nanos() as u64,
         cpu: args.kinds.cpu,
-        offcpu: args.kinds.offcpu,
+        offcpu,
         gc_root: crate::record::gc::gc_frame(),
         thread_roots: args.thread_roots,
     };
@@ -397,7 +402,7 @@ pub fn run(args: &RecordArgs, stop: &'static AtomicBool, mut on_status: impl FnM
     let profile = crate::record::http::add_markers(profile, &http).map_err(|e| PipelineRecordError::Aggregator(e.to_string()))?;
     warnings.extend(warn_rx.try_iter());
     warnings.dedup();
-    Ok(Recorded { profile, reports: c.reports, health: c.health, warnings, duration, time_to_attach: attached, stop_time: done_at.elapsed(), processes: c.processes, bpf, host: host_report, natives, saved_raw, http, folded })
+    Ok(Recorded { profile, reports: c.reports, health: c.health, warnings, duration, time_to_attach: attached, stop_time: done_at.elapsed(), processes: c.processes, bpf, offcpu, host: host_report, natives, saved_raw, http, folded })
 }
 
 /// Slots of the channel from the sources to the aggregator. Each is 88 bytes and every one is
@@ -449,7 +454,7 @@ pub fn summary(r: &Recorded, args: &RecordArgs) -> crate::record::RecordSummary 
         sampler: args.kinds.cpu.then_some(if r.bpf { crate::sampler::SamplerKind::Bpf } else { crate::sampler::SamplerKind::PerfEvent }),
         time_to_attach: r.time_to_attach,
         duration: r.duration,
-        offcpu: args.kinds.offcpu && r.bpf,
+        offcpu: r.offcpu,
         events: r.reports.clone(),
         warnings: r.warnings.clone(),
         stop_time: r.stop_time,

@@ -133,7 +133,7 @@ impl Watch {
         let (rec_tx, rec_rx) = crossbeam_channel::bounded(16_384);
         let (q_tx, q_rx) = crossbeam_channel::unbounded();
         let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(WatchError::Thread)?;
-        let (host, fallback) = sources::spawn(host, rec_tx, stop)?;
+        let (host, fallback, _) = sources::spawn(host, rec_tx, stop)?;
         Ok(Watch {
             stop,
             host: Some(host),

@@ -135,14 +135,15 @@ pub enum SourceError {
 
 /// Starts the host source on its own thread (the sampler's BPF handles stay on the thread
 /// that loaded them), running until `stop` is set; returns once it is loaded, with why the
-/// BPF sampler was not used, if it was not.
-pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> Result<(std::thread::JoinHandle<()>, Option<String>), SourceError> {
+/// BPF sampler was not used, if it was not, and whether off-CPU time is recorded (the
+/// sched_switch program attached: not with the perf_event sampler or when attaching failed).
+pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> Result<(std::thread::JoinHandle<()>, Option<String>, bool), SourceError> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let host = std::thread::Builder::new()
         .name("host-source".into())
         .spawn(move || match HostSource::start(cfg, tx) {
             Ok(source) => {
-                let _ = ready_tx.send(Ok(source.fallback.clone()));
+                let _ = ready_tx.send(Ok((source.fallback.clone(), source.offcpu_on)));
                 source.run(stop);
             }
             Err(e) => {
@@ -151,7 +152,7 @@ pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> 
         })
         .map_err(SourceError::Thread)?;
     match ready_rx.recv() {
-        Ok(Ok(fallback)) => Ok((host, fallback)),
+        Ok(Ok((fallback, offcpu_on))) => Ok((host, fallback, offcpu_on)),
         Ok(Err(e)) => {
             let _ = host.join();
             Err(e)
