@@ -120,6 +120,9 @@ pub enum Record {
     Cpu(StackRecord),
     OffCpu(StackRecord),
     Clr(ClrRecord),
+    /// Runtime events of one process read together, in order (a live source sends a block's
+    /// events at once: one message and one wake-up of the aggregator's per batch, not per event).
+    ClrBatch(Vec<ClrRecord>),
     /// One value of a runtime EventCounter (System.Runtime's `EventCounters` event): the
     /// mean of a polling counter, or the increment of an incrementing one over its interval,
     /// rounded (the thread-pool counters are whole numbers).
