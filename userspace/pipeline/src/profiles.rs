@@ -74,6 +74,50 @@ fn identity_hash(pid: u32, tid: u64, stack: &[u64], leaf: Option<&str>, labels: 
     h.finish()
 }
 
+/// Equal strings; the value names are constants, most often the same one (no byte compare).
+#[inline]
+fn same_str(a: &str, b: &str) -> bool {
+    std::ptr::eq(a, b) || a == b
+}
+
+/// The last [`Utf16Names::SLOTS`] UTF-16 names decoded, by their bytes: a busy app allocates
+/// and throws the same few types, with the same few messages.
+#[derive(Debug, Default)]
+struct Utf16Names {
+    slots: Vec<(Vec<u8>, String)>,
+    /// The slot a new name takes once they are all used.
+    next: usize,
+}
+
+impl Utf16Names {
+    const SLOTS: usize = 8;
+
+    /// `s` decoded (lossily).
+    fn get(&mut self, s: clr_events::Utf16Str<'_>) -> &str {
+        let raw = s.as_bytes();
+        let i = match self.slots.iter().position(|(r, _)| r[..] == *raw) {
+            Some(i) => i,
+            None => {
+                let i = if self.slots.len() < Self::SLOTS {
+                    self.slots.push(Default::default());
+                    self.slots.len() - 1
+                } else {
+                    let i = self.next;
+                    self.next = (i + 1) % Self::SLOTS;
+                    i
+                };
+                let (r, d) = &mut self.slots[i];
+                r.clear();
+                r.extend_from_slice(raw);
+                d.clear();
+                s.push_lossy(d);
+                i
+            }
+        };
+        &self.slots[i].1
+    }
+}
+
 /// Most events a sample gets at most: an allocation's two values, a wait's two.
 const MAX_VALUES: usize = 2;
 
@@ -110,11 +154,12 @@ pub struct EventProfiles {
     /// Bytes and objects by allocated type (Fx: looked up at every allocation event; the
     /// report sorts them).
     alloc_by_type: HashMap<String, (f64, f64), IdentityHasher>,
-    /// An allocated type's name, decoded into this buffer to be looked up (a String per
-    /// allocation event was a tenth of the aggregator's work on an allocating app).
-    type_name: String,
-    /// … and an exception's message.
-    message: String,
+    /// Allocated and thrown types' names lately decoded, by their UTF-16 bytes (a String per
+    /// allocation event was a tenth of the aggregator's work on an allocating app; decoding
+    /// one into a kept buffer ~280 instructions).
+    type_names: Utf16Names,
+    /// … and exceptions' messages.
+    messages: Utf16Names,
     pub events: u64,
     /// Every GC seen, whatever the kinds (GC events arrive with the GC keyword).
     pub gc: GcTimeline,
@@ -144,8 +189,8 @@ impl EventProfiles {
             exceptions: Exceptions::default(),
             waits: Waits::default(),
             alloc_by_type: HashMap::default(),
-            type_name: String::new(),
-            message: String::new(),
+            type_names: Utf16Names::default(),
+            messages: Utf16Names::default(),
             events: 0,
             gc: GcTimeline::default(),
             span: None,
@@ -185,33 +230,26 @@ impl EventProfiles {
             }
             ClrEvent::AllocationTick(t) if self.kinds.alloc => {
                 let amount = t.allocation_amount64.unwrap_or(t.allocation_amount as u64);
-                let mut ty = std::mem::take(&mut self.type_name);
-                ty.clear();
-                match t.type_name {
-                    Some(n) => n.push_lossy(&mut ty),
-                    None => ty.push_str("<unknown type>"),
-                }
-                self.alloc(ev, &ty, heap(t.kind), estimate_tick(amount, t.object_size));
-                self.type_name = ty;
+                let mut names = std::mem::take(&mut self.type_names);
+                let ty = match t.type_name {
+                    Some(n) => names.get(n),
+                    None => "<unknown type>",
+                };
+                self.alloc(ev, ty, heap(t.kind), estimate_tick(amount, t.object_size));
+                self.type_names = names;
             }
             ClrEvent::AllocationSampled(s) if self.kinds.alloc => {
-                let mut ty = std::mem::take(&mut self.type_name);
-                ty.clear();
-                s.type_name.push_lossy(&mut ty);
-                self.alloc(ev, &ty, heap(s.kind), estimate_sampled(s.object_size));
-                self.type_name = ty;
+                let mut names = std::mem::take(&mut self.type_names);
+                self.alloc(ev, names.get(s.type_name), heap(s.kind), estimate_sampled(s.object_size));
+                self.type_names = names;
             }
             ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => {
-                // Decoded into buffers kept for the next event, as allocated type names are.
-                let (mut ty, mut msg) = (std::mem::take(&mut self.type_name), std::mem::take(&mut self.message));
-                ty.clear();
-                msg.clear();
-                e.exception_type.push_lossy(&mut ty);
-                e.message.push_lossy(&mut msg);
-                let label = self.exceptions.message_label(&ty, &msg);
-                self.exceptions.count(&ty, label, ev.stack.first().copied());
-                self.add(ev, Some(&ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", &ty), ("exception.message", label)]);
-                (self.type_name, self.message) = (ty, msg);
+                let (mut names, mut messages) = (std::mem::take(&mut self.type_names), std::mem::take(&mut self.messages));
+                let (ty, msg) = (names.get(e.exception_type), messages.get(e.message));
+                let label = self.exceptions.message_label(ty, msg);
+                self.exceptions.count(ty, label, ev.stack.first().copied());
+                self.add(ev, Some(ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", ty), ("exception.message", label)]);
+                (self.type_names, self.messages) = (names, messages);
             }
             ClrEvent::ContentionStart(s) if self.kinds.contention => {
                 let owner = s.lock_owner_thread_id.filter(|&o| o != 0).map(|o| self.threads.owner_os_tid(ev.pid, o));
@@ -274,7 +312,7 @@ impl EventProfiles {
             Some(i) => {
                 let s = &mut self.samples[i];
                 for (slot, &(k, v)) in values.iter().enumerate() {
-                    let pos = match s.values.iter().position(|(kk, _)| *kk == k) {
+                    let pos = match s.values.iter().position(|(kk, _)| same_str(kk, k)) {
                         Some(p) => {
                             s.values[p].1 += v;
                             p

@@ -31,7 +31,7 @@ fn clr(tid: u64, t: u64, event_id: u16, version: u8, p: Payload, stack: &[u64]) 
         event_id,
         version,
         pointer_size: 8,
-        payload: p.buf.into_boxed_slice(),
+        payload: p.buf.into(),
         stack: Arc::from(stack),
     })
 }

@@ -235,7 +235,7 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                     Ok(_) if discard => busy = true,
                     // Runtime events, most records by far, are timed by the batch (two clock
                     // reads per record were 3 % of a busy recording's CPU).
-                    Ok(r @ Record::Clr(_)) => {
+                    Ok(r @ (Record::Clr(_) | Record::ClrBatch(_))) => {
                         s.absorb(r);
                         absorbed += 1;
                         busy = true;
@@ -329,7 +329,7 @@ fn record_kind(r: &Record) -> &'static str {
     match r {
         Record::Cpu(_) => "cpu",
         Record::OffCpu(_) => "offcpu",
-        Record::Clr(_) => "clr",
+        Record::Clr(_) | Record::ClrBatch(_) => "clr",
         Record::Started(_) => "started",
         Record::Exited { .. } => "exited",
         Record::Tick { .. } => "tick",

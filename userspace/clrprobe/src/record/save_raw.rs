@@ -294,7 +294,7 @@ pub fn record(r: &Record) {
             s.send(RawItem::Record(r.clone()));
         }
         Record::ThreadCpu { .. } | Record::ProcessCpu { .. } | Record::Lost { .. } => s.send(RawItem::Record(r.clone())),
-        Record::Clr(_) | Record::Counter { .. } | Record::AllocSampling { .. } => {}
+        Record::Clr(_) | Record::ClrBatch(_) | Record::Counter { .. } | Record::AllocSampling { .. } => {}
     }
 }
 

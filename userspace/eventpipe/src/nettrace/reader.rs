@@ -168,6 +168,13 @@ impl<R: Read> NetTraceReader<R> {
         s
     }
 
+    /// Events [`next_event`](Self::next_event) hands out before it reads the stream again
+    /// (it may block then, on a live stream).
+    #[inline]
+    pub fn ready(&self) -> usize {
+        self.region.ready()
+    }
+
     /// The next event in timestamp order, `Ok(None)` at the end of the stream (see
     /// [`status`](Self::status) for whether it was complete). After a corrupt block, the events
     /// parsed before it are handed out first, then the error is returned once.

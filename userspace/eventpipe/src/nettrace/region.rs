@@ -178,6 +178,12 @@ impl Region {
         !self.runs.is_empty() || self.indexed < self.events.len()
     }
 
+    /// Ready events not yet handed out.
+    #[inline]
+    pub(crate) fn ready(&self) -> usize {
+        self.out.len().saturating_sub(self.out_pos)
+    }
+
     /// Next ready event (index into `events`), in order.
     #[inline]
     pub(crate) fn next_ready(&mut self) -> Option<usize> {

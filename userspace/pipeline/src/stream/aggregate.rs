@@ -271,6 +271,11 @@ impl Aggregator {
             Record::Cpu(s) => self.cpu_sample(s),
             Record::OffCpu(s) => self.offcpu(s),
             Record::Clr(c) => self.clr(&c),
+            Record::ClrBatch(v) => {
+                for c in &v {
+                    self.clr(c);
+                }
+            }
             Record::Counter { pid, name, value } => {
                 if let Some(p) = self.procs.get_mut(&pid) {
                     p.counters.on_counter(&name, value);

@@ -6,7 +6,7 @@ use std::{io::Read, sync::Arc};
 use clr_events::eventsource::Value;
 use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, ReaderStats, StreamStatus};
 
-use super::records::ClrRecord;
+use super::records::{ClrRecord, Payload};
 
 pub struct ClrStream<R: Read> {
     pid: u32,
@@ -21,6 +21,10 @@ pub struct ClrStream<R: Read> {
     counters: bool,
     /// Stacks sent lately, shared by the records that repeat them.
     stacks: StackCache,
+    /// [`ClrStream::next_items_tapped`]: the batch's payloads, and where each event's is
+    /// (index in the batch, start, end).
+    chunk: Vec<u8>,
+    ranges: Vec<(usize, usize, usize)>,
 }
 
 /// The stacks of the records sent lately, by a hash of their addresses (direct-mapped,
@@ -62,7 +66,7 @@ impl<R: Read> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new() })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new() })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -78,7 +82,8 @@ impl<R: Read> ClrStream<R> {
     pub fn next_record(&mut self) -> Result<Option<ClrRecord>, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev)))
+        let payload = Payload::from(ev.raw_event().payload);
+        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload)))
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
@@ -106,8 +111,69 @@ impl<R: Read> ClrStream<R> {
             if !(self.keep)(raw.provider, raw.event_id) {
                 continue;
             }
-            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev))));
+            let payload = Payload::from(raw.payload);
+            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload))));
         }
+    }
+
+    /// [`ClrStream::next_item_tapped`] a batch at a time: the items of the events read so far
+    /// appended to `out`, until the reader would read the stream again (only the first item
+    /// may wait for it) or `max` items are there. The batch's payloads share one buffer: one
+    /// allocation here and one free where the last of them is dropped (a live source's
+    /// records are freed on the aggregator's thread: per event, that was glibc's arena lock
+    /// and a cache miss on another core each time). The items read are in `out` whatever the
+    /// result; false at the end of the stream.
+    pub fn next_items_tapped(&mut self, tap: &mut dyn FnMut(&EventRef<'_>), out: &mut Vec<StreamItem>, max: usize) -> Result<bool, NetTraceError> {
+        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
+        let first = out.len();
+        self.chunk.clear();
+        self.ranges.clear();
+        let mut result = Ok(true);
+        while out.len() - first < max {
+            if out.len() > first && self.reader.ready() == 0 {
+                break;
+            }
+            let ev = match self.reader.next_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => {
+                    result = Ok(false);
+                    break;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            tap(&ev);
+            let raw = ev.raw_event();
+            if raw.provider == COUNTERS_PROVIDER && self.counters {
+                if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
+                    let value = if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 };
+                    out.push(StreamItem::Counter { name, value });
+                }
+                continue;
+            }
+            if !(self.keep)(raw.provider, raw.event_id) {
+                continue;
+            }
+            let start = self.chunk.len();
+            self.chunk.extend_from_slice(raw.payload);
+            self.ranges.push((out.len(), start, self.chunk.len()));
+            out.push(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, Payload::default())));
+        }
+        if !self.ranges.is_empty() {
+            let buf: Arc<[u8]> = Arc::from(&self.chunk[..]);
+            for &(i, start, end) in &self.ranges {
+                if let (Some(StreamItem::Clr(r)), Some(p)) = (out.get_mut(i), Payload::shared(&buf, start, end)) {
+                    r.payload = p;
+                }
+            }
+        }
+        // A burst's buffer is not kept.
+        if self.chunk.capacity() > CHUNK_KEPT {
+            self.chunk = Vec::new();
+        }
+        result
     }
 
     pub fn pid(&self) -> u32 {
@@ -132,7 +198,7 @@ impl<R: Read> ClrStream<R> {
 
 /// One event as a record on the host's clock; provider names shared through `providers`,
 /// repeated stacks through `stacks`.
-fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, stacks: &mut StackCache, ev: &EventRef<'_>) -> ClrRecord {
+fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
     let raw = ev.raw_event();
     let provider = match providers.iter().find(|p| ***p == *raw.provider) {
         Some(p) => p.clone(),
@@ -149,10 +215,13 @@ fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<st
         event_id: raw.event_id,
         version: raw.version,
         pointer_size,
-        payload: raw.payload.into(),
+        payload,
         stack: stacks.get(ev.stack()),
     }
 }
+
+/// The most of [`ClrStream::next_items_tapped`]'s payload buffer kept between batches.
+const CHUNK_KEPT: usize = 256 * 1024;
 
 /// What [`ClrStream::next_item`] gives a live source.
 pub enum StreamItem {

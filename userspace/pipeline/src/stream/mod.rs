@@ -19,7 +19,7 @@ mod window;
 
 pub use aggregate::{AllocSlices, Aggregator, AggregatorConfig, Health, StackKey, is_gc_thread};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
-pub use records::{ClrRecord, ProcessInfo, Record, StackRecord};
+pub use records::{ClrRecord, Payload, ProcessInfo, Record, StackRecord};
 pub use snapshot::{ProfileKind, Namer};
 pub use combined::CombinedOptions;
 pub use fold::Taken;

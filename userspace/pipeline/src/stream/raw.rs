@@ -202,7 +202,7 @@ pub fn write_item(w: &mut impl Write, item: &RawItem) -> Result<(), RawError> {
             }
             // Both come from the saved nettrace stream, not from the records file; `record`
             // samples allocations without slices.
-            Record::Clr(_) | Record::Counter { .. } | Record::AllocSampling { .. } => return Err(RawError::NotAnItem),
+            Record::Clr(_) | Record::ClrBatch(_) | Record::Counter { .. } | Record::AllocSampling { .. } => return Err(RawError::NotAnItem),
         },
         RawItem::Maps { pid, time_ns, text } => {
             e.u32(*pid);

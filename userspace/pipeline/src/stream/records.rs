@@ -28,9 +28,80 @@ pub struct ClrRecord {
     pub event_id: u16,
     pub version: u8,
     pub pointer_size: u8,
-    pub payload: Box<[u8]>,
+    pub payload: Payload,
     /// Instruction pointers, leaf first (empty when the event has no stack).
     pub stack: Arc<[u64]>,
+}
+
+/// An event's payload bytes: a range of a buffer shared by the events read with it (a live
+/// source copies a batch's payloads into one buffer: one allocation on the reader's thread and
+/// one free on the aggregator's per batch, not per event). Compares and prints as its bytes.
+#[derive(Clone)]
+pub struct Payload {
+    buf: Arc<[u8]>,
+    start: u32,
+    end: u32,
+}
+
+impl Payload {
+    /// `buf[start..end]`; None when the range is not within `buf`.
+    pub fn shared(buf: &Arc<[u8]>, start: usize, end: usize) -> Option<Self> {
+        if start > end || end > buf.len() {
+            return None;
+        }
+        Some(Payload { buf: Arc::clone(buf), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
+    }
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::from(&[][..])
+    }
+}
+
+impl std::ops::Deref for Payload {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // In range by construction (`shared` checks it; the others cover the whole buffer).
+        &self.buf[self.start as usize..self.end as usize]
+    }
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Payload {}
+
+impl std::fmt::Debug for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl From<&[u8]> for Payload {
+    /// A buffer of its own.
+    fn from(b: &[u8]) -> Self {
+        let buf: Arc<[u8]> = Arc::from(b);
+        // NetTrace sizes are u32: a longer buffer is not an event's (its first 4 GiB kept).
+        let end = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+        Payload { buf, start: 0, end }
+    }
+}
+
+impl From<Vec<u8>> for Payload {
+    fn from(b: Vec<u8>) -> Self {
+        Payload::from(&b[..])
+    }
 }
 
 /// A .NET process as discovery describes it; the labels of its metrics.
@@ -49,6 +120,9 @@ pub enum Record {
     Cpu(StackRecord),
     OffCpu(StackRecord),
     Clr(ClrRecord),
+    /// Runtime events of one process read together, in order (a live source sends a block's
+    /// events at once: one message and one wake-up of the aggregator's per batch, not per event).
+    ClrBatch(Vec<ClrRecord>),
     /// One value of a runtime EventCounter (System.Runtime's `EventCounters` event): the
     /// mean of a polling counter, or the increment of an incrementing one over its interval,
     /// rounded (the thread-pool counters are whole numbers).

@@ -124,6 +124,9 @@ impl Drop for EventPipeSource {
     }
 }
 
+/// The most events read before they are sent.
+const BATCH: usize = 256;
+
 /// Bound of each IPC exchange (start, stop) of a second session.
 const SLICE_IPC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -146,32 +149,47 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
         }
     };
     let mut dropped = 0;
-    let mut n: u64 = 0;
+    let mut n: usize = 0;
     let origin_ns = stream.origin_ns();
     let mut tap = |ev: &clrprobe_eventpipe::nettrace::EventRef<'_>| {
         if let Some(t) = net.as_mut() {
             t.collector.on_event(ev);
         }
     };
-    loop {
-        let rec = match stream.next_item_tapped(&mut tap) {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
+    // The events read with a block go as one record, their payloads in one buffer.
+    let mut items = Vec::with_capacity(BATCH);
+    'read: loop {
+        let more = stream.next_items_tapped(&mut tap, &mut items, BATCH);
+        let mut batch = Vec::with_capacity(items.len());
+        for item in items.drain(..) {
+            n += 1;
+            match item {
+                StreamItem::Clr(r) => batch.push(r),
+                StreamItem::Counter { name, value } => {
+                    // In the stream's order: the events before it go first.
+                    if !batch.is_empty() && tx.send(Record::ClrBatch(std::mem::take(&mut batch))).is_err() {
+                        break 'read;
+                    }
+                    if tx.send(Record::Counter { pid, name: Arc::from(name), value }).is_err() {
+                        break 'read;
+                    }
+                }
+            }
+        }
+        if !batch.is_empty() && tx.send(Record::ClrBatch(batch)).is_err() {
+            break;
+        }
+        if n >= 256 {
+            n = 0;
+            lost(pid, &stream.stats(), &mut dropped, tx);
+        }
+        match more {
+            Ok(true) => {}
+            Ok(false) => break,
             Err(e) => {
                 log::warn!("EventPipe stream of {pid}: {e}");
                 break;
             }
-        };
-        let rec = match rec {
-            StreamItem::Clr(r) => Record::Clr(r),
-            StreamItem::Counter { name, value } => Record::Counter { pid, name: Arc::from(name), value },
-        };
-        if tx.send(rec).is_err() {
-            break;
-        }
-        n += 1;
-        if n.is_multiple_of(256) {
-            lost(pid, &stream.stats(), &mut dropped, tx);
         }
     }
     lost(pid, &stream.stats(), &mut dropped, tx);
