@@ -231,7 +231,11 @@ pub fn spawn(cfg: AggregatorConfig, records: Receiver<Record>, queries: Receiver
                 if i % 64 == 63 && !queries.is_empty() {
                     break;
                 }
-                match records.try_recv() {
+                let got = records.try_recv();
+                if let Ok(r) = &got {
+                    super::sources::received(r);
+                }
+                match got {
                     Ok(_) if discard => busy = true,
                     // Runtime events, most records by far, are timed by the batch (two clock
                     // reads per record were 3 % of a busy recording's CPU).
@@ -317,6 +321,7 @@ fn absorb_until(s: &mut State, records: &Receiver<Record>, by: Option<Instant>) 
         }
         match records.try_recv() {
             Ok(r) => {
+                super::sources::received(&r);
                 s.absorb(r);
                 n += 1;
             }

@@ -1,10 +1,17 @@
 //! One EventPipe session per .NET process, read on its own thread; every event goes to the
 //! aggregator undecoded, its time moved onto the host's monotonic clock (on Linux the
 //! runtime's QPC clock is CLOCK_MONOTONIC in ns, so the session's sync time is its origin).
-use std::{sync::Arc, thread::JoinHandle};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, Level, ProviderConfig, SessionConfig, StopHandle};
-use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrStream, Record, StreamItem};
+use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrRecord, ClrStream, Record, StreamItem};
 use crossbeam_channel::Sender;
 
 use crate::record::clr_session::SessionError;
@@ -137,6 +144,47 @@ pub struct NetTap {
     pub parts: Sender<crate::record::http::NetPart>,
 }
 
+/// Runtime events sent to the aggregator and not yet taken off the channel, all readers
+/// together. A batch is one message, so the channel's bound (in messages) no longer bounds the
+/// events queued: readers wait for room below that many events, as when each event was a
+/// message of its own (backpressure on the socket; the runtime drops and counts what its
+/// buffer cannot hold).
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// Events queued that never make a reader wait: 16 full batches (with the recorder's 1024-message
+/// channel, 1024 events made three readers' 256-event blocks wait on one another).
+const MIN_ROOM: usize = 4096;
+/// The longest a reader waits for room before it sends anyway (the channel's bound still holds
+/// in messages): a stalled or departed aggregator never blocks a reader for good.
+const ROOM_WAIT: Duration = Duration::from_secs(1);
+
+/// Sends `batch` once fewer than the channel's capacity of events (at least [`MIN_ROOM`]) are queued (or after
+/// [`ROOM_WAIT`]); false when the aggregator is gone.
+fn send_batch(tx: &Sender<Record>, batch: Vec<ClrRecord>) -> bool {
+    let n = batch.len();
+    let room = tx.capacity().unwrap_or(usize::MAX).max(MIN_ROOM).max(n);
+    let deadline = Instant::now() + ROOM_WAIT;
+    while IN_FLIGHT.load(Ordering::Relaxed) + n > room && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    IN_FLIGHT.fetch_add(n, Ordering::Relaxed);
+    if tx.send(Record::ClrBatch(batch)).is_err() {
+        taken(n);
+        return false;
+    }
+    true
+}
+
+fn taken(n: usize) {
+    let _ = IN_FLIGHT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(n)));
+}
+
+/// The aggregator took `r` off the channel.
+pub fn received(r: &Record) {
+    if let Record::ClrBatch(v) = r {
+        taken(v.len());
+    }
+}
+
 fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<fn(&str, u16) -> bool>, mut net: Option<NetTap>) {
     let mut stream = match ClrStream::new(pid, stream) {
         Ok(s) => match keep {
@@ -167,7 +215,7 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
                 StreamItem::Clr(r) => batch.push(r),
                 StreamItem::Counter { name, value } => {
                     // In the stream's order: the events before it go first.
-                    if !batch.is_empty() && tx.send(Record::ClrBatch(std::mem::take(&mut batch))).is_err() {
+                    if !batch.is_empty() && !send_batch(tx, std::mem::take(&mut batch)) {
                         break 'read;
                     }
                     if tx.send(Record::Counter { pid, name: Arc::from(name), value }).is_err() {
@@ -176,7 +224,7 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
                 }
             }
         }
-        if !batch.is_empty() && tx.send(Record::ClrBatch(batch)).is_err() {
+        if !batch.is_empty() && !send_batch(tx, batch) {
             break;
         }
         if n >= 256 {
