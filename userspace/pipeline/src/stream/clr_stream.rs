@@ -90,33 +90,23 @@ impl<R: Read> ClrStream<R> {
     /// aggregator uses ([`super::wanted`], or what [`ClrStream::only`] keeps; the others are
     /// dropped before their payload is copied). None at the end of the stream.
     pub fn next_item(&mut self) -> Result<Option<StreamItem>, NetTraceError> {
-        self.next_item_tapped(&mut |_| {})
-    }
-
-    /// [`ClrStream::next_item`], every event read (kept or not) shown to `tap` first (a
-    /// recording's EventSource collectors: `record --http`, `--providers`).
-    pub fn next_item_tapped(&mut self, tap: &mut dyn FnMut(&EventRef<'_>)) -> Result<Option<StreamItem>, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-            tap(&ev);
-            let raw = ev.raw_event();
-            if raw.provider == COUNTERS_PROVIDER && self.counters {
-                if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
-                    let value = if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 };
-                    return Ok(Some(StreamItem::Counter { name, value }));
+            match seen(&ev, self.counters, self.keep) {
+                Seen::Counter(name, value) => return Ok(Some(StreamItem::Counter { name, value })),
+                Seen::Skip => continue,
+                Seen::Keep => {
+                    let payload = Payload::from(ev.raw_event().payload);
+                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload))));
                 }
-                continue;
             }
-            if !(self.keep)(raw.provider, raw.event_id) {
-                continue;
-            }
-            let payload = Payload::from(raw.payload);
-            return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload))));
         }
     }
 
-    /// [`ClrStream::next_item_tapped`] a batch at a time: the items of the events read so far
+    /// [`ClrStream::next_item`] a batch at a time, every event read (kept or not) shown to
+    /// `tap` first (a recording's EventSource collectors: `record --http`, `--providers`): the
+    /// items of the events read so far
     /// appended to `out`, until the reader would read the stream again (only the first item
     /// may wait for it) or `max` items are there. The batch's payloads share one buffer: one
     /// allocation here and one free where the last of them is dropped (a live source's
@@ -145,19 +135,16 @@ impl<R: Read> ClrStream<R> {
                 }
             };
             tap(&ev);
-            let raw = ev.raw_event();
-            if raw.provider == COUNTERS_PROVIDER && self.counters {
-                if let Some((name, value)) = counter(ev.metadata(), raw.payload) {
-                    let value = if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 };
+            match seen(&ev, self.counters, self.keep) {
+                Seen::Counter(name, value) => {
                     out.push(StreamItem::Counter { name, value });
+                    continue;
                 }
-                continue;
-            }
-            if !(self.keep)(raw.provider, raw.event_id) {
-                continue;
+                Seen::Skip => continue,
+                Seen::Keep => {}
             }
             let start = self.chunk.len();
-            self.chunk.extend_from_slice(raw.payload);
+            self.chunk.extend_from_slice(ev.raw_event().payload);
             self.ranges.push((out.len(), start, self.chunk.len()));
             out.push(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, Payload::default())));
         }
@@ -218,6 +205,25 @@ fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<st
         payload,
         stack: stacks.get(ev.stack()),
     }
+}
+
+/// What a live source makes of an event: a runtime EventCounter's value, an event to send,
+/// or nothing (the others are dropped before their payload is copied).
+enum Seen {
+    Counter(String, u64),
+    Keep,
+    Skip,
+}
+
+fn seen(ev: &EventRef<'_>, counters: bool, keep: fn(&str, u16) -> bool) -> Seen {
+    let raw = ev.raw_event();
+    if raw.provider == COUNTERS_PROVIDER && counters {
+        return match counter(ev.metadata(), raw.payload) {
+            Some((name, value)) => Seen::Counter(name, if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 }),
+            None => Seen::Skip,
+        };
+    }
+    if keep(raw.provider, raw.event_id) { Seen::Keep } else { Seen::Skip }
 }
 
 /// The most of [`ClrStream::next_items_tapped`]'s payload buffer kept between batches.
