@@ -109,7 +109,8 @@ pub fn run(o: &Options) -> Result<()> {
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut cpu_rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut summaries: HashMap<&'static str, Vec<serde_json::Value>> = HashMap::new();
-        let mut specs: HashMap<&'static str, String> = HashMap::new();
+        // Each kind's sessions in one process (`trace --providers` form), its own first.
+        let mut specs: HashMap<&'static str, Vec<String>> = HashMap::new();
         for round in 0..o.runs {
             // Interleaved, so drift in the machine's load hits every configuration alike.
             for (i, c) in configs.iter().enumerate() {
@@ -118,11 +119,11 @@ pub fn run(o: &Options) -> Result<()> {
                     _ => None,
                 };
                 // A loaded machine can stall a start-up: one retry before giving up.
-                let r = match one(&bin, mode, c, o, spec.as_deref(), &tmp) {
+                let r = match one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp) {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("{mode} round {}: {} failed ({e:#}); retrying once", round + 1, c.name());
-                        one(&bin, mode, c, o, spec.as_deref(), &tmp)?
+                        one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp)?
                     }
                 };
                 eprintln!(
@@ -137,8 +138,13 @@ pub fn run(o: &Options) -> Result<()> {
                 rates[i].push(r.rate);
                 cpu_rates[i].push(r.cpu_rate);
                 if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
-                    if let Some(p) = s["eventpipe_providers"][0][1].as_str() {
-                        specs.insert(k, p.to_string());
+                    // The sessions of the first process: its own, then any it has beside it.
+                    let sessions = s["eventpipe_providers"].as_array().map(|all| {
+                        let first = all.first().map(|e| e[0].clone());
+                        all.iter().filter(|e| Some(&e[0]) == first.as_ref()).filter_map(|e| e[1].as_str().map(str::to_string)).collect::<Vec<_>>()
+                    });
+                    if let Some(sessions) = sessions.filter(|v| !v.is_empty()) {
+                        specs.insert(k, sessions);
                     }
                     attach_ms.extend(s["time_to_attach"].as_f64().map(|t| t * 1e3));
                     summaries.entry(k).or_default().push(s);
@@ -218,7 +224,9 @@ pub fn run(o: &Options) -> Result<()> {
 }
 
 /// Runs the workload once under `c`; returns its rounds per second (in the counted window).
-fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp: &Path) -> Result<Outcome> {
+/// `floor`: the sessions the floor opens (`trace --providers` form), the process's own first
+/// (with rundown), the others without, as clrprobe opens them.
+fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &Path) -> Result<Outcome> {
     let mut workload = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S);
     workload.ready_timeout = Duration::from_secs(120);
     let mut w = workload.start().context("starting the workload")?;
@@ -242,7 +250,7 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
         }
         Config::Floor(_) => Some(
             Command::new(bin)
-                .args(["trace", "-p", &pid, "--providers", spec.unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
+                .args(["trace", "-p", &pid, "--providers", floor.first().map(String::as_str).unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
                 .arg(tmp.join("floor.nettrace"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -257,7 +265,28 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, spec: Option<&str>, tmp:
                 .spawn()?,
         ),
     };
+    // The floor's other sessions (clrprobe's exceptions session): no rundown, as clrprobe's.
+    let mut also = Vec::new();
+    if let Config::Floor(_) = c {
+        for (i, spec) in floor.iter().enumerate().skip(1) {
+            also.push(
+                Command::new(bin)
+                    .args(["trace", "-p", &pid, "--providers", spec, "--no-rundown", "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
+                    .arg(tmp.join(format!("floor-{i}.nettrace")))
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()?,
+            );
+        }
+    }
     w.wait(Duration::from_secs_f64(o.seconds as f64 + WARMUP_S + 30.0));
+    for (i, p) in also.into_iter().enumerate() {
+        let out = p.wait_with_output()?;
+        let _ = std::fs::remove_file(tmp.join(format!("floor-{}.nettrace", i + 1)));
+        if !out.status.success() {
+            bail!("{} (session {}) failed ({}): {}", c.name(), i + 2, out.status, String::from_utf8_lossy(&out.stderr).trim());
+        }
+    }
     let mut summary = None;
     if let Some(p) = profiler {
         let out = p.wait_with_output()?;

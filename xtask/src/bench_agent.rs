@@ -85,6 +85,8 @@ const BENCH_WARMUP: u64 = 5;
 struct Floor {
     buffer_mb: String,
     session: String,
+    /// A second session for the process's life, without rundown (the exceptions').
+    also: Option<String>,
     /// (seconds open, period in seconds, providers) of the allocation slices.
     slice: Option<(u64, u64, String)>,
 }
@@ -106,6 +108,7 @@ impl Floor {
         Ok(Floor {
             buffer_mb: line("buffer-mb ").context("no buffer-mb from --print-sessions")?,
             session: line("session ").context("no session from --print-sessions")?,
+            also: line("also "),
             slice: slice.transpose()?,
         })
     }
@@ -128,6 +131,9 @@ impl Floor {
         let mut clients = Vec::new();
         for &pid in pids {
             clients.push(trace(pid, &self.session, "floor", &[])?);
+            if let Some(also) = &self.also {
+                clients.push(trace(pid, also, "also", &["--no-rundown"])?);
+            }
         }
         let start = Instant::now();
         let mut next = Duration::ZERO;
@@ -180,10 +186,10 @@ fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f6
     let clients = floor.map(|(f, bin)| {
         let (pids, done) = (ws.iter().map(|w| w.pid).collect::<Vec<u32>>(), done.clone());
         let tmp = util::scratch_dir("bench-agent");
-        let (session, slice, buffer_mb, bin) = (f.session.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
+        let (session, also, slice, buffer_mb, bin) = (f.session.clone(), f.also.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
         std::thread::spawn(move || -> Result<()> {
             let tmp = tmp?;
-            let r = Floor { buffer_mb, session, slice }.run(&bin, &pids, &tmp, &done);
+            let r = Floor { buffer_mb, session, also, slice }.run(&bin, &pids, &tmp, &done);
             let _ = std::fs::remove_dir_all(&tmp);
             r
         })

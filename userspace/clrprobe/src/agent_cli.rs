@@ -5,7 +5,8 @@ use crate::cli::SamplerChoice;
 
 #[derive(Debug, Args)]
 #[command(after_help = "Defaults keep the cost low for always-on use: CPU at 49 Hz with frame-pointer stacks (no \
-stack copies: --unwind-copies), off-CPU intervals of 5 ms and more, the runtime's counters every 5 s, allocation \
+stack copies: --unwind-copies), off-CPU intervals of 5 ms and more, the runtime's counters every 5 s, exceptions (each ExceptionThrown, from a \
+second session at Error level in .NET 5+ processes: the runtime writes no catch/finally events with stack walks), allocation \
 events (AllocationTick, one per ~100 KB allocated, each with a stack walk in the target) of .NET 5+ processes \
 in slices: a second, allocation-only session open 1 s of every 30 s (--alloc-slice, --alloc-period), which cuts \
 what those events cost the agent and the targets to about a thirtieth (`cargo xtask bench-agent`, an app allocating \

@@ -162,7 +162,9 @@ pub struct RecordCmd {
     /// Record allocations (AllocationTick).
     #[arg(long)]
     pub alloc: bool,
-    /// Record exceptions (ExceptionThrown from EventPipe).
+    /// Record exceptions (ExceptionThrown from EventPipe; on .NET 5+ from a second session at
+    /// Error level, so the runtime does not also write its catch and finally events, each with
+    /// a stack walk).
     #[arg(long)]
     pub exceptions: bool,
     /// With exceptions: also count `__cxa_throw` in the kernel with a uprobe (a trap per throw,

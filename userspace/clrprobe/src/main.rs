@@ -495,10 +495,14 @@ fn agent(cmd: clrprobe::agent_cli::AgentCmd) -> anyhow::Result<ExitCode> {
         exited_grace_s: cmd.exited_grace,
     };
     if cmd.print_sessions {
-        let (session, slice) = clrprobe::pipeline::sources::dotnet_session_specs(&args.host);
+        let specs = clrprobe::pipeline::sources::dotnet_session_specs(&args.host);
         println!("buffer-mb {}", clrprobe::record::EVENTPIPE_BUFFER_MB);
-        println!("session {session}");
-        if let (Some(slice), Some(duty)) = (slice, args.host.alloc_slices) {
+        println!("session {}", specs.session);
+        // A second session for the process's life, without rundown.
+        if let Some(exceptions) = specs.exceptions {
+            println!("also {exceptions}");
+        }
+        if let (Some(slice), Some(duty)) = (specs.slice, args.host.alloc_slices) {
             println!("slice {} {} {slice}", duty.slice.as_secs(), duty.period.as_secs());
         }
         return Ok(ExitCode::SUCCESS);

@@ -71,6 +71,22 @@ fn exceptions(runtime: Runtime) {
     assert_eq!(count("System.InvalidOperationException", "boom"), Some(100));
     assert_eq!(count("System.ArgumentException", "bad argument"), Some(50));
     assert_eq!(count("System.FormatException", "bad format"), Some(30));
+    // On .NET 5+ the exceptions come from a session of their own at Error level (ExceptionThrown
+    // only: no catch/finally events, each with a stack walk in the target); before, from the
+    // process's own session.
+    let sessions: Vec<&str> = s["eventpipe_providers"].as_array().unwrap().iter().filter_map(|e| e[1].as_str()).collect();
+    let runtime_keywords = |spec: &str| {
+        let e = spec.split(',').find(|p| p.starts_with("Microsoft-Windows-DotNETRuntime:")).unwrap();
+        u64::from_str_radix(e.split(':').nth(1).unwrap().trim_start_matches("0x"), 16).unwrap()
+    };
+    if runtime == Runtime::Net8 {
+        assert_eq!(sessions.len(), 2, "{sessions:?}");
+        assert_eq!(runtime_keywords(sessions[0]) & 0x8000, 0, "{sessions:?}");
+        assert_eq!(sessions[1], "Microsoft-Windows-DotNETRuntime:0x40008000:2");
+    } else {
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        assert_eq!(runtime_keywords(sessions[0]) & 0x8000, 0x8000, "{sessions:?}");
+    }
     // Throw sites named: each type's samples sit under its throwing method.
     for (ty, site) in [
         ("System.InvalidOperationException", "Exceptions::ThrowInvalid"),

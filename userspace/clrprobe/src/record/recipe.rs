@@ -128,6 +128,35 @@ pub fn alloc_session() -> SessionConfig {
     }
 }
 
+/// The runtime provider's Exception keyword.
+pub const EXCEPTION_KEYWORD: u64 = 0x8000;
+
+/// The exceptions' own session (.NET 5+, beside the process's own): the Exception keyword at
+/// Error, where the runtime writes ExceptionThrown and nothing else of that keyword. At the
+/// Informational level the process's own session needs (GC, contention, loader), the same
+/// keyword also brings ExceptionCatchStart/Stop, ExceptionFinallyStart/Stop, ExceptionFilterStart/Stop
+/// and ExceptionThrownStop — four events or more per throw, each written with a stack walk in
+/// the target, all of them dropped by clrprobe. No rundown (the process's own session has it).
+pub fn exceptions_session() -> SessionConfig {
+    use clrprobe_eventpipe::ipc::{Level, ProviderConfig, RUNTIME_PROVIDER};
+    SessionConfig {
+        circular_buffer_mb: EVENTPIPE_BUFFER_MB,
+        request_rundown: false,
+        request_stackwalk: true,
+        providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, EXCEPTION_KEYWORD | 0x4000_0000, Level::Error)],
+    }
+}
+
+/// [`session`] for a process whose exceptions come from [`exceptions_session`]: the same,
+/// without the Exception keyword (the Threading keyword and the stacks stay).
+pub fn session_without_exceptions(kinds: Kinds, perf_map_names: bool, rundown: bool) -> SessionConfig {
+    let mut config = session(kinds, perf_map_names, rundown);
+    for p in config.providers.iter_mut().filter(|p| p.name == clrprobe_eventpipe::ipc::RUNTIME_PROVIDER) {
+        p.keywords &= !EXCEPTION_KEYWORD;
+    }
+    config
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,5 +175,20 @@ mod tests {
         assert_eq!(rec.providers[0].level, Level::Informational);
         // No perf map names JIT code: method events at Verbose.
         assert_eq!(session(Kinds { alloc: false, exceptions: false, contention: false }, false, true).providers[0].level, Level::Verbose);
+    }
+
+    #[test]
+    fn exceptions_apart_at_error_level_and_nowhere_else() {
+        let ex = exceptions_session();
+        assert!(!ex.request_rundown && ex.request_stackwalk);
+        assert_eq!(ex.providers.len(), 1);
+        assert_eq!((ex.providers[0].name.as_str(), ex.providers[0].level), (RUNTIME_PROVIDER, Level::Error));
+        assert_eq!(ex.providers[0].keywords & EXCEPTION_KEYWORD, EXCEPTION_KEYWORD);
+        // The process's own session keeps every other keyword of the same kinds.
+        let kinds = Kinds { alloc: false, exceptions: true, contention: true };
+        let (with, without) = (session(kinds, true, true), session_without_exceptions(kinds, true, true));
+        assert_eq!(with.providers[0].keywords & !EXCEPTION_KEYWORD, without.providers[0].keywords);
+        assert_eq!(without.providers[0].keywords & EXCEPTION_KEYWORD, 0);
+        assert_eq!((with.providers[1..].len(), with.providers[0].level), (without.providers[1..].len(), without.providers[0].level));
     }
 }

@@ -165,6 +165,9 @@ pub fn spawn(cfg: HostConfig, tx: Sender<Record>, stop: &'static AtomicBool) -> 
 struct Followed {
     guard: Option<PerfMapGuard>,
     session: Option<EventPipeSource>,
+    /// Its exceptions' own session ([`recipe::exceptions_session`]; None: none, or they come
+    /// in `session`).
+    exceptions: Option<EventPipeSource>,
     /// Its allocation slices (None: no allocation events, or all in `session`).
     alloc: Option<Slices>,
 }
@@ -386,6 +389,7 @@ impl HostSource {
         for (&pid, f) in self.followed.iter_mut() {
             let guard = f.guard.take();
             let alloc = f.alloc.as_mut().and_then(|a| a.open.take()).map(|(s, _)| s);
+            let exceptions = f.exceptions.take();
             let session = f.session.take();
             let t = tx.clone();
             // An exited process's stream is finite: read to its end (what the runtime wrote
@@ -403,7 +407,8 @@ impl HostSource {
                     log::warn!("switching the perf map of {pid} off: {e}");
                 }
                 let mut late = None;
-                for s in alloc.into_iter().chain(session) {
+                // The sessions without rundown first: their stops are quick.
+                for s in alloc.into_iter().chain(exceptions).chain(session) {
                     if !s.stop_by(deadline) {
                         late = Some(late_line(pid, budget));
                     }
@@ -564,7 +569,7 @@ impl HostSource {
                 return;
             }
         }
-        self.followed.insert(pid, Followed { guard: None, session: None, alloc: None });
+        self.followed.insert(pid, Followed { guard: None, session: None, exceptions: None, alloc: None });
     }
 
     fn follow(&mut self, pid: u32) {
@@ -633,7 +638,7 @@ impl HostSource {
             if let Some(state) = done.perf_map {
                 self.perf_maps.push((done.pid, state));
             }
-            if let Some(p) = done.providers {
+            for p in done.providers {
                 self.providers.push((done.pid, p));
             }
         }
@@ -822,7 +827,8 @@ struct SetUpDone {
     pid: u32,
     followed: Followed,
     perf_map: Option<crate::record::PerfMapState>,
-    providers: Option<String>,
+    /// Each session's providers, the process's own first.
+    providers: Vec<String>,
 }
 
 /// Sets `pid` up (perf map on, EventPipe session started) and announces it to the aggregator;
@@ -840,7 +846,7 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
     // One clrprobe at a time sets a target up (bounded: this loop waits for it); one that
     // cannot is sampled without its IPC set-up.
     let plan = recipe::Plan { perf_map: cfg.perf_map, launched: cfg.recording.as_ref().is_some_and(|r| r.launched) };
-    let mut providers = None;
+    let mut providers = Vec::new();
     let mut info = Some(info);
     // The aggregator follows the process from here (its session's events need that); the
     // perf map is on by then, so the aggregator's first read of it names JIT code.
@@ -866,16 +872,25 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
         if !announce(&mut info) || !cfg.eventpipe {
             return None;
         }
-        let (mut config, sliced) = dotnet_session(cfg, perf_map_names, &runtime_version);
+        let (mut config, sliced, apart) = dotnet_session(cfg, perf_map_names, &runtime_version);
         // `record --http` / `--providers`: their EventSources in the session, read by a
         // collector on the session's reader.
         let net = cfg.recording.as_ref().and_then(|r| {
             r.net.extend_session(&mut config);
             Some(super::eventpipe::NetTap { collector: r.net.collector()?, parts: r.net_parts.clone()? })
         });
-        providers = Some(crate::record::clr_session::providers_spec(&config));
+        providers.push(crate::record::clr_session::providers_spec(&config));
         match EventPipeSource::start_net(pid, &config, tx.clone(), net) {
-            Ok(s) => Some((s, sliced)),
+            Ok(s) => {
+                let exceptions = apart.then(|| {
+                    let config = recipe::exceptions_session();
+                    providers.push(crate::record::clr_session::providers_spec(&config));
+                    EventPipeSource::start(pid, &config, tx.clone())
+                        .inspect_err(|e| warn(cfg, format!("no exceptions session for {pid} (no exception events): {e}")))
+                        .ok()
+                });
+                Some((s, sliced, exceptions.flatten()))
+            }
             Err(e) => {
                 warn(cfg, format!("no EventPipe session for {pid}: {e}"));
                 None
@@ -883,14 +898,14 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
         }
     });
     let perf_map = set_up.as_ref().ok().and_then(|s| s.guard.as_ref()).map(|g| g.state.clone());
-    let (guard, session, sliced) = match set_up {
+    let (guard, session, sliced, exceptions) = match set_up {
         Ok(s) => {
-            let (session, sliced) = s.session.map_or((None, false), |(s, sliced)| (Some(s), sliced));
-            (s.guard, session, sliced)
+            let (session, sliced, exceptions) = s.session.map_or((None, false, None), |(s, sliced, ex)| (Some(s), sliced, ex));
+            (s.guard, session, sliced, exceptions)
         }
         Err(e) => {
             warn(cfg, format!("no perf map or EventPipe session for {pid}: {e}"));
-            (None, None, false)
+            (None, None, false, None)
         }
     };
     // Without a set-up (or a session) it is followed and sampled all the same.
@@ -898,32 +913,45 @@ fn set_up_process(cfg: &HostConfig, tx: &Sender<Record>, pid: u32, add_pid: &mut
         return None;
     }
     let alloc = (sliced && session.is_some()).then(|| Slices { next_open: Instant::now(), open: None });
-    Some(SetUpDone { pid, followed: Followed { guard, session, alloc }, perf_map, providers })
+    Some(SetUpDone { pid, followed: Followed { guard, session, exceptions, alloc }, perf_map, providers })
 }
 
-/// A .NET process's own EventPipe session, and whether its allocation events come in slices
-/// (then from [`recipe::alloc_session`]).
-fn dotnet_session(cfg: &HostConfig, perf_map_names: bool, runtime_version: &str) -> (clrprobe_eventpipe::ipc::SessionConfig, bool) {
+/// A .NET process's own EventPipe session, whether its allocation events come in slices
+/// (then from [`recipe::alloc_session`]) and whether its exceptions come from a session of
+/// their own ([`recipe::exceptions_session`]).
+fn dotnet_session(cfg: &HostConfig, perf_map_names: bool, runtime_version: &str) -> (clrprobe_eventpipe::ipc::SessionConfig, bool, bool) {
     // Allocation events in slices need the process's own session at Informational (no
     // AllocationTick: the perf map names JIT code) and CollectTracing2 (a session
     // without rundown: .NET 5+).
     let sliced = cfg.alloc_slices.is_some() && cfg.kinds.alloc && perf_map_names && !runtime_before_5(runtime_version);
+    // Exceptions apart, at Error: only ExceptionThrown, not the catch/finally/filter events
+    // (each with a stack walk in the target) the Informational level adds. A session without
+    // rundown needs CollectTracing2 (.NET 5+); before, they stay in the process's own.
+    let apart = cfg.kinds.exceptions && !runtime_before_5(runtime_version);
     let kinds = if sliced { Kinds { alloc: false, ..cfg.kinds } } else { cfg.kinds };
-    let mut config = recipe::session(kinds, perf_map_names, cfg.rundown);
+    let mut config = if apart { recipe::session_without_exceptions(kinds, perf_map_names, cfg.rundown) } else { recipe::session(kinds, perf_map_names, cfg.rundown) };
     if let Some(s) = cfg.counters_interval_s {
         config.providers.push(super::eventpipe::runtime_counters(s));
     }
-    (config, sliced)
+    (config, sliced, apart)
 }
 
 /// The sessions these settings open in a .NET 5+ process whose perf map names JIT code, as
-/// `clrprobe trace --providers` takes them: its own session, and its allocation slices'
-/// (None: no slices). `agent --print-sessions`: `cargo xtask bench-agent` opens the same with
-/// a client that only reads (the targets' floor).
-pub fn dotnet_session_specs(cfg: &HostConfig) -> (String, Option<String>) {
-    let (config, sliced) = dotnet_session(cfg, true, "8.0.0");
+/// `clrprobe trace --providers` takes them: its own session, its allocation slices' (None:
+/// no slices) and its exceptions' (None: none, or in its own). `agent --print-sessions`:
+/// `cargo xtask bench-agent` opens the same with a client that only reads (the targets'
+/// floor).
+pub fn dotnet_session_specs(cfg: &HostConfig) -> SessionSpecs {
+    let (config, sliced, apart) = dotnet_session(cfg, true, "8.0.0");
     let spec = crate::record::clr_session::providers_spec;
-    (spec(&config), sliced.then(|| spec(&recipe::alloc_session())))
+    SessionSpecs { session: spec(&config), slice: sliced.then(|| spec(&recipe::alloc_session())), exceptions: apart.then(|| spec(&recipe::exceptions_session())) }
+}
+
+/// [`dotnet_session_specs`]: `trace --providers` forms.
+pub struct SessionSpecs {
+    pub session: String,
+    pub slice: Option<String>,
+    pub exceptions: Option<String>,
 }
 
 /// Why a process has no runtime events: its set-up had not ended when the recording stopped.

@@ -8,5 +8,5 @@ mod proc_stat;
 
 pub use cxa::CxaReport;
 pub use eventpipe::{EventPipeSource, NetTap, received};
-pub use host::{AllocDuty, HostConfig, HostReport, HostSource, RecordingMode, SourceError, dotnet_session_specs, late_line, spawn};
+pub use host::{AllocDuty, HostConfig, HostReport, HostSource, RecordingMode, SessionSpecs, SourceError, dotnet_session_specs, late_line, spawn};
 pub use proc_stat::{container_id, monotonic_ns, ppid};
