@@ -221,7 +221,7 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
     println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
     let floor = match Floor::of(bin, agent_args) {
         Ok(f) => {
-            println!("floor: session {}; slices {:?}", f.session, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
+            println!("floor: session {}; also {:?}; slices {:?}", f.session, f.also, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
             Some(f)
         }
         Err(e) => {
