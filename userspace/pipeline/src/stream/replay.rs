@@ -5,11 +5,11 @@
 //! directory gives the same sequence of records every time.
 use std::{
     fs::File,
-    io::BufReader,
+    io::{BufReader, Read},
     path::{Path, PathBuf},
 };
 
-use clrprobe_eventpipe::nettrace::{NetTraceError, StreamStatus};
+use clrprobe_eventpipe::nettrace::{InMemory, NetTraceError, StreamStatus};
 
 use super::{
     aggregate::{Aggregator, AggregatorConfig},
@@ -42,7 +42,8 @@ pub struct ReplayStats {
 }
 
 struct Session {
-    stream: ClrStream<BufReader<File>>,
+    /// The saved stream, read whole: decoded in place.
+    stream: ClrStream<InMemory<Vec<u8>>>,
     /// The next event, read ahead.
     next: Option<super::records::ClrRecord>,
     file: String,
@@ -84,6 +85,20 @@ fn open_in(dir: &Path, name: &str) -> Result<File, ReplayError> {
         return Err(err("not a regular file (a link or a special file)".into()));
     }
     File::open(&path).map_err(|e| err(e.to_string()))
+}
+
+/// The bytes of a file of the saved directory ([`open_in`]), read whole: still a regular file
+/// once open (what a read cannot block on).
+fn read_in(dir: &Path, name: &str) -> Result<Vec<u8>, ReplayError> {
+    let mut f = open_in(dir, name)?;
+    let err = |reason: String| ReplayError::File { path: dir.join(name), reason };
+    let meta = f.metadata().map_err(|e| err(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(err("not a regular file (a link or a special file)".into()));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.read_to_end(&mut bytes).map_err(|e| err(e.to_string()))?;
+    Ok(bytes)
 }
 
 impl Replay {
@@ -174,8 +189,8 @@ impl Replay {
     }
 
     fn open_session(&mut self, pid: u32, file: String) -> Result<(), ReplayError> {
-        let f = open_in(&self.dir, &file)?;
-        match ClrStream::new(pid, BufReader::with_capacity(1 << 20, f)) {
+        let bytes = read_in(&self.dir, &file)?;
+        match ClrStream::new(pid, InMemory(bytes)) {
             Ok(stream) => {
                 let mut s = Session { stream, next: None, file, error: None };
                 s.advance();
