@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, &str, usize)] = &[
     ("fuzz", "pprof_read", 64 << 10),
     ("fuzz", "clr_events", 4 << 10),
     ("userspace/eventpipe/fuzz", "nettrace_reader", 1 << 20),
+    ("userspace/eventpipe/fuzz", "nettrace_in_memory", 1 << 20),
     ("userspace/eventpipe/fuzz", "ipc_reply", 65536),
 ];
 
@@ -284,7 +285,7 @@ fn seed(target: &str, max_len: usize, corpus: &Path) -> Result<()> {
                 }
             }
         }
-        "nettrace_reader" => {
+        "nettrace_reader" | "nettrace_in_memory" => {
             let dir = util::root().join("../shared/testdata/nettrace");
             for f in list(&dir) {
                 let name = f.file_name().unwrap_or_default().to_string_lossy().into_owned();

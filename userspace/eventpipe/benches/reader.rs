@@ -1,20 +1,35 @@
 //! NetTrace reader throughput on corpus recordings (the largest, a stack-heavy one and a small
 //! one; read from memory: headers, stacks and metadata decoded, payloads left for on-demand
-//! decoding), next to a memcpy of the same bytes measured in the same run.
+//! decoding), next to a memcpy of the same bytes measured in the same run. Both inputs: the
+//! bytes as a stream (`&[u8]` as `io::Read`: blocks copied into the reader's buffers, as from
+//! a socket) and in place (`InMemory`: blocks decoded where they are).
 //!
 //! `cargo bench -p clrprobe-eventpipe --bench reader`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use clrprobe_eventpipe::nettrace::NetTraceReader;
+use clrprobe_eventpipe::nettrace::{InMemory, NetTraceReader, Source};
 use criterion::{Criterion, Throughput};
 
 use clrprobe_tests::corpus::read as corpus;
 
-/// Reads every event, touching what a profiler needs per event. Returns the event count.
+/// Reads every event of the bytes as a stream. (Not inlined, nor `read_slice`: a profiler's
+/// `--toggle-collect` counts one of them.)
+#[inline(never)]
 fn read_all(bytes: &[u8]) -> u64 {
-    let mut r = NetTraceReader::new(bytes).expect("header");
+    read_events(bytes)
+}
+
+/// Reads every event of the bytes in place.
+#[inline(never)]
+fn read_slice(bytes: &[u8]) -> u64 {
+    read_events(InMemory(bytes))
+}
+
+/// Reads every event, touching what a profiler needs per event. Returns the event count.
+fn read_events<S: Source>(input: S) -> u64 {
+    let mut r = NetTraceReader::new(input).expect("header");
     let mut n = 0u64;
     let mut acc = 0u64;
     while let Some(e) = r.next_event().expect("event") {
@@ -69,6 +84,7 @@ fn main() {
         let mut g = c.benchmark_group(name.split("__").last().unwrap_or(name));
         g.throughput(Throughput::Bytes(bytes.len() as u64));
         g.bench_function("nettrace_reader", |b| b.iter(|| read_all(black_box(bytes))));
+        g.bench_function("nettrace_reader_slice", |b| b.iter(|| read_slice(black_box(bytes))));
         let mut dst = vec![0u8; bytes.len()];
         g.bench_function("memcpy", |b| {
             b.iter(|| {
@@ -90,7 +106,8 @@ fn main() {
         let mb = bytes.len() as f64 / 1e6;
         let mut events = 0;
         let mut dst = vec![0u8; bytes.len()];
-        let (mut read, mut copy) = ((Duration::MAX, Duration::MAX), (Duration::MAX, Duration::MAX));
+        let (mut read, mut slice, mut copy) = ((Duration::MAX, Duration::MAX), (Duration::MAX, Duration::MAX), (Duration::MAX, Duration::MAX));
+        assert_eq!(read_slice(bytes), read_all(bytes), "{name}: in place and as a stream");
         // The same recording's blocks WARM_COPIES times in one stream (V4 only): one reader
         // reads them all, as the pipeline keeps one reader per stream.
         // READER_BENCH_WARM=0: not (under a profiler).
@@ -100,11 +117,13 @@ fn main() {
         }
         for _ in 0..runs {
             let r = best_of(1, || events = read_all(bytes));
+            let s = best_of(1, || events = read_slice(bytes));
             let c = best_of(1, || {
                 dst.copy_from_slice(black_box(bytes));
                 black_box(&dst);
             });
             read = (read.0.min(r.0), read.1.min(r.1));
+            slice = (slice.0.min(s.0), slice.1.min(s.1));
             copy = (copy.0.min(c.0), copy.1.min(c.1));
         }
         let line = |what: &str, read: Duration, copy: Duration| {
@@ -120,6 +139,8 @@ fn main() {
         };
         line("wall", read.0, copy.0);
         line("thread CPU", read.1, copy.1);
+        line("in place, wall", slice.0, copy.0);
+        line("in place, thread CPU", slice.1, copy.1);
         if let Some(long) = &long {
             // What a copy after the first costs (the buffers grown, the allocator settled)
             // next to a new reader's read, in a loop of their own: the long stream evicts the

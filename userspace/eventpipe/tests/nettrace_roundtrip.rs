@@ -12,7 +12,7 @@ use std::rc::Rc;
 use clr_events::schema::{Field, FieldType, TypeCode};
 use clrprobe_eventpipe::nettrace::{FormatVersion, NetTraceError, NetTraceReader, StreamStatus};
 use nettrace_support::writer::{Meta, Row, TraceParams, Ty, Writer};
-use nettrace_support::{Ev, read_all};
+use nettrace_support::{Ev, assert_in_memory_reads_like_a_stream, read_all};
 
 const T1: u64 = 1001;
 const T2: u64 = 1002;
@@ -265,6 +265,27 @@ fn v6_roundtrip_4_byte_pointers() {
 fn v4_roundtrip_all_header_flags_uncompressed_and_4_byte_pointers() {
     check_roundtrip(false, 8);
     check_roundtrip(false, 4);
+}
+
+/// The scenarios read in place (`InMemory`) as read as a stream: whole, cut at every byte, and
+/// with each byte corrupted (V6 threads, label lists and removals included).
+#[test]
+fn in_memory_reads_like_a_stream() {
+    for (v6, ps) in [(false, 8), (false, 4), (true, 8), (true, 4)] {
+        let s = scenario(v6, ps);
+        let b = &s.bytes;
+        assert_in_memory_reads_like_a_stream(b, &format!("v6 {v6} pointer {ps}"));
+        for cut in 0..b.len() {
+            assert_in_memory_reads_like_a_stream(&b[..cut], &format!("v6 {v6} pointer {ps} cut at {cut}"));
+        }
+        for at in 0..b.len() {
+            for v in [0x00, 0xff, b[at] ^ 0x01] {
+                let mut c = b.clone();
+                c[at] = v;
+                assert_in_memory_reads_like_a_stream(&c, &format!("v6 {v6} pointer {ps} byte {at} = {v:#x}"));
+            }
+        }
+    }
 }
 
 /// Metadata decoded into the shared schema: V1 lists, V2Params arrays of structs, V6 field

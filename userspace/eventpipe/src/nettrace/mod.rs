@@ -1,6 +1,7 @@
 //! Streaming reader of the NetTrace format (EventPipe's serialization: V4, V5 and V6).
 //!
-//! Works on any `io::Read` (a diagnostics socket or a file) one block at a time. Events come
+//! Works on any `io::Read` (a diagnostics socket or a file) one block at a time, or on bytes
+//! already in memory ([`InMemory`]: blocks and payloads read in place, not copied). Events come
 //! out in timestamp order within each sequence-point region; payloads are left undecoded.
 //!
 //! ```no_run
@@ -51,6 +52,7 @@ mod v6_tables;
 
 pub use error::NetTraceError;
 pub use event::EventRef;
+pub use input::{InMemory, Source};
 pub use metadata::EventMetadata;
 pub use reader::{NetTraceReader, ReaderStats, StreamStatus};
 pub use trace_info::{FormatVersion, SyncTimeUtc, TraceInfo};

@@ -1,16 +1,15 @@
 //! The streaming reader: stream header, object/block framing (V4/V5 FastSerialization and V6
 //! blocks), block dispatch, and the event hand-out loop.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use super::bytes::Cursor;
 use super::error::{BufError, NetTraceError};
 use super::event::EventRef;
 use super::event_header::{self, EventHeader};
-use super::input::{Fill, Input};
+use super::input::{ByteInput, Fill, Source};
 use super::metadata::{self, EventMetadata, MetadataTable};
-use super::region::{Pending, Region};
+use super::region::{Pending, Recycled, Region};
 use super::sequence::SequenceTracker;
 use super::stacks::StackTable;
 use super::trace_info::{FormatVersion, SyncTimeUtc, TraceInfo};
@@ -77,15 +76,22 @@ struct RegionReset {
     metadata: bool,
 }
 
-/// Streaming NetTrace reader over any `io::Read`.
-pub struct NetTraceReader<R: Read> {
-    input: Input<R>,
+/// Streaming NetTrace reader over any `io::Read`, or over bytes already in memory
+/// ([`InMemory`](super::InMemory): decoded in place, not copied).
+pub struct NetTraceReader<R: Source> {
+    input: R::Input,
+    /// Where the event block being read starts in the payload arena.
+    event_body: usize,
+    status: StreamStatus,
+    deferred_error: Option<NetTraceError>,
+    d: Decoder,
+}
+
+/// What the blocks' contents build up: everything but the input and the framing's state (the
+/// blocks are decoded from the input's bytes, which it does not hold).
+struct Decoder {
     info: TraceInfo,
     v6: bool,
-    block: Vec<u8>,
-    block_peak: super::keep::Peak,
-    /// Where the event block being read starts in the region's payload arena.
-    event_body: usize,
     metadata: MetadataTable,
     stacks: StackTable,
     threads: ThreadTable,
@@ -93,8 +99,6 @@ pub struct NetTraceReader<R: Read> {
     seq: SequenceTracker,
     region: Region,
     reset: Option<RegionReset>,
-    status: StreamStatus,
-    deferred_error: Option<NetTraceError>,
     stats: ReaderStats,
     missing_metadata: Arc<EventMetadata>,
 }
@@ -103,10 +107,10 @@ fn header_eof(what: &'static str, offset: u64) -> NetTraceError {
     NetTraceError::TruncatedHeader { what, offset }
 }
 
-impl<R: Read> NetTraceReader<R> {
+impl<R: Source> NetTraceReader<R> {
     /// Reads the stream header and the trace object. Nothing beyond them is read.
     pub fn new(reader: R) -> Result<Self, NetTraceError> {
-        let mut input = Input::new(reader);
+        let mut input = reader.into_input();
         let magic: [u8; 8] = input
             .array()?
             .ok_or_else(|| header_eof("magic", 0))?;
@@ -132,27 +136,27 @@ impl<R: Read> NetTraceReader<R> {
         };
         Ok(NetTraceReader {
             input,
-            info,
-            v6,
-            block: Vec::with_capacity(16 * 1024),
-            block_peak: Default::default(),
             event_body: 0,
-            metadata: MetadataTable::default(),
-            stacks: StackTable::default(),
-            threads: ThreadTable::default(),
-            labels: LabelTable::default(),
-            seq: SequenceTracker::new(v6),
-            region: Region::default(),
-            reset: None,
             status: StreamStatus::Reading,
             deferred_error: None,
-            stats: ReaderStats::default(),
-            missing_metadata: Arc::new(EventMetadata::empty(0)),
+            d: Decoder {
+                info,
+                v6,
+                metadata: MetadataTable::default(),
+                stacks: StackTable::default(),
+                threads: ThreadTable::default(),
+                labels: LabelTable::default(),
+                seq: SequenceTracker::new(v6),
+                region: Region::default(),
+                reset: None,
+                stats: ReaderStats::default(),
+                missing_metadata: Arc::new(EventMetadata::empty(0)),
+            },
         })
     }
 
     pub fn trace_info(&self) -> &TraceInfo {
-        &self.info
+        &self.d.info
     }
 
     pub fn status(&self) -> StreamStatus {
@@ -160,10 +164,10 @@ impl<R: Read> NetTraceReader<R> {
     }
 
     pub fn stats(&self) -> ReaderStats {
-        let mut s = self.stats;
+        let mut s = self.d.stats;
         // Those of the batch being handed out.
-        s.events += self.region.out_pos as u64;
-        s.dropped_events = self.seq.dropped;
+        s.events += self.d.region.out_pos as u64;
+        s.dropped_events = self.d.seq.dropped;
         s.bytes = self.input.offset();
         s
     }
@@ -172,7 +176,7 @@ impl<R: Read> NetTraceReader<R> {
     /// (it may block then, on a live stream).
     #[inline]
     pub fn ready(&self) -> usize {
-        self.region.ready()
+        self.d.region.ready()
     }
 
     /// The next event in timestamp order, `Ok(None)` at the end of the stream (see
@@ -181,7 +185,7 @@ impl<R: Read> NetTraceReader<R> {
     #[inline]
     pub fn next_event(&mut self) -> Result<Option<EventRef<'_>>, NetTraceError> {
         loop {
-            if let Some(i) = self.region.next_ready() {
+            if let Some(i) = self.d.region.next_ready() {
                 return Ok(Some(self.event_at(i)));
             }
             if !self.advance()? {
@@ -194,26 +198,32 @@ impl<R: Read> NetTraceReader<R> {
     /// flushes at the end). False at the end of the stream; the deferred error is returned once.
     #[inline(never)]
     fn advance(&mut self) -> Result<bool, NetTraceError> {
+        let d = &mut self.d;
         // Events handed out are counted a batch at a time (not per event).
-        self.stats.events += self.region.out_pos as u64;
-        if self.region.recycle() {
-            // The other buffers a burst may have grown, with the region's.
-            self.stacks.trim();
-            self.block_peak.trim(&mut self.block);
+        d.stats.events += d.region.out_pos as u64;
+        match d.region.recycle() {
+            Recycled::Front(n) => self.input.drop_front(n),
+            Recycled::All { trimmed } => {
+                if trimmed {
+                    // The other buffers a burst may have grown, with the region's.
+                    d.stacks.trim();
+                }
+                self.input.clear_arena(trimmed);
+            }
         }
-        if let Some(r) = self.reset.take() {
-            self.stacks.clear();
-            self.labels.clear();
+        if let Some(r) = d.reset.take() {
+            d.stacks.clear();
+            d.labels.clear();
             if r.threads {
-                self.threads.clear();
+                d.threads.clear();
             }
             if r.metadata {
-                self.metadata.clear();
+                d.metadata.clear();
             }
         }
         if self.status != StreamStatus::Reading {
-            if self.region.has_pending() {
-                self.region.flush_all();
+            if d.region.has_pending() {
+                d.region.flush_all();
                 return Ok(true);
             }
             return match self.deferred_error.take() {
@@ -221,7 +231,7 @@ impl<R: Read> NetTraceReader<R> {
                 None => Ok(false),
             };
         }
-        let r = if self.v6 { self.read_v6_block() } else { self.read_v4_object() };
+        let r = if self.d.v6 { self.read_v6_block() } else { self.read_v4_object() };
         if let Err(e) = r {
             self.status = StreamStatus::Failed;
             self.deferred_error = Some(e);
@@ -231,21 +241,22 @@ impl<R: Read> NetTraceReader<R> {
 
     #[inline(always)]
     fn event_at(&self, i: usize) -> EventRef<'_> {
-        let rec = &self.region.events[i];
-        let payload = &self.region.payloads
+        let d = &self.d;
+        let rec = &d.region.events[i];
+        let payload = &self.input.arena()
             [rec.payload_start as usize..(rec.payload_start as usize + rec.payload_len as usize)];
-        let stack = &self.stacks.ips
+        let stack = &d.stacks.ips
             [rec.stack_start as usize..(rec.stack_start as usize + rec.stack_len as usize)];
         // Events are buffered only when their metadata exists, and metadata is flushed only
         // once the buffer is empty; the fallback keeps this panic-free regardless.
-        let metadata = self.metadata.get(rec.metadata_id).unwrap_or(&self.missing_metadata);
+        let metadata = d.metadata.get(rec.metadata_id).unwrap_or(&d.missing_metadata);
         EventRef {
             rec,
-            activity: self.region.activity_ids(rec),
+            activity: d.region.activity_ids(rec),
             metadata,
             payload,
             stack,
-            info: &self.info,
+            info: &d.info,
         }
     }
 
@@ -294,7 +305,7 @@ impl<R: Read> NetTraceReader<R> {
         }
         let body_at = self.input.offset();
         let full = self.read_body(kind, size as usize)?;
-        self.stats.blocks += 1;
+        self.d.stats.blocks += 1;
         if !full {
             self.status = StreamStatus::Truncated;
             if kind == BlockKind::Event {
@@ -339,7 +350,7 @@ impl<R: Read> NetTraceReader<R> {
         };
         let body_at = self.input.offset();
         let full = self.read_body(kind, size)?;
-        self.stats.blocks += 1;
+        self.d.stats.blocks += 1;
         if !full {
             self.status = StreamStatus::Truncated;
             if kind == BlockKind::Event {
@@ -350,40 +361,25 @@ impl<R: Read> NetTraceReader<R> {
         self.dispatch(kind, body_at)
     }
 
-    /// Reads a block body: an event block is appended to the region's payload arena (its
-    /// events' payloads are then ranges of it, copied once), any other block goes to `block`.
-    /// True if it arrived whole.
+    /// Reads a block body: an event block goes to the input's payload arena (its events'
+    /// payloads are then ranges of it: a stream's copied once, in-memory bytes not copied),
+    /// any other block is the input's [`ByteInput::block`]. True if it arrived whole.
     fn read_body(&mut self, kind: BlockKind, size: usize) -> Result<bool, NetTraceError> {
         let fill = if kind == BlockKind::Event {
-            self.event_body = self.region.payloads.len();
-            self.input.append_into(&mut self.region.payloads, size)?
+            let (fill, at) = self.input.read_event_block(size)?;
+            self.event_body = at;
+            fill
         } else {
-            self.block_peak.see(size);
-            self.input.read_into(&mut self.block, size)?
+            self.input.read_block(size)?
         };
         Ok(matches!(fill, Fill::Full))
     }
 
     fn dispatch(&mut self, kind: BlockKind, body_at: u64) -> Result<(), NetTraceError> {
-        match kind {
-            BlockKind::Event => self.event_block(body_at, false),
-            BlockKind::Metadata => self.metadata_block(body_at),
-            BlockKind::Stack => self
-                .stacks
-                .add_block(&self.block, self.info.pointer_size)
-                .map_err(|e| e.into_error("stack block", body_at)),
-            BlockKind::SequencePoint => self.sequence_point(body_at),
-            BlockKind::Thread => self
-                .threads
-                .add_block(&self.block)
-                .map_err(|e| e.into_error("thread block", body_at)),
-            BlockKind::RemoveThread => self.remove_threads(body_at),
-            BlockKind::LabelList => self
-                .labels
-                .add_block(&self.block)
-                .map_err(|e| e.into_error("label list block", body_at)),
-            BlockKind::Other => Ok(()),
+        if kind == BlockKind::Event {
+            return self.event_block(body_at, false);
         }
+        self.d.dispatch(kind, self.input.block(), body_at)
     }
 
     // ------------------------------------------------------------ blocks
@@ -391,20 +387,45 @@ impl<R: Read> NetTraceReader<R> {
     /// Parses an event block. `partial`: the block was cut by the end of the stream; keep
     /// every whole event and stop quietly at the first incomplete one.
     fn event_block(&mut self, body_at: u64, partial: bool) -> Result<(), NetTraceError> {
-        // The body is the arena's tail; the arena is taken out while events are added.
-        let arena = std::mem::take(&mut self.region.payloads);
+        // The body is the arena's tail.
+        let arena = self.input.arena();
         let base = self.event_body.min(arena.len());
+        let d = &mut self.d;
         let r = match u32::try_from(arena.len()) {
-            Ok(_) => self.event_rows(&arena[base..], base as u32),
+            Ok(_) => d.event_rows(&arena[base..], base as u32),
             Err(_) => Err(BufError::new(0, "more than 4 GiB of payload buffered in one sequence-point region")),
         };
-        self.region.payloads = arena;
-        self.region.index_runs();
-        self.region.flush_sorted();
+        d.region.index_runs();
+        d.region.flush_sorted();
         match r {
             Err(_) if partial => Ok(()),
             Err(e) => Err(e.into_error("event block", body_at)),
             Ok(()) => Ok(()),
+        }
+    }
+}
+
+impl Decoder {
+    /// A block other than an event block.
+    fn dispatch(&mut self, kind: BlockKind, body: &[u8], body_at: u64) -> Result<(), NetTraceError> {
+        match kind {
+            // Event blocks are the reader's (their bytes stay in the input's arena).
+            BlockKind::Event | BlockKind::Other => Ok(()),
+            BlockKind::Metadata => self.metadata_block(body, body_at),
+            BlockKind::Stack => self
+                .stacks
+                .add_block(body, self.info.pointer_size)
+                .map_err(|e| e.into_error("stack block", body_at)),
+            BlockKind::SequencePoint => self.sequence_point(body, body_at),
+            BlockKind::Thread => self
+                .threads
+                .add_block(body)
+                .map_err(|e| e.into_error("thread block", body_at)),
+            BlockKind::RemoveThread => self.remove_threads(body, body_at),
+            BlockKind::LabelList => self
+                .labels
+                .add_block(body)
+                .map_err(|e| e.into_error("label list block", body_at)),
         }
     }
 
@@ -491,6 +512,7 @@ impl<R: Read> NetTraceReader<R> {
             pos = self.row_checked::<V6>(body, pos, base, &mut r)?;
         }
         while pos < body.len() {
+            prefetch(body.as_ptr().wrapping_add(pos + PREFETCH_AHEAD));
             match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
                 Some(w) => {
                     if w[0] & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
@@ -698,21 +720,19 @@ impl<R: Read> NetTraceReader<R> {
         Ok(())
     }
 
-    fn metadata_block(&mut self, body_at: u64) -> Result<(), NetTraceError> {
-        let block = std::mem::take(&mut self.block);
+    fn metadata_block(&mut self, body: &[u8], body_at: u64) -> Result<(), NetTraceError> {
         let r = if self.v6 {
-            metadata_rows_v6(&block, &mut self.metadata)
+            metadata_rows_v6(body, &mut self.metadata)
         } else {
-            metadata_rows_v4(&block, &mut self.metadata)
+            metadata_rows_v4(body, &mut self.metadata)
         };
-        self.block = block;
         r.map_err(|e| e.into_error("metadata block", body_at))
     }
 
-    fn sequence_point(&mut self, body_at: u64) -> Result<(), NetTraceError> {
+    fn sequence_point(&mut self, body: &[u8], body_at: u64) -> Result<(), NetTraceError> {
         self.region.flush_all();
         let mut reset = RegionReset::default();
-        let mut c = Cursor::new(&self.block);
+        let mut c = Cursor::new(body);
         let r: Result<(), BufError> = (|| {
             let _timestamp = c.u64("sequence point timestamp")?;
             if self.v6 {
@@ -745,8 +765,8 @@ impl<R: Read> NetTraceReader<R> {
         r.map_err(|e| e.into_error("sequence point block", body_at))
     }
 
-    fn remove_threads(&mut self, body_at: u64) -> Result<(), NetTraceError> {
-        let mut c = Cursor::new(&self.block);
+    fn remove_threads(&mut self, body: &[u8], body_at: u64) -> Result<(), NetTraceError> {
+        let mut c = Cursor::new(body);
         while !c.is_empty() {
             let r = (|| Ok::<_, BufError>((c.varu64("thread index")?, c.varu32("sequence number")?)))();
             let (t, s) = r.map_err(|e| e.into_error("remove thread block", body_at))?;
@@ -783,6 +803,22 @@ struct Rows {
     thread_id: u64,
     capture_thread_id: u64,
     activity: u32,
+}
+
+/// How far ahead of the header being read its block's bytes are asked for (a block read in
+/// place comes from memory, not from the copy a stream makes).
+const PREFETCH_AHEAD: usize = 1024;
+
+/// Asks for the cache line at `p` (which need not be valid: a prefetch does not fault).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    // SAFETY: SSE is in every x86_64 target; a prefetch reads nothing and does not fault.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 /// Event/metadata block header: (header compression, min/max timestamps skipped).
@@ -833,7 +869,7 @@ fn metadata_rows_v6(body: &[u8], table: &mut MetadataTable) -> Result<(), BufErr
 
 /// Reads a FastSerialization type header (after the object's BeginPrivateObject tag) and
 /// returns the type name and version; `None` at end of stream.
-fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<(String, i32)>, NetTraceError> {
+fn read_type_header<I: ByteInput>(input: &mut I) -> Result<Option<(String, i32)>, NetTraceError> {
     let at = input.offset();
     let Some(h) = input.array::<14>()? else {
         return Ok(None);
@@ -859,7 +895,7 @@ fn read_type_header<R: Read>(input: &mut Input<R>) -> Result<Option<(String, i32
         .map_err(|_| NetTraceError::corrupt("type header", at + 14, "type name is not UTF-8"))
 }
 
-fn read_v4_trace<R: Read>(input: &mut Input<R>) -> Result<TraceInfo, NetTraceError> {
+fn read_v4_trace<I: ByteInput>(input: &mut I) -> Result<TraceInfo, NetTraceError> {
     let mut fs = [0u8; 20];
     if let Fill::Eof = input.fill(&mut fs)? {
         return Err(header_eof("serialization header", input.offset()));
@@ -928,7 +964,7 @@ fn trace_fields(c: &mut Cursor<'_>, format: FormatVersion, version: i32) -> Resu
     })
 }
 
-fn read_v6_trace<R: Read>(input: &mut Input<R>) -> Result<TraceInfo, NetTraceError> {
+fn read_v6_trace<I: ByteInput>(input: &mut I) -> Result<TraceInfo, NetTraceError> {
     let Some(v) = input.array::<8>()? else {
         return Err(header_eof("version", input.offset()));
     };

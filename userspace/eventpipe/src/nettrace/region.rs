@@ -30,6 +30,15 @@ impl Stamped for Pending {
     }
 }
 
+/// What [`Region::recycle`] freed of the reader's payload arena.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Recycled {
+    /// Every byte (`trimmed`: the buffers were cut back; the reader trims its own).
+    All { trimmed: bool },
+    /// This many bytes at its front (events still wait).
+    Front(usize),
+}
+
 /// A sorted run of not-yet-released events: `events[next..end]`.
 #[derive(Debug, Clone, Copy)]
 struct Run {
@@ -69,13 +78,11 @@ pub(crate) struct Region {
     watermark: Option<i64>,
     pub(crate) out: Vec<u32>,
     pub(crate) out_pos: usize,
-    /// Payload bytes of every event in `events` (event block bodies, appended whole).
-    pub(crate) payloads: Vec<u8>,
     /// Non-zero (activity, related activity) ids of the events.
     pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
     /// The buffers' largest lengths since they were last cut back (see [`super::keep`]), and
     /// the batches emptied since.
-    peaks: [Peak; 5],
+    peaks: [Peak; 4],
     emptied: u32,
 }
 
@@ -192,49 +199,46 @@ impl Region {
         Some(i as usize)
     }
 
-    /// Called when every ready event was handed out: frees what nobody can reference any more.
-    /// Every [`TRIM_EVERY`] times the region is emptied its buffers are cut back to the most
-    /// they held meanwhile (true: they were; the reader then trims its own).
-    pub(crate) fn recycle(&mut self) -> bool {
+    /// Called when every ready event was handed out: frees what nobody can reference any more
+    /// (what the reader frees in its payload arena is returned). Every [`TRIM_EVERY`] times the
+    /// region is emptied its buffers are cut back to the most they held meanwhile.
+    pub(crate) fn recycle(&mut self) -> Recycled {
         self.peaks[0].see(self.out.len());
         self.out.clear();
         self.out_pos = 0;
         if self.has_pending() {
-            self.compact();
-            return false;
+            return Recycled::Front(self.compact());
         }
         self.peaks[1].see(self.events.len());
-        self.peaks[2].see(self.payloads.len());
-        self.peaks[3].see(self.activities.len());
-        self.peaks[4].see(self.scratch.len());
+        self.peaks[2].see(self.activities.len());
+        self.peaks[3].see(self.scratch.len());
         self.events.clear();
         self.indexed = 0;
-        self.payloads.clear();
         self.activities.clear();
         self.scratch.clear();
         self.emptied += 1;
         if self.emptied < TRIM_EVERY {
-            return false;
+            return Recycled::All { trimmed: false };
         }
         self.emptied = 0;
-        let [out, events, payloads, activities, scratch] = &mut self.peaks;
+        let [out, events, activities, scratch] = &mut self.peaks;
         out.trim(&mut self.out);
         events.trim(&mut self.events);
-        payloads.trim(&mut self.payloads);
         activities.trim(&mut self.activities);
         scratch.trim(&mut self.scratch);
-        true
+        Recycled::All { trimmed: true }
     }
 
-    /// Drops the events handed out from the front of `events` and their payload bytes, when
-    /// they are most of it: a busy stream always has some event waiting for its thread's
+    /// Drops the events handed out from the front of `events` when they are most of it, and
+    /// returns how many payload bytes the arena can drop from its front (the events left
+    /// point past them): a busy stream always has some event waiting for its thread's
     /// next IsSorted event, so the region was seldom empty and held every event since it last
     /// was (megabytes per busy session, growing with the host's load). Called with no ready
     /// events waiting (indexes into `events` live only in `runs`).
-    fn compact(&mut self) {
+    fn compact(&mut self) -> usize {
         let lo = self.runs.iter().map(|r| r.next as usize).min().unwrap_or(self.indexed).min(self.indexed);
         if lo < COMPACT_MIN || lo * 2 < self.events.len() {
-            return;
+            return 0;
         }
         self.events.drain(..lo);
         let lo32 = lo as u32;
@@ -244,12 +248,11 @@ impl Region {
         }
         self.indexed -= lo;
         // Payload ranges of the events left; those handed out are not read again.
-        if let Some(p0) = self.events.iter().map(|e| e.payload_start).min() {
-            self.payloads.drain(..p0 as usize);
-            for e in &mut self.events {
-                e.payload_start -= p0;
-            }
+        let p0 = self.events.iter().map(|e| e.payload_start).min().unwrap_or(0);
+        for e in &mut self.events {
+            e.payload_start -= p0;
         }
+        p0 as usize
     }
 
     /// An IsSorted event at `ts`: nothing later in the stream is earlier. The release waits for
@@ -358,14 +361,15 @@ mod tests {
     #[test]
     fn a_region_never_empty_drops_what_it_handed_out() {
         let mut r = Region::default();
+        let mut payloads = Vec::new();
         let mut n = 0usize;
         let mut got = Vec::new();
         for step in 0..200 {
             for _ in 0..100 {
                 let mut e = ev(n as i64, n);
-                e.payload_start = r.payloads.len() as u32;
+                e.payload_start = payloads.len() as u32;
                 e.payload_len = 4;
-                r.payloads.extend_from_slice(&(n as u32).to_le_bytes());
+                payloads.extend_from_slice(&(n as u32).to_le_bytes());
                 assert!(r.push(e));
                 n += 1;
             }
@@ -373,11 +377,14 @@ mod tests {
             r.flush_upto(n as i64 - 11);
             while let Some(i) = r.next_ready() {
                 let e = r.events[i];
-                let bytes = &r.payloads[e.payload_start as usize..(e.payload_start + e.payload_len) as usize];
+                let bytes = &payloads[e.payload_start as usize..(e.payload_start + e.payload_len) as usize];
                 assert_eq!(u32::from_le_bytes(bytes.try_into().unwrap()), e.sequence_number, "step {step}");
                 got.push(e.sequence_number as usize);
             }
-            r.recycle();
+            match r.recycle() {
+                Recycled::Front(p0) => drop(payloads.drain(..p0)),
+                Recycled::All { .. } => payloads.clear(),
+            }
             assert!(r.events.len() < 2 * COMPACT_MIN + 200, "step {step}: {} events held", r.events.len());
         }
         assert_eq!(got, (0..n - 10).collect::<Vec<_>>());

@@ -4,7 +4,7 @@
 
 pub mod writer;
 
-use clrprobe_eventpipe::nettrace::{NetTraceError, NetTraceReader, ReaderStats, StreamStatus, TraceInfo};
+use clrprobe_eventpipe::nettrace::{InMemory, NetTraceError, NetTraceReader, ReaderStats, Source, StreamStatus, TraceInfo};
 
 #[allow(unused_imports)] // not every test crate using this module reads the corpus
 pub use clrprobe_tests::corpus::{dir as corpus_dir, read as load};
@@ -39,7 +39,16 @@ pub struct Read_ {
 
 /// Reads a whole stream, keeping every event; an error ends the read and is kept.
 pub fn read_all(bytes: &[u8]) -> Result<Read_, NetTraceError> {
-    let mut r = NetTraceReader::new(bytes)?;
+    read_source(bytes)
+}
+
+/// [`read_all`] with the bytes read in place ([`InMemory`]) instead of as a stream.
+pub fn read_in_memory(bytes: &[u8]) -> Result<Read_, NetTraceError> {
+    read_source(InMemory(bytes))
+}
+
+fn read_source<S: Source>(input: S) -> Result<Read_, NetTraceError> {
+    let mut r = NetTraceReader::new(input)?;
     let mut events = Vec::new();
     let error = loop {
         match r.next_event() {
@@ -74,6 +83,22 @@ pub fn read_all(bytes: &[u8]) -> Result<Read_, NetTraceError> {
         stats: r.stats(),
         error,
     })
+}
+
+/// Asserts that the bytes read in place give what they give read as a stream: the same
+/// events, header, status, counters, and error (or header error). `what` names the input.
+pub fn assert_in_memory_reads_like_a_stream(bytes: &[u8], what: &str) {
+    match (read_all(bytes), read_in_memory(bytes)) {
+        (Ok(a), Ok(b)) => {
+            assert_eq!(a.info, b.info, "{what}: header");
+            assert!(a.events == b.events, "{what}: events differ ({} streamed, {} in place)", a.events.len(), b.events.len());
+            assert_eq!(a.status, b.status, "{what}: status");
+            assert_eq!(a.stats, b.stats, "{what}: counters");
+            assert_eq!(format!("{:?}", a.error), format!("{:?}", b.error), "{what}: error");
+        }
+        (Err(a), Err(b)) => assert_eq!(format!("{a:?}"), format!("{b:?}"), "{what}: header error"),
+        (a, b) => panic!("{what}: streamed {:?}, in place {:?}", a.err(), b.err()),
+    }
 }
 
 /// Little-endian payload walker for checking decoded values in tests.

@@ -1,14 +1,16 @@
 //! A process's EventPipe stream as records: every event undecoded, its time moved onto the
 //! host's monotonic clock (on Linux the runtime's QPC clock is CLOCK_MONOTONIC, so the
 //! session's sync time is its origin). The agent's live source and replay read through it.
-use std::{io::Read, sync::Arc};
+use std::sync::Arc;
 
 use clr_events::eventsource::Value;
-use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, ReaderStats, StreamStatus};
+use clrprobe_eventpipe::nettrace::{EventMetadata, EventRef, NetTraceError, NetTraceReader, ReaderStats, Source, StreamStatus};
 
 use super::records::{ClrRecord, Payload};
 
-pub struct ClrStream<R: Read> {
+/// `R`: an `io::Read` (a live session's socket) or `InMemory` bytes (a saved stream read
+/// whole: decoded in place).
+pub struct ClrStream<R: Source> {
     pid: u32,
     reader: NetTraceReader<R>,
     origin_ns: i64,
@@ -58,7 +60,7 @@ impl StackCache {
     }
 }
 
-impl<R: Read> ClrStream<R> {
+impl<R: Source> ClrStream<R> {
     /// Reads the stream's header.
     pub fn new(pid: u32, stream: R) -> Result<Self, NetTraceError> {
         let reader = NetTraceReader::new(stream)?;

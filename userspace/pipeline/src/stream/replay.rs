@@ -5,11 +5,11 @@
 //! directory gives the same sequence of records every time.
 use std::{
     fs::File,
-    io::BufReader,
+    io::{BufReader, Read},
     path::{Path, PathBuf},
 };
 
-use clrprobe_eventpipe::nettrace::{NetTraceError, StreamStatus};
+use clrprobe_eventpipe::nettrace::{InMemory, NetTraceError, ReaderStats, StreamStatus};
 
 use super::{
     aggregate::{Aggregator, AggregatorConfig},
@@ -42,11 +42,52 @@ pub struct ReplayStats {
 }
 
 struct Session {
-    stream: ClrStream<BufReader<File>>,
+    stream: SavedStream,
     /// The next event, read ahead.
     next: Option<super::records::ClrRecord>,
     file: String,
     error: Option<NetTraceError>,
+}
+
+/// Saved streams up to this size are read whole and decoded in place (the copy of their blocks
+/// into the reader's buffers saved); larger ones are read a block at a time, so that replaying
+/// a long recording does not hold its streams in memory.
+const IN_MEMORY_MAX: u64 = 64 << 20;
+
+/// A saved EventPipe stream.
+enum SavedStream {
+    Whole(ClrStream<InMemory<Vec<u8>>>),
+    Read(ClrStream<BufReader<File>>),
+}
+
+impl SavedStream {
+    fn next_record(&mut self) -> Result<Option<super::records::ClrRecord>, NetTraceError> {
+        match self {
+            SavedStream::Whole(s) => s.next_record(),
+            SavedStream::Read(s) => s.next_record(),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            SavedStream::Whole(s) => s.pid(),
+            SavedStream::Read(s) => s.pid(),
+        }
+    }
+
+    fn stats(&self) -> ReaderStats {
+        match self {
+            SavedStream::Whole(s) => s.stats(),
+            SavedStream::Read(s) => s.stats(),
+        }
+    }
+
+    fn status(&self) -> StreamStatus {
+        match self {
+            SavedStream::Whole(s) => s.status(),
+            SavedStream::Read(s) => s.status(),
+        }
+    }
 }
 
 impl Session {
@@ -84,6 +125,24 @@ fn open_in(dir: &Path, name: &str) -> Result<File, ReplayError> {
         return Err(err("not a regular file (a link or a special file)".into()));
     }
     File::open(&path).map_err(|e| err(e.to_string()))
+}
+
+/// A saved stream of the directory ([`open_in`]), still a regular file once open (what a read
+/// cannot block on): its bytes when it holds at most `max`, else the open file.
+fn read_in(dir: &Path, name: &str, max: u64) -> Result<Result<Vec<u8>, File>, ReplayError> {
+    let mut f = open_in(dir, name)?;
+    let err = |reason: String| ReplayError::File { path: dir.join(name), reason };
+    let meta = f.metadata().map_err(|e| err(e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(err("not a regular file (a link or a special file)".into()));
+    }
+    if meta.len() > max {
+        return Ok(Err(f));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // No more than `max` whatever the file does meanwhile.
+    (&mut f).take(max).read_to_end(&mut bytes).map_err(|e| err(e.to_string()))?;
+    Ok(Ok(bytes))
 }
 
 impl Replay {
@@ -174,8 +233,11 @@ impl Replay {
     }
 
     fn open_session(&mut self, pid: u32, file: String) -> Result<(), ReplayError> {
-        let f = open_in(&self.dir, &file)?;
-        match ClrStream::new(pid, BufReader::with_capacity(1 << 20, f)) {
+        let stream = match read_in(&self.dir, &file, IN_MEMORY_MAX)? {
+            Ok(bytes) => ClrStream::new(pid, InMemory(bytes)).map(SavedStream::Whole),
+            Err(f) => ClrStream::new(pid, BufReader::with_capacity(1 << 20, f)).map(SavedStream::Read),
+        };
+        match stream {
             Ok(stream) => {
                 let mut s = Session { stream, next: None, file, error: None };
                 s.advance();
