@@ -11,8 +11,8 @@ use crate::bpf::{BpfError, Loaded};
 /// Stack ids kept resolved at most (of the kernel map's 32,768): the most a table of 2,048
 /// buckets holds (7/8 of them), cleared when full. A full table never doubles (at 8,192 ids
 /// a table of 8,192 buckets doubled to 16,384, 409 KB). It was 7,168 (8,192 buckets): in the
-/// agent (three busy processes, heaptrack) the table and its stacks grew from 0.28 MB at
-/// 100 s to 0.6–0.7 MB at minutes 3–9, most of the live heap's growth after minute 2. At
+/// agent (three busy processes, heaptrack) the table and the stacks it read (many shared with
+/// the aggregator's keys) grew from 0.28 MB at 100 s to 0.6–0.7 MB at minutes 3–9. At
 /// 1,792 the agent's cache fills in 25–60 s and is read again from the map for 1.6–5 % of its
 /// lookups (1,792 reads per 35–110 k lookups, about 45 reads a second).
 const STACK_CACHE: usize = 1_792;
