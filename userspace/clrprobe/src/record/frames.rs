@@ -38,6 +38,13 @@ fn exe_identity(pid: u32) -> Option<(u64, u64)> {
 // Keys are addresses and frames clrprobe made: a fast hash (SipHash was a fifth of a stop's CPU).
 use clrprobe_profile::hash::FastMap;
 
+/// Unnamed addresses remembered at most: the most a table of 8,192 buckets holds. A
+/// long-running agent meets new return addresses in stripped native code all the time (about
+/// 150 a minute with three busy processes): when full, the memory is cleared and its addresses
+/// are tried again as they come (each costs a lookup that fails once more). Named ones are not
+/// bounded so: the end of a recording names exited processes' addresses from them.
+const UNNAMED_MAX: usize = 7_168;
+
 /// Named addresses per (pid, address), each distinct frame stored once: the same runtime and
 /// library code named in hundreds of short-lived processes of a long `--all` run costs an
 /// index per address, not a frame.
@@ -332,6 +339,10 @@ impl FrameResolver {
                     self.unnamed.remove(&(pid, a));
                     self.named.insert((pid, a), f);
                 } else {
+                    if self.unnamed.len() >= UNNAMED_MAX && !self.unnamed.contains_key(&(pid, a)) {
+                        // Bounded (see UNNAMED_MAX): the table keeps its 8,192 buckets.
+                        self.unnamed.clear();
+                    }
                     self.unnamed.insert((pid, a), (f.kind, epoch));
                 }
             }

@@ -8,11 +8,14 @@ use clrprobe_common::{names, ustack};
 use super::{RawSample, Sampler, SamplerError, SamplerKind, SamplerStats};
 use crate::bpf::{BpfError, Loaded};
 
-/// Stack ids kept resolved at most (of the kernel map's 32,768): the most a table of 8,192
-/// buckets holds (7/8 of them). At 8,192 the table doubled to 16,384 buckets (409 KB, every
-/// page touched by the rehash) to hold its last 1,024 ids until the next clear: in the agent
-/// (three busy processes) that happened near minute 2 and stayed.
-const STACK_CACHE: usize = 7_168;
+/// Stack ids kept resolved at most (of the kernel map's 32,768): the most a table of 2,048
+/// buckets holds (7/8 of them), cleared when full. A full table never doubles (at 8,192 ids
+/// a table of 8,192 buckets doubled to 16,384, 409 KB). It was 7,168 (8,192 buckets): in the
+/// agent (three busy processes, heaptrack) the table and the stacks it read (many shared with
+/// the aggregator's keys) grew from 0.28 MB at 100 s to 0.6–0.7 MB at minutes 3–9. At
+/// 1,792 the agent's cache fills in 25–60 s and is read again from the map for 1.6–5 % of its
+/// lookups (1,792 reads per 35–110 k lookups, about 45 reads a second).
+const STACK_CACHE: usize = 1_792;
 
 pub struct BpfSampler {
     bpf: Loaded,
@@ -24,6 +27,9 @@ pub struct BpfSampler {
     /// Samples lost between reading a key and deleting it are not counted here: the window
     /// is a few microseconds per key per drain.
     drained: u64,
+    /// Stack-id lookups and map reads (cache misses) since the cache was last cleared.
+    stack_lookups: u64,
+    stack_reads: u64,
     /// Kernel BPF run-time statistics switched on while this fd is open (`CLRPROBE_BPF_STATS=1`).
     _stats_fd: Option<std::os::fd::OwnedFd>,
     /// User stack copies (None: frame pointers only, `CLRPROBE_UNWIND=fp`).
@@ -115,7 +121,7 @@ impl BpfSampler {
         if let Some(freq) = freq {
             bpf.attach_sampler(freq)?;
         }
-        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), preempted: Arc::from([crate::unwind::wait::PREEMPTED_ADDRESS]), drained: 0, _stats_fd, copies, unwind_pids: None })
+        Ok(Self { bpf, stacks: HashMap::new(), empty: Arc::from(Vec::new()), preempted: Arc::from([crate::unwind::wait::PREEMPTED_ADDRESS]), drained: 0, stack_lookups: 0, stack_reads: 0, _stats_fd, copies, unwind_pids: None })
     }
 
     /// What the userspace unwinder did so far (None without stack copies).
@@ -212,13 +218,17 @@ impl BpfSampler {
         if id < 0 {
             return Ok(self.empty.clone());
         }
+        self.stack_lookups += 1;
         if let Some(s) = self.stacks.get(&id) {
             return Ok(s.clone());
         }
         // Bounded: a host-wide recording sees up to MAX_STACKS ids; a dropped one is read again.
         if self.stacks.len() >= STACK_CACHE {
+            log::debug!("stack-id cache full ({} ids): cleared; {} lookups, {} map reads since the last clear", self.stacks.len(), self.stack_lookups, self.stack_reads);
             self.stacks.clear();
+            (self.stack_lookups, self.stack_reads) = (0, 0);
         }
+        self.stack_reads += 1;
         let name = names::STACKS;
         let map = self.bpf.ebpf.map(name).ok_or(BpfError::NoMap { name })?;
         let traces: StackTraceMap<&MapData> =
