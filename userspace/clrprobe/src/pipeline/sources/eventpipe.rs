@@ -52,13 +52,9 @@ impl EventPipeSource {
         // `record --save-raw` on the pipeline: the process's stream saved as it is read (a
         // second session's, keeping only some events, is not a recording's).
         let save = keep.is_none() && crate::record::save_raw::active();
-        let stopped = stop.clone();
         let thread = std::thread::Builder::new()
             .name(format!("eventpipe-{pid}"))
-            .spawn(move || {
-                let session = Paced { inner: session, stop: stopped, drained: false };
-                if save { read(pid, crate::record::save_raw::tee(pid, session), &tx, keep, net) } else { read(pid, session, &tx, keep, net) }
-            })
+            .spawn(move || if save { read(pid, crate::record::save_raw::tee(pid, session), &tx, keep, net) } else { read(pid, session, &tx, keep, net) })
             .map_err(|e| SessionError::Ipc { pid, source: IpcError::Io(e) })?;
         Ok(Self { pid, stop, thread: Some(thread) })
     }
@@ -186,37 +182,6 @@ fn taken(n: usize) {
 pub fn received(r: &Record) {
     if let Record::ClrBatch(v) = r {
         taken(v.len());
-    }
-}
-
-/// After a read that emptied the socket (fewer bytes than asked for), the next one waits this
-/// long first: what the runtime writes meanwhile is read in one go. Blocking at once woke the
-/// reader for each of the runtime's writes (~90 times a second per busy process); the socket
-/// holds far more than a busy runtime writes in this time (~25 KB).
-const PACE: Duration = Duration::from_millis(20);
-
-/// [`PACE`], or `CLRPROBE_READ_PACE_MS` (0: blocking reads, as before; for measuring).
-fn pace() -> Duration {
-    static PACE_MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
-    PACE_MS.get_or_init(|| std::env::var("CLRPROBE_READ_PACE_MS").ok().and_then(|v| v.parse().ok())).map_or(PACE, Duration::from_millis)
-}
-
-/// The session's stream, read at most once per [`PACE`] while it keeps up with the runtime;
-/// unpaced once the session is being stopped (its rundown read as fast as it comes).
-struct Paced<R> {
-    inner: R,
-    stop: StopHandle,
-    drained: bool,
-}
-
-impl<R: std::io::Read> std::io::Read for Paced<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        if self.drained && !self.stop.is_stopped() && !pace().is_zero() {
-            std::thread::sleep(pace());
-        }
-        let n = self.inner.read(buf)?;
-        self.drained = n > 0 && n < buf.len();
-        Ok(n)
     }
 }
 
