@@ -182,6 +182,12 @@ impl PerfMap {
         added
     }
 
+    /// Is there an unterminated last record (or the rest of an over-long one) that
+    /// [`PerfMap::finish`] would take?
+    pub fn unfinished(&self) -> bool {
+        !self.tail.is_empty() || self.discarding
+    }
+
     /// Parses an unterminated last record (call when the writer is known to be done).
     pub fn finish(&mut self) -> usize {
         if self.discarding {

@@ -55,11 +55,14 @@ pub struct ProcessSymbolizer {
     /// Mapped managed assemblies by simple name (`System.Private.CoreLib` → its path): where
     /// a perf-map name's `[Assembly]` is checked.
     assemblies: HashMap<String, String>,
+    /// Digest of the /proc/PID/maps text last parsed: an unchanged text is not parsed again.
+    maps_digest: Option<u64>,
 }
 
 /// A perf map or jitdump of the target: open, absent, or refused (said once).
 enum HeldFile {
-    File { path: PathBuf, file: std::fs::File, fresh: bool },
+    /// `len`: the file's size as of the check that kept it (None: not looked at).
+    File { path: PathBuf, file: std::fs::File, fresh: bool, len: Option<u64> },
     Absent,
     Refused,
 }
@@ -131,6 +134,7 @@ impl ProcessSymbolizer {
             owner,
             warnings: Vec::new(),
             offline: None,
+            maps_digest: None,
         };
         s.refresh_maps()?;
         s.refresh_perf_map()?;
@@ -164,6 +168,7 @@ impl ProcessSymbolizer {
             owner: Owner::root(),
             warnings: Vec::new(),
             offline: Some(usable_files),
+            maps_digest: None,
         }
     }
 
@@ -210,7 +215,21 @@ impl ProcessSymbolizer {
         let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
         match std::fs::read_to_string(&path) {
             Ok(text) => {
+                let digest = {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    text.hash(&mut h);
+                    h.finish()
+                };
+                if self.maps_digest == Some(digest) {
+                    // Nothing (un)loaded: the table and the paths' classes stand (merging the
+                    // same text again changes nothing); paths that could not be opened are
+                    // tried again, as after a change.
+                    self.modules.retain(|_, m| m.is_some());
+                    return Ok(());
+                }
                 self.maps.update(Maps::parse(&text)?);
+                self.maps_digest = Some(digest);
                 self.note_assemblies();
                 // Libraries may have been (un)loaded: classify paths afresh (the shared cache
                 // still holds the parsed images).
@@ -260,21 +279,24 @@ impl ProcessSymbolizer {
             // Still linked (an unlinked or renamed-over file has no links left; fstat walks no
             // path): the path is looked at only every REPLACED_CHECK.
             let checked = &mut self.replaced_checked[which];
-            if checked.is_some_and(|t| t.elapsed() < REPLACED_CHECK) && f.metadata().is_ok_and(|m| m.nlink() > 0) {
-                return HeldFile::File { path, file: f, fresh: false };
+            if checked.is_some_and(|t| t.elapsed() < REPLACED_CHECK)
+                && let Ok(m) = f.metadata()
+                && m.nlink() > 0
+            {
+                return HeldFile::File { path, file: f, fresh: false, len: Some(m.len()) };
             }
             *checked = Some(std::time::Instant::now());
             match std::fs::symlink_metadata(&path) {
-                Err(_) => return HeldFile::File { path, file: f, fresh: false },
+                Err(_) => return HeldFile::File { path, file: f, fresh: false, len: None },
                 Ok(now) if f.metadata().is_ok_and(|h| h.ino() == now.ino() && h.dev() == now.dev()) => {
-                    return HeldFile::File { path, file: f, fresh: false };
+                    return HeldFile::File { path, file: f, fresh: false, len: None };
                 }
                 Ok(_) => {} // replaced by a new file: read that one from its start
             }
         }
         for path in paths {
             match self.open_target_file(path) {
-                Ok(Some(file)) => return HeldFile::File { path: path.clone(), file, fresh: true },
+                Ok(Some(file)) => return HeldFile::File { path: path.clone(), file, fresh: true, len: None },
                 Ok(None) => continue,
                 Err(()) => return HeldFile::Refused,
             }
@@ -311,7 +333,7 @@ impl ProcessSymbolizer {
         self.jitdump_paths = paths;
         {
             let (path, mut f) = match opened {
-                HeldFile::File { path, file, fresh } => {
+                HeldFile::File { path, file, fresh, .. } => {
                     if fresh && self.jitdump.consumed() > 0 {
                         self.jitdump = JitDump::new();
                     }
@@ -358,11 +380,20 @@ impl ProcessSymbolizer {
         if let HeldFile::Refused = opened {
             return Ok(0); // refused: not looked for elsewhere
         }
-        if let HeldFile::File { path, file: mut f, fresh } = opened {
+        if let HeldFile::File { path, file: mut f, fresh, len } = opened {
             if fresh && self.perf_map.consumed() > 0 {
                 self.perf_map = PerfMap::new();
             }
-            let len = f.metadata().map_err(|e| Error::io(&path, e))?.len();
+            let len = match len {
+                Some(len) => len,
+                None => f.metadata().map_err(|e| Error::io(&path, e))?.len(),
+            };
+            if !fresh && len == self.perf_map.consumed() && !self.perf_map.unfinished() {
+                // Unchanged since the last read, and nothing to finish if the runtime has
+                // exited: one fstat (was three, a seek, a read and a stat of /proc/PID).
+                self.perf_map_file = Some((path, f));
+                return Ok(0);
+            }
             if len < self.perf_map.consumed() {
                 // Truncated or replaced (pid reuse): start over.
                 self.perf_map = PerfMap::new();

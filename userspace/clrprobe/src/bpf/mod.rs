@@ -7,6 +7,7 @@ mod ring_reader;
 mod sched;
 mod switch_cost;
 mod ustack;
+mod batch;
 
 pub use sched::ThreadCpuTime;
 
@@ -56,6 +57,8 @@ pub enum BpfError {
     Tracefs(String),
     #[error("starting the stack-copy ring's reader thread: {0}")]
     RingReader(#[source] std::io::Error),
+    #[error("BPF map {name}: batched lookup and delete: {source}")]
+    Batch { name: &'static str, #[source] source: std::io::Error },
 }
 
 /// A loaded BPF object with its log reader kept alive (dropping the logger closes the log map).
@@ -221,14 +224,33 @@ impl Loaded {
     }
 
     /// Reads and deletes every entry of an aggregation map keyed like the samples
-    /// (SAMPLE_COUNTS, OFFCPU_NS). Increments landing between the read and the delete of a key
-    /// are lost: a window of microseconds per key per drain.
+    /// (SAMPLE_COUNTS, OFFCPU_NS): a bucket at a time, up to [`batch::ENTRIES`] entries per
+    /// `BPF_MAP_LOOKUP_AND_DELETE_BATCH` call (was three calls per entry). Where the kernel
+    /// refuses that, entry by entry: increments landing between the read and the delete of a
+    /// key are then lost (a window of microseconds per key per drain).
     pub fn drain_counts(&mut self, name: &'static str) -> Result<Vec<(SampleKey, u64)>, BpfError> {
+        let mut out = Vec::new();
+        if batch::usable() {
+            // Checked as below first: a hash map of these key and value sizes.
+            let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
+            let _: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
+                BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+            if let Some(aya::maps::Map::HashMap(data)) = self.ebpf.map(name) {
+                match batch::drain(data, name, &mut out) {
+                    Ok(()) => return Ok(out),
+                    Err(e) => {
+                        // What was read before the error is kept; the rest goes entry by entry.
+                        log::debug!("{e}; entries are read one at a time from here on");
+                        batch::refuse();
+                    }
+                }
+            }
+        }
         let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
         let mut m: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
             BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
         let keys: Vec<SampleKey> = m.keys().filter_map(Result::ok).collect();
-        let mut out = Vec::with_capacity(keys.len());
+        out.reserve(keys.len());
         for k in keys {
             if let Ok(v) = m.get(&k, 0) {
                 let _ = m.remove(&k);
