@@ -43,13 +43,34 @@ pub fn refuse() {
     REFUSED.store(true, Ordering::Relaxed);
 }
 
+thread_local! {
+    /// The buffers the kernel writes keys and values into, kept from one drain to the next
+    /// (~56 KB each drain: freed and allocated again every second, they were the kind of
+    /// mid-size short-lived buffer that fragments a long-running agent's heap).
+    static BUFFERS: std::cell::RefCell<(Vec<SampleKey>, Vec<SampleValue>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
 /// Moves every entry of `map` (a BPF hash map of `SampleKey` → `SampleValue`, as checked by the
 /// caller) to `out`. On Err, the entries read before the error are in `out` and deleted.
 pub fn drain(map: &MapData, name: &'static str, out: &mut Vec<(SampleKey, u64)>) -> Result<(), BpfError> {
+    BUFFERS.with_borrow_mut(|(keys, values)| {
+        let r = drain_into(map, name, out, keys, values);
+        // A bucket too full for the usual buffer (rare) made them larger: not kept so.
+        if keys.len() > ENTRIES {
+            keys.truncate(ENTRIES);
+            keys.shrink_to(ENTRIES);
+            values.truncate(ENTRIES);
+            values.shrink_to(ENTRIES);
+        }
+        r
+    })
+}
+
+fn drain_into(map: &MapData, name: &'static str, out: &mut Vec<(SampleKey, u64)>, keys: &mut Vec<SampleKey>, values: &mut Vec<SampleValue>) -> Result<(), BpfError> {
     let fd = map.fd().as_fd().as_raw_fd();
-    let mut n = ENTRIES;
-    let mut keys = vec![SampleKey::default(); n];
-    let mut values = vec![SampleValue::default(); n];
+    let mut n = keys.len().max(ENTRIES);
+    keys.resize(n, SampleKey::default());
+    values.resize(n, SampleValue::default());
     // A hash map's batch position is a bucket index (u32).
     let mut position: Option<u32> = None;
     let mut next: u32 = 0;
