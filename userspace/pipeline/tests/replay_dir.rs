@@ -133,3 +133,35 @@ fn a_damaged_directory_is_refused_with_the_reason() {
     assert!(err.contains("not a clrprobe --save-raw file"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_fifo_or_a_link_in_place_of_a_stream_is_refused_without_blocking() {
+    let bytes = std::fs::read(testdata(TRACE)).unwrap();
+    let (first, last, ..) = stream_facts(&bytes);
+    for kind in ["fifo", "link"] {
+        let dir = clrprobe_tests::scratch_dir("replay-special");
+        save(&dir, &bytes, first, last);
+        let stream = dir.join(format!("{PID}.nettrace"));
+        std::fs::remove_file(&stream).unwrap();
+        match kind {
+            "fifo" => assert!(std::process::Command::new("mkfifo").arg(&stream).status().unwrap().success()),
+            _ => std::os::unix::fs::symlink(dir.join(RECORDS_FILE), &stream).unwrap(),
+        }
+        // A plain open of a FIFO waits for a writer: the replay runs on a thread and must end.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.clone();
+        std::thread::spawn(move || {
+            let outcome = Replay::open(&d).and_then(|r| {
+                let mut agg = Aggregator::new(r.aggregator_config());
+                r.run(&mut agg, &mut |_| {})
+            });
+            let _ = tx.send(match outcome {
+                Ok(stats) => format!("{:?}", stats.warnings),
+                Err(e) => e.to_string(),
+            });
+        });
+        let said = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{kind}: the replay blocked"));
+        assert!(said.contains("not a regular file"), "{kind}: {said}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

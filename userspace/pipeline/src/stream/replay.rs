@@ -113,29 +113,41 @@ pub struct Replay {
     stats: ReplayStats,
 }
 
-/// Opens a file of the saved directory: a regular file, not a link.
+/// Opens a file of the saved directory: a regular file, not a link. Opened without following
+/// a link and without blocking (a FIFO there would block a plain open), then checked on the
+/// open file itself (no gap between a check and the open).
 fn open_in(dir: &Path, name: &str) -> Result<File, ReplayError> {
     let path = dir.join(name);
     if name.contains('/') || name.starts_with('.') {
         return Err(ReplayError::File { path, reason: "names a file outside the directory".into() });
     }
     let err = |reason: String| ReplayError::File { path: path.clone(), reason };
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| err(e.to_string()))?;
-    if !meta.file_type().is_file() {
-        return Err(err("not a regular file (a link or a special file)".into()));
+    let not_regular = || err("not a regular file (a link or a special file)".into());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
     }
-    File::open(&path).map_err(|e| err(e.to_string()))
+    // A link put there after the check: ELOOP from O_NOFOLLOW.
+    #[cfg(unix)]
+    let is_link = |e: &std::io::Error| e.raw_os_error() == Some(libc::ELOOP);
+    #[cfg(not(unix))]
+    let is_link = |_: &std::io::Error| false;
+    let f = options.open(&path).map_err(|e| if is_link(&e) { not_regular() } else { err(e.to_string()) })?;
+    if !f.metadata().map_err(|e| err(e.to_string()))?.file_type().is_file() {
+        return Err(not_regular());
+    }
+    Ok(f)
 }
 
-/// A saved stream of the directory ([`open_in`]), still a regular file once open (what a read
-/// cannot block on): its bytes when it holds at most `max`, else the open file.
+/// A saved stream of the directory ([`open_in`]): its bytes when it holds at most `max`, else
+/// the open file.
 fn read_in(dir: &Path, name: &str, max: u64) -> Result<Result<Vec<u8>, File>, ReplayError> {
     let mut f = open_in(dir, name)?;
     let err = |reason: String| ReplayError::File { path: dir.join(name), reason };
     let meta = f.metadata().map_err(|e| err(e.to_string()))?;
-    if !meta.file_type().is_file() {
-        return Err(err("not a regular file (a link or a special file)".into()));
-    }
     if meta.len() > max {
         return Ok(Err(f));
     }
