@@ -232,6 +232,16 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
     let mut w = workload.start().context("starting the workload")?;
     let pid = w.pid.to_string();
     let freq = o.freq.to_string();
+    // A do-nothing client of one of the floor's sessions: session `i` (its own first, with
+    // rundown; any other without, as clrprobe opens them) copied to a scratch file.
+    let floor_client = |i: usize| -> std::io::Result<std::process::Child> {
+        let mut cmd = Command::new(bin);
+        cmd.args(["trace", "-p", &pid, "--providers", floor.get(i).map(String::as_str).unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string()]);
+        if i > 0 {
+            cmd.arg("--no-rundown");
+        }
+        cmd.arg("-o").arg(tmp.join(format!("floor-{i}.nettrace"))).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()
+    };
     let profiler = match c {
         Config::Alone => None,
         Config::Clrprobe(k) => {
@@ -248,14 +258,7 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
             }
             Some(cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?)
         }
-        Config::Floor(_) => Some(
-            Command::new(bin)
-                .args(["trace", "-p", &pid, "--providers", floor.first().map(String::as_str).unwrap_or_default(), "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
-                .arg(tmp.join("floor.nettrace"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()?,
-        ),
+        Config::Floor(_) => Some(floor_client(0)?),
         Config::Perf => Some(
             Command::new("perf")
                 .args(["record", "-g", "-F", &freq, "-p", &pid, "-o"])
@@ -265,26 +268,16 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
                 .spawn()?,
         ),
     };
-    // The floor's other sessions (clrprobe's exceptions session): no rundown, as clrprobe's.
-    let mut also = Vec::new();
-    if let Config::Floor(_) = c {
-        for (i, spec) in floor.iter().enumerate().skip(1) {
-            also.push(
-                Command::new(bin)
-                    .args(["trace", "-p", &pid, "--providers", spec, "--no-rundown", "--buffer-mb", &BUFFER_MB.to_string(), "-o"])
-                    .arg(tmp.join(format!("floor-{i}.nettrace")))
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()?,
-            );
-        }
-    }
+    // The floor's other sessions (clrprobe's exceptions session).
+    let also = match c {
+        Config::Floor(_) => (1..floor.len()).map(floor_client).collect::<std::io::Result<Vec<_>>>()?,
+        _ => Vec::new(),
+    };
     w.wait(Duration::from_secs_f64(o.seconds as f64 + WARMUP_S + 30.0));
-    for (i, p) in also.into_iter().enumerate() {
+    for (i, p) in (1..).zip(also) {
         let out = p.wait_with_output()?;
-        let _ = std::fs::remove_file(tmp.join(format!("floor-{}.nettrace", i + 1)));
         if !out.status.success() {
-            bail!("{} (session {}) failed ({}): {}", c.name(), i + 2, out.status, String::from_utf8_lossy(&out.stderr).trim());
+            bail!("{} (session {}) failed ({}): {}", c.name(), i + 1, out.status, String::from_utf8_lossy(&out.stderr).trim());
         }
     }
     let mut summary = None;
@@ -293,7 +286,9 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
         if !out.status.success() && *c != Config::Perf {
             bail!("{} failed ({}): {}", c.name(), out.status, String::from_utf8_lossy(&out.stderr).trim());
         }
-        let _ = std::fs::remove_file(tmp.join("floor.nettrace"));
+        for i in 0..floor.len() {
+            let _ = std::fs::remove_file(tmp.join(format!("floor-{i}.nettrace")));
+        }
         if let Config::Clrprobe(_) = c {
             summary = Some(serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")?);
         }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use clr_events::schema::{FieldType, TypeCode};
 use clrprobe_eventpipe::nettrace::{FormatVersion, NetTraceError, StreamStatus};
-use nettrace_support::{Ev, P, Read_, corpus_dir, load, read_all};
+use nettrace_support::{ARRAYTYPES, CHECKPOINTS, Ev, OBJVER4, P, Read_, corpus_dir, load, read_all};
 
 const RT: &str = "Microsoft-Windows-DotNETRuntime";
 const RUNDOWN: &str = "Microsoft-Windows-DotNETRuntimeRundown";
@@ -156,9 +156,6 @@ fn assert_clean(read: &Read_) {
     assert_time_ordered(read);
 }
 
-const OBJVER4: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
-const ARRAYTYPES: &str = "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace";
-const CHECKPOINTS: &str = "perfview__eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace";
 const NETPERF: &str = "perfview__eventpipe-dotnetcore2.1-linux-x64-tracelogging.netperf";
 
 #[test]

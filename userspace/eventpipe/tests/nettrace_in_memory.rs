@@ -4,24 +4,7 @@
 
 mod nettrace_support;
 
-use nettrace_support::{assert_in_memory_reads_like_a_stream as same, corpus_dir, load};
-
-const CHECKPOINTS: &str = "perfview__eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace";
-const ARRAYTYPES: &str = "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace";
-const OBJVER4: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use nettrace_support::{ARRAYTYPES, CHECKPOINTS, OBJVER4, Rng, assert_in_memory_reads_like_a_stream as same, corpus_dir, load};
 
 #[test]
 fn every_corpus_recording_reads_the_same() {

@@ -4,24 +4,7 @@
 mod nettrace_support;
 
 use clrprobe_eventpipe::nettrace::{NetTraceError, StreamStatus};
-use nettrace_support::{load, read_all};
-
-const ARRAYTYPES: &str = "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace";
-const CHECKPOINTS: &str = "perfview__eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace";
-const OBJVER4: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use nettrace_support::{ARRAYTYPES, CHECKPOINTS, OBJVER4, Rng, load, read_all};
 
 #[test]
 fn header_errors_are_typed_and_name_the_cause() {

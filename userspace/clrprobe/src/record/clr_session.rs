@@ -22,6 +22,10 @@ pub const NAMING_KEYWORDS: u64 = 0x10 | 0x8;
 /// target has its GCs; at verbose it also brings AllocationTick, one per ~100 KB allocated).
 pub const GC_KEYWORD: u64 = 0x1;
 
+/// The runtime's Exception keyword: ExceptionThrown (at Error), and at Informational also the
+/// catch/finally/filter and thrown-stop events of every throw.
+pub const EXCEPTION_KEYWORD: u64 = 0x8000;
+
 /// Runtime keywords for the event kinds: GC (AllocationTick at verbose), Exception, Contention,
 /// Threading (ThreadCreated), and Stack (a stack with each event).
 pub fn kind_keywords(kinds: Kinds) -> u64 {
@@ -34,7 +38,7 @@ pub fn kind_keywords(kinds: Kinds) -> u64 {
         k |= 0x1;
     }
     if kinds.exceptions {
-        k |= 0x8000;
+        k |= EXCEPTION_KEYWORD;
     }
     if kinds.contention {
         k |= 0x4000;

@@ -10,7 +10,7 @@ use clrprobe_pipeline::Kinds;
 
 use super::{
     PerfMapGuard, PerfMapState, alive,
-    clr_session::{kind_keywords, session_config},
+    clr_session::{EXCEPTION_KEYWORD, kind_keywords, session_config},
 };
 
 /// Per-process EventPipe buffer (the session's circular buffer in the target, in MB).
@@ -127,9 +127,6 @@ pub fn alloc_session() -> SessionConfig {
         providers: vec![ProviderConfig::new(RUNTIME_PROVIDER, kind_keywords(Kinds { alloc: true, exceptions: false, contention: false }) & !0x10000, Level::Verbose)],
     }
 }
-
-/// The runtime provider's Exception keyword.
-pub const EXCEPTION_KEYWORD: u64 = 0x8000;
 
 /// The exceptions' own session (.NET 5+, beside the process's own): the Exception keyword at
 /// Error, where the runtime writes ExceptionThrown and nothing else of that keyword. At the

@@ -9,6 +9,27 @@ use clrprobe_eventpipe::nettrace::{InMemory, NetTraceError, NetTraceReader, Read
 #[allow(unused_imports)] // not every test crate using this module reads the corpus
 pub use clrprobe_tests::corpus::{dir as corpus_dir, read as load};
 
+/// Corpus recordings the tests read again and again.
+pub const ARRAYTYPES: &str = "perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace";
+pub const CHECKPOINTS: &str = "perfview__eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace";
+pub const OBJVER4: &str = "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace";
+
+/// A small deterministic xorshift generator for corruptions and garbage.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
 /// An owned copy of one event.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ev {
