@@ -459,7 +459,7 @@ impl EventProfiles {
 #[inline]
 fn round_i64(x: f64) -> i64 {
     // Every double of magnitude 2^52 or more is an integer already (NaN: 0 as well).
-    if !(x.abs() < 4_503_599_627_370_496.0) {
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
         return x as i64;
     }
     let i = x as i64;
