@@ -280,7 +280,7 @@ impl EventProfiles {
         };
         t.0 += e.bytes;
         t.1 += e.objects;
-        self.add(ev, Some(ty), &[(kinds::ALLOC_BYTES, e.bytes.round() as i64), (kinds::ALLOC_COUNT, e.objects.round() as i64)], &[("heap", heap)]);
+        self.add(ev, Some(ty), &[(kinds::ALLOC_BYTES, round_i64(e.bytes)), (kinds::ALLOC_COUNT, round_i64(e.objects))], &[("heap", heap)]);
     }
 
     /// The sample of this identity, if there is one.
@@ -453,6 +453,27 @@ impl EventProfiles {
     }
 }
 
+/// `x.round() as i64` without the call to libm's `round` (the baseline x86-64 target has no
+/// rounding instruction: two calls per allocation event): halves away from zero, NaN 0, out
+/// of range saturated, as `round` then `as`.
+#[inline]
+fn round_i64(x: f64) -> i64 {
+    // Every double of magnitude 2^52 or more is an integer already (NaN: 0 as well).
+    if x.is_nan() || x.abs() >= 4_503_599_627_370_496.0 {
+        return x as i64;
+    }
+    let i = x as i64;
+    // Exact: the fraction of a double below 2^52.
+    let f = x - i as f64;
+    if f >= 0.5 {
+        i + 1
+    } else if f <= -0.5 {
+        i - 1
+    } else {
+        i
+    }
+}
+
 /// Events that make samples.
 fn is_sample(e: &ClrEvent<'_>) -> bool {
     matches!(e, ClrEvent::AllocationTick(_) | ClrEvent::AllocationSampled(_) | ClrEvent::ExceptionThrown(_) | ClrEvent::ContentionStart(_) | ClrEvent::ContentionStop(_))
@@ -465,5 +486,32 @@ fn heap(k: clr_events::alloc::HeapKind) -> &'static str {
         Loh => "LOH",
         Poh => "POH",
         Other(_) => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_i64;
+
+    #[test]
+    fn rounds_as_round_then_as() {
+        let mut xs = vec![
+            0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994, 2083.3333, 99_999.5,
+            4_503_599_627_370_495.5, 4_503_599_627_370_496.0, 9_007_199_254_740_993.0, 1e300, -1e300, f64::MAX, f64::MIN,
+            f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 9.3e18, -9.3e18,
+        ];
+        // Halves and their neighbours, and a spread of magnitudes.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..100_000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let m = (seed >> 11) as f64 / (1u64 << 53) as f64;
+            let e = (seed % 70) as i32 - 10;
+            let x = m * 2f64.powi(e);
+            let h = (x * 2.0).floor() / 2.0;
+            xs.extend([x, -x, h, -h, f64::from_bits(h.to_bits() + 1), f64::from_bits(h.to_bits().saturating_sub(1))]);
+        }
+        for x in xs {
+            assert_eq!(round_i64(x), x.round() as i64, "{x:e}");
+        }
     }
 }

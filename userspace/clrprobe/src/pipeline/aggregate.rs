@@ -154,7 +154,10 @@ const KERNEL_PASS_EVERY: Duration = Duration::from_secs(30);
 /// How often the followed processes' maps and perf maps are read again (reading
 /// /proc/PID/maps was a tenth of the aggregator's work at every one-second tick).
 const REFRESH: Duration = Duration::from_secs(5);
-/// … and in a recording (short-lived processes: their perf maps go when they exit).
+/// … and a recording's perf maps (short-lived processes: their perf maps go when they exit);
+/// its maps are read again every `REFRESH` as the agent's (a .NET process's maps change at
+/// every second as its GC commits memory: reading and parsing them each second was a tenth of
+/// a recording aggregator's CPU), and whenever an address falls outside them.
 const RECORDING_REFRESH: Duration = Duration::from_secs(1);
 /// The aggregator sleeps this long when no record or query is waiting. Blocking on the
 /// channel instead made every record of a mostly idle aggregator a futex wake-up and two
@@ -182,11 +185,13 @@ struct State {
     /// CPU sample and event stack hands over only new ones (resolving an address that has no
     /// name — libcoreclr's stripped internals, GC code — went to the ELF symbolizer thread
     /// again at every sample).
-    noted: HashMap<u32, HashSet<u64>>,
+    noted: HashMap<u32, rustc_hash::FxHashSet<u64>>,
     last_renote: Instant,
     /// When the last pass over /proc/kallsyms began (None: none yet).
     last_kernel_pass: Option<Instant>,
     last_refresh: Instant,
+    /// When the followed processes' maps were last read at a tick.
+    last_maps_refresh: Instant,
     /// A pass naming noted kernel frames runs (a recording's).
     prefetching: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Records left waiting when a recording's end ran out of its time.
@@ -353,6 +358,7 @@ impl State {
             last_renote: Instant::now(),
             last_kernel_pass: None,
             last_refresh: Instant::now(),
+            last_maps_refresh: Instant::now(),
             prefetching: Default::default(),
             left_out: 0,
             expected: HashSet::new(),
@@ -401,9 +407,18 @@ impl State {
             }
             Record::Tick { .. } if self.last_refresh.elapsed() >= if self.agg.config().keep_times { RECORDING_REFRESH } else { REFRESH } => {
                 self.last_refresh = Instant::now();
+                // (The agent's ticks come every REFRESH: its maps at each.)
+                let maps = !self.agg.config().keep_times || self.last_maps_refresh.elapsed() >= REFRESH;
+                if maps {
+                    self.last_maps_refresh = Instant::now();
+                }
                 let live: Vec<u32> = self.agg.processes().filter(|p| !p.2).map(|p| p.0.pid).collect();
                 for pid in live {
-                    self.resolver.refresh(pid);
+                    if maps {
+                        self.resolver.refresh(pid);
+                    } else {
+                        self.resolver.refresh_perf_map(pid);
+                    }
                     self.last_seen.insert(pid, Instant::now());
                 }
                 if self.last_renote.elapsed() >= RENOTE_AFTER {

@@ -301,6 +301,18 @@ impl FrameResolver {
         }
     }
 
+    /// Re-reads the appended part of the process's perf map only, its maps left as last read
+    /// (code mapped since is found when an address falls outside them: see
+    /// `resolve` and `user_frames_kept`).
+    pub fn refresh_perf_map(&mut self, pid: u32) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.epoch = p.epoch.wrapping_add(1);
+            if let Some(s) = p.sym.as_mut() {
+                let _ = s.refresh_perf_map();
+            }
+        }
+    }
+
     fn epoch(&self, pid: u32) -> u32 {
         self.processes.get(&pid).map_or(0, |p| p.epoch)
     }

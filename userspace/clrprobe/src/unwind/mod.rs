@@ -149,8 +149,10 @@ struct Proc {
     /// through: libstdc++'s tables alone are 0.24 MB).
     pending: Vec<PendingModule>,
     mem: Option<File>,
-    /// Address → is it a return address (executable, after a call)?
-    return_addresses: HashMap<u64, bool>,
+    /// Address → the 8 code bytes before it if it is a return address (executable, after a
+    /// call), None if not: [`Unwinder::call_reaches`] decodes the call from them (it read
+    /// them again from /proc/PID/mem at every check).
+    return_addresses: HashMap<u64, Option<[u8; 8]>>,
     /// The runtime's perf map (JIT method ranges), when it writes one.
     perf_map: Option<ProcessSymbolizer>,
     perf_map_read: Option<Instant>,
@@ -552,7 +554,8 @@ impl Unwinder {
     /// below `addr` and within 64 KiB of it; calls through registers cannot be checked. This
     /// keeps stale return addresses (from a frame's earlier calls) out of the scan.
     fn call_reaches(&mut self, pid: u32, ra: u64, addr: u64) -> bool {
-        let Some(b) = self.code_bytes::<8>(pid, ra - 8) else { return true };
+        let cached = self.proc(pid).return_addresses.get(&ra).copied().flatten();
+        let Some(b) = cached.or_else(|| self.code_bytes::<8>(pid, ra - 8)) else { return true };
         let rel = |x: &[u8]| i32::from_le_bytes([x[0], x[1], x[2], x[3]]) as i64;
         let mut target = if b[3] == 0xE8 {
             ra.wrapping_add_signed(rel(&b[4..8]))
@@ -587,7 +590,7 @@ impl Unwinder {
             return false;
         }
         if let Some(&r) = self.proc(pid).return_addresses.get(&v) {
-            return r;
+            return r.is_some();
         }
         let p = self.proc(pid);
         let executable = match p.maps.find(v) {
@@ -600,8 +603,8 @@ impl Unwinder {
                 self.proc(pid).maps.find(v).is_some_and(|m| m.executable)
             }
         };
-        let r = executable && self.code_bytes::<8>(pid, v - 8).is_some_and(|b| jit::ends_with_call(&b));
+        let r = if executable { self.code_bytes::<8>(pid, v - 8).filter(jit::ends_with_call) } else { None };
         self.proc(pid).return_addresses.insert(v, r);
-        r
+        r.is_some()
     }
 }

@@ -84,7 +84,9 @@ pub struct Health {
 
 pub(crate) struct Bucket {
     pub start_ns: u64,
-    pub samples: HashMap<StackKey, u64>,
+    /// Fx, as the other maps a sample's key is looked up in: SipHash over a key's two
+    /// stacks at every sample and interval (three times with the timed list's index).
+    pub samples: FxHashMap<StackKey, u64>,
 }
 
 pub(crate) struct Proc {
@@ -93,7 +95,7 @@ pub(crate) struct Proc {
     pub events: EventProfiles,
     pub exited_at: Option<u64>,
     /// Off-CPU per (tid, comm, kernel, user): (ns, intervals).
-    pub offcpu: HashMap<StackKey, (u64, u64)>,
+    pub offcpu: FxHashMap<StackKey, (u64, u64)>,
     pauses_read: usize,
     contention_start: FxHashMap<u64, u64>,
     /// Timed CPU samples (tid, time, count) waiting until the GC events of their time arrived.
@@ -368,7 +370,7 @@ impl Aggregator {
                 counters: Counters::default(),
                 events,
                 exited_at: None,
-                offcpu: HashMap::new(),
+                offcpu: FxHashMap::default(),
                 pauses_read: 0,
                 contention_start: FxHashMap::default(),
                 timed: VecDeque::new(),
@@ -397,7 +399,7 @@ impl Aggregator {
             Some(i) if self.cpu[i].start_ns == start => i,
             _ => {
                 let i = at.map_or(0, |i| i + 1);
-                self.cpu.insert(i, Bucket { start_ns: start, samples: HashMap::new() });
+                self.cpu.insert(i, Bucket { start_ns: start, samples: FxHashMap::default() });
                 let mut i = i;
                 while self.cpu.front().is_some_and(|k| k.start_ns.saturating_add(window) <= newest) {
                     self.cpu.pop_front();

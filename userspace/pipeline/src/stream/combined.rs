@@ -24,7 +24,7 @@ const MAX_TIMED: usize = 1 << 21;
 /// each sample's own copy of its unwound stack and thread name stayed alive with it.
 #[derive(Default)]
 pub(crate) struct TimedList {
-    index: HashMap<StackKey, u32>,
+    index: rustc_hash::FxHashMap<StackKey, u32>,
     keys: Vec<StackKey>,
     /// (key index, time, value).
     entries: Vec<(u32, u64, u64)>,

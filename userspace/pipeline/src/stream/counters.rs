@@ -53,9 +53,14 @@ pub struct Counters {
     type_name: Scratch,
 }
 
-/// A reusable buffer that every other one equals (so [`Counters`] compare by their values).
+/// A reusable buffer that every other one equals (so [`Counters`] compare by their values):
+/// the last exception type decoded and its UTF-16 bytes (a busy app throws the same type
+/// again: not decoded again).
 #[derive(Debug, Clone, Default)]
-struct Scratch(String);
+struct Scratch {
+    raw: Vec<u8>,
+    name: String,
+}
 
 impl PartialEq for Scratch {
     fn eq(&self, _: &Self) -> bool {
@@ -69,9 +74,13 @@ impl Counters {
         match event {
             ClrEvent::ExceptionThrown(e) => {
                 // A known type is looked up through a buffer kept for the next event.
-                let ty = &mut self.type_name.0;
-                ty.clear();
-                e.exception_type.push_lossy(ty);
+                let Scratch { raw, name: ty } = &mut self.type_name;
+                if raw[..] != *e.exception_type.as_bytes() {
+                    raw.clear();
+                    raw.extend_from_slice(e.exception_type.as_bytes());
+                    ty.clear();
+                    e.exception_type.push_lossy(ty);
+                }
                 match self.exceptions.get_mut(ty.as_str()) {
                     Some(n) => *n += 1,
                     None => {
