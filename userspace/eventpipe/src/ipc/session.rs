@@ -167,9 +167,21 @@ impl Session {
     }
 }
 
+/// How long a read of the session stream that had to wait for data waits again for the rest
+/// of the runtime's burst (see `Connection::read_gathering`).
+#[cfg(unix)]
+const GATHER: Duration = Duration::from_millis(1);
+
 impl Read for Session {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.read(buf)
+        #[cfg(unix)]
+        {
+            self.stream.read_gathering(buf, GATHER)
+        }
+        #[cfg(not(unix))]
+        {
+            self.stream.read(buf)
+        }
     }
 }
 

@@ -196,6 +196,57 @@ impl Connection {
     }
 }
 
+/// A read that woke with fewer bytes than this waits for the rest of the burst
+/// ([`Connection::read_gathering`]): an object's first writes (tag and type header) are 1 to
+/// 30 bytes; a block with its header, more.
+#[cfg(unix)]
+pub const GATHER_BELOW: usize = 64;
+
+#[cfg(unix)]
+impl Connection {
+    /// What has arrived, without waiting: `None` if nothing has.
+    fn recv_now(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        use std::os::fd::AsRawFd;
+        loop {
+            // SAFETY: recv(2) writes at most `buf.len()` bytes into `buf`.
+            let r = unsafe { libc::recv(self.inner.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                return Ok(Some(r as usize));
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::WouldBlock => return Ok(None),
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// A read that gathers a burst of the peer's writes: what has arrived is returned at once;
+    /// when nothing has, the read waits for data (as a plain read: the read timeout and a
+    /// [`shutdown`](Self::shutdown) end it), then, if that brought fewer than
+    /// [`GATHER_BELOW`] bytes and `buf` has room for more, waits `gather` more and takes what
+    /// arrived meanwhile. A runtime writes each NetTrace object as several small writes (tag,
+    /// type header, size, body, end tag): a reader woken by the first of them found each of
+    /// the others a moment later (or waited, and was woken again). A reader that found more
+    /// than a few bytes on waking (the burst was written before it ran) does not wait.
+    pub fn read_gathering(&mut self, buf: &mut [u8], gather: Duration) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if let Some(n) = self.recv_now(buf)? {
+            return Ok(n);
+        }
+        let n = self.inner.read(buf)?;
+        if n == 0 || n == buf.len() || n >= GATHER_BELOW {
+            return Ok(n);
+        }
+        std::thread::sleep(gather);
+        // An error now comes back from the next read: the bytes read are not lost.
+        Ok(n + self.recv_now(&mut buf[n..]).ok().flatten().unwrap_or(0))
+    }
+}
+
 impl Read for Connection {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self.inner.read(buf) {
@@ -236,5 +287,78 @@ mod windows_pipe {
             }
         }
         Err(last.unwrap_or_else(|| io::Error::other("pipe busy")))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::{
+        io::Write,
+        os::unix::net::UnixStream,
+        time::{Duration, Instant},
+    };
+
+    use super::*;
+    use crate::nettrace::{NetTraceReader, StreamStatus};
+
+    fn pair() -> (Connection, UnixStream) {
+        let (a, b) = UnixStream::pair().expect("socket pair");
+        (Connection { inner: a }, b)
+    }
+
+    #[test]
+    fn what_has_arrived_comes_at_once_and_a_first_small_write_waits_for_the_rest() {
+        let (mut c, mut peer) = pair();
+        let mut buf = [0u8; 256];
+        peer.write_all(&[7; 100]).unwrap();
+        assert_eq!(c.read_gathering(&mut buf, Duration::from_secs(5)).unwrap(), 100);
+        // One byte, then the rest of the object soon after: one read takes both.
+        let w = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            peer.write_all(&[5]).unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+            peer.write_all(&[1; 20]).unwrap();
+            peer
+        });
+        assert_eq!(c.read_gathering(&mut buf, Duration::from_millis(200)).unwrap(), 21);
+        drop(w.join().unwrap());
+        assert_eq!(c.read_gathering(&mut buf, Duration::from_millis(200)).unwrap(), 0, "end of stream");
+    }
+
+    #[test]
+    fn a_stream_stalled_mid_block_ends_when_shut_down() {
+        let bytes = clrprobe_tests::corpus::read("perfview__eventpipe-dotnetcore5.0-win-x64-arraytypes.nettrace");
+        let (c, mut peer) = pair();
+        let stop = c.try_clone().unwrap();
+        let cut = bytes.len() / 2;
+        let w = std::thread::spawn(move || {
+            // The first half, then nothing (the peer keeps the socket open).
+            let _ = peer.write_all(&bytes[..cut]);
+            std::thread::sleep(Duration::from_secs(10));
+        });
+        let reader = std::thread::spawn(move || {
+            let mut r = NetTraceReader::new(GatheringConn(c)).expect("header");
+            let mut n = 0;
+            while let Ok(Some(_)) = r.next_event() {
+                n += 1;
+            }
+            (n, r.status(), Instant::now())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let shut = Instant::now();
+        stop.shutdown().unwrap();
+        let (n, status, ended) = reader.join().unwrap();
+        assert!(ended.saturating_duration_since(shut) < Duration::from_secs(2), "{:?}", ended - shut);
+        assert!(n > 0);
+        assert_eq!(status, StreamStatus::Truncated);
+        drop(w);
+    }
+
+    struct GatheringConn(Connection);
+
+    impl Read for GatheringConn {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.0.read_gathering(buf, Duration::from_millis(1))
+        }
     }
 }
