@@ -8,8 +8,9 @@
 //! alone, under the floor (the agent's EventPipe sessions, opened by `clrprobe trace` clients
 //! that only copy the streams: what the runtime's event writing costs whoever reads it) and
 //! under a freshly started agent, in turning order, of three Bench processes
-//! (cpu, alloc, throw: tests/workloads/Bench.cs) counting rounds after a warm-up that covers the
-//! agent finding and setting them up. Each prints its rounds per second and per second of its
+//! (cpu, alloc, throw: tests/workloads/Bench.cs) side by side, or with `--apart` each on its own
+//! (three busy processes and their clients oversubscribe this 2-core host), counting rounds
+//! after a warm-up that covers the agent finding and setting them up. Each prints its rounds per second and per second of its
 //! own CPU time: the second is what the agent costs the app's threads (the runtime's event
 //! writing included) whatever else the host runs, the first adds the CPU the agent takes from
 //! them on this 2-core machine.
@@ -171,10 +172,10 @@ impl Floor {
     }
 }
 
-/// (rounds per second, rounds per CPU-second) of each Bench mode in one round; `floor`: its
-/// sessions opened in them meanwhile.
-fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
-    let ws: Vec<Running> = BENCH_MODES
+/// (rounds per second, rounds per CPU-second) of each of `modes` (Bench processes run side by
+/// side) in one round; `floor`: its sessions opened in them meanwhile.
+fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
+    let ws: Vec<Running> = modes
         .iter()
         .map(|m| {
             let mut w = Workload::new("Bench", Runtime::Net8).arg(m).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
@@ -217,8 +218,9 @@ fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f6
 /// `pairs` rounds of each, the order turning from one set to the next.
 /// `variant`: more agent arguments for a fourth configuration (what a setting adds beyond
 /// the floor, in the same rounds).
-fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16) -> Result<()> {
-    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
+fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16, apart: bool) -> Result<()> {
+    let how = if apart { "one at a time, nothing else of the benchmark running" } else { "side by side" };
+    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} {how}, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
     let floor = match Floor::of(bin, agent_args) {
         Ok(f) => {
             println!("floor: session {}; also {:?}; slices {:?}", f.session, f.also, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
@@ -236,67 +238,73 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
         configs.push("agent+variant");
     }
     let configs = configs;
+    // The Bench processes of one round: all three, or (apart) each alone in rounds of its own.
+    let groups: Vec<Vec<usize>> = if apart { (0..BENCH_MODES.len()).map(|m| vec![m]).collect() } else { vec![(0..BENCH_MODES.len()).collect()] };
     // Per config, per mode: (rate, CPU rate) of each round.
     let n = BENCH_MODES.len();
     let mut results: Vec<Vec<Vec<(f64, f64)>>> = vec![vec![Vec::new(); n]; configs.len()];
-    let mut agent_cpu = Vec::new();
+    // Per group: the agent's CPU (share of one core) in each of its rounds.
+    let mut agent_cpu: Vec<Vec<f64>> = vec![Vec::new(); groups.len()];
     let mut round = 0;
     for set in 0..pairs {
-        // Each set in another order (the three rotations, forwards and backwards), so drift
-        // in the host's load falls on every configuration alike.
-        let mut order: Vec<usize> = (0..configs.len()).map(|i| (i + set / 2) % configs.len()).collect();
-        if set % 2 == 1 {
-            order.reverse();
-        }
-        for c in order {
-            if c == 1 && floor.is_none() {
-                continue;
+        for (g, group) in groups.iter().enumerate() {
+            let modes: Vec<&str> = group.iter().map(|&m| BENCH_MODES[m]).collect();
+            // Each set in another order (the three rotations, forwards and backwards), so drift
+            // in the host's load falls on every configuration alike.
+            let mut order: Vec<usize> = (0..configs.len()).map(|i| (i + set / 2) % configs.len()).collect();
+            if set % 2 == 1 {
+                order.reverse();
             }
-            let rates = match c {
-                2 | 3 => {
-                    let mut agent = spawn_agent(bin, port, if c == 3 { &variant_args } else { agent_args })?;
-                    let t = Instant::now();
-                    let (_, c0) = usage(agent.id());
-                    // Scraped as Prometheus would, every 5 s, on its own thread.
-                    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-                    let scraper = {
-                        let done = done.clone();
-                        std::thread::spawn(move || {
-                            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                                get(port, "/metrics");
-                                for _ in 0..25 {
-                                    if done.load(std::sync::atomic::Ordering::SeqCst) {
-                                        break;
-                                    }
-                                    std::thread::sleep(Duration::from_millis(200));
-                                }
-                            }
-                        })
-                    };
-                    let r = bench_round(None);
-                    done.store(true, std::sync::atomic::Ordering::SeqCst);
-                    let _ = scraper.join();
-                    let (_, c1) = usage(agent.id());
-                    if c == 2 {
-                        agent_cpu.push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
-                    }
-                    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
-                    let _ = agent.wait();
-                    r?
+            for c in order {
+                if c == 1 && floor.is_none() {
+                    continue;
                 }
-                1 => bench_round(floor.as_ref().map(|f| (f, bin)))?,
-                _ => bench_round(None)?,
-            };
-            for (m, r) in rates.into_iter().enumerate() {
-                results[c][m].push(r);
+                let rates = match c {
+                    2 | 3 => {
+                        let mut agent = spawn_agent(bin, port, if c == 3 { &variant_args } else { agent_args })?;
+                        let t = Instant::now();
+                        let (_, c0) = usage(agent.id());
+                        // Scraped as Prometheus would, every 5 s, on its own thread.
+                        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                        let scraper = {
+                            let done = done.clone();
+                            std::thread::spawn(move || {
+                                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                                    get(port, "/metrics");
+                                    for _ in 0..25 {
+                                        if done.load(std::sync::atomic::Ordering::SeqCst) {
+                                            break;
+                                        }
+                                        std::thread::sleep(Duration::from_millis(200));
+                                    }
+                                }
+                            })
+                        };
+                        let r = bench_round(&modes, None);
+                        done.store(true, std::sync::atomic::Ordering::SeqCst);
+                        let _ = scraper.join();
+                        let (_, c1) = usage(agent.id());
+                        if c == 2 {
+                            agent_cpu[g].push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+                        }
+                        let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+                        let _ = agent.wait();
+                        r?
+                    }
+                    1 => bench_round(&modes, floor.as_ref().map(|f| (f, bin)))?,
+                    _ => bench_round(&modes, None)?,
+                };
+                for (&m, r) in group.iter().zip(rates) {
+                    results[c][m].push(r);
+                }
+                round += 1;
+                println!(
+                    "  round {round:>2} {:<5}: {}; load {}",
+                    configs[c],
+                    group.iter().map(|&m| { let v = &results[c][m]; format!("{} {:.0}/s {:.0}/CPU-s", BENCH_MODES[m], v.last().unwrap().0, v.last().unwrap().1) }).collect::<Vec<_>>().join(", "),
+                    load()
+                );
             }
-            round += 1;
-            println!(
-                "  round {round:>2} {:<5}: {}; load {}",
-                configs[c],
-                BENCH_MODES.iter().zip(&results[c]).map(|(m, v)| format!("{m} {:.0}/s {:.0}/CPU-s", v.last().unwrap().0, v.last().unwrap().1)).collect::<Vec<_>>().join(", "),
-                load()
-            );
         }
     }
     let med = |c: usize, m: usize, f: fn(&(f64, f64)) -> f64| median(&results[c][m].iter().map(f).collect::<Vec<_>>());
@@ -333,7 +341,10 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
             if var { format!(" {:+.2} % | {} |", sd(med(3, m, |r| r.1), a_cpu), spread(3, m)) } else { String::new() }
         );
     }
-    println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&agent_cpu), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
+    for (group, cpu) in groups.iter().zip(&agent_cpu) {
+        let who = if apart { format!(" following {} alone", BENCH_MODES[group[0]]) } else { String::new() };
+        println!("agent CPU during the rounds{who}: median {:.2} % of one core (min {:.2}, max {:.2})", median(cpu), cpu.iter().cloned().fold(f64::INFINITY, f64::min), cpu.iter().cloned().fold(0.0, f64::max));
+    }
     Ok(())
 }
 
@@ -362,7 +373,15 @@ fn clock_ticks() -> f64 {
     Command::new("getconf").arg("CLK_TCK").output().ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
 }
 
-pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, pairs: usize) -> Result<()> {
+/// The slowdown rounds: `pairs` sets (0: none), each Bench process on its own (`apart`) or
+/// the three side by side.
+pub struct Rounds {
+    pub pairs: usize,
+    pub apart: bool,
+}
+
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, rounds: Rounds) -> Result<()> {
+    let Rounds { pairs, apart } = rounds;
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -371,7 +390,7 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, varia
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
     if pairs > 0 {
-        slowdown(&bin, pairs, agent_args, variant, port)?;
+        slowdown(&bin, pairs, agent_args, variant, port, apart)?;
     }
     if minutes == 0 {
         return Ok(());

@@ -97,6 +97,12 @@ enum Cmd {
         /// first; 0 skips them.
         #[arg(long, default_value_t = 5)]
         pairs: usize,
+        /// The slowdown rounds of each Bench process on its own (only it and what follows it
+        /// running), instead of the three side by side: on this 2-core host three busy
+        /// processes and their clients oversubscribe the cores, which reads as a cost even on
+        /// the app that writes no events.
+        #[arg(long)]
+        apart: bool,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -183,7 +189,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, pairs)?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart })?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
