@@ -54,8 +54,14 @@ fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
 /// CPU is sampled host-wide all the same, other .NET processes on the host are left alone);
 /// returns after giving it 2 s to load.
 fn spawn_agent(bin: &std::path::Path, port: u16, agent_args: &str) -> Result<std::process::Child> {
+    spawn_agent_following(bin, port, agent_args, &["--all", "--parent", &std::process::id().to_string()])
+}
+
+/// Starts `clrprobe agent` following what `follow` says (`--all --parent PID`, `-p PID`).
+fn spawn_agent_following(bin: &std::path::Path, port: u16, agent_args: &str, follow: &[&str]) -> Result<std::process::Child> {
     let agent = Command::new(bin)
-        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
+        .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
+        .args(follow)
         .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(agent_log()?)
@@ -172,45 +178,49 @@ impl Floor {
     }
 }
 
+/// Starts one Bench process of `mode`, its rounds counted after the warm-up.
+fn bench_start(mode: &str) -> Result<Running> {
+    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
+    w.ready_timeout = Duration::from_secs(120);
+    w.start().context("starting a Bench workload")
+}
+
+/// (rounds per second, rounds per CPU-second) of a Bench process once it ends.
+fn bench_rates(mut w: Running) -> Result<(f64, f64)> {
+    w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
+    let field = |name: &str| -> Result<f64> {
+        w.output()
+            .iter()
+            .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
+            .with_context(|| format!("a Bench workload did not print {name}"))
+    };
+    Ok((field("per_second=")?, field("per_cpu_second=")?))
+}
+
+/// The floor's sessions opened in `pids` on a thread of their own until `done` is set.
+fn floor_thread(f: &Floor, bin: &std::path::Path, pids: Vec<u32>, done: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<Result<()>> {
+    let tmp = util::scratch_dir("bench-agent");
+    let (session, also, slice, buffer_mb, bin) = (f.session.clone(), f.also.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
+    std::thread::spawn(move || -> Result<()> {
+        let tmp = tmp?;
+        let r = Floor { buffer_mb, session, also, slice }.run(&bin, &pids, &tmp, &done);
+        let _ = std::fs::remove_dir_all(&tmp);
+        r
+    })
+}
+
 /// (rounds per second, rounds per CPU-second) of each of `modes` (Bench processes run side by
 /// side) in one round; `floor`: its sessions opened in them meanwhile.
 fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
-    let ws: Vec<Running> = modes
-        .iter()
-        .map(|m| {
-            let mut w = Workload::new("Bench", Runtime::Net8).arg(m).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
-            w.ready_timeout = Duration::from_secs(120);
-            w.start().context("starting a Bench workload")
-        })
-        .collect::<Result<_>>()?;
+    let ws: Vec<Running> = modes.iter().map(|m| bench_start(m)).collect::<Result<_>>()?;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients = floor.map(|(f, bin)| {
-        let (pids, done) = (ws.iter().map(|w| w.pid).collect::<Vec<u32>>(), done.clone());
-        let tmp = util::scratch_dir("bench-agent");
-        let (session, also, slice, buffer_mb, bin) = (f.session.clone(), f.also.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
-        std::thread::spawn(move || -> Result<()> {
-            let tmp = tmp?;
-            let r = Floor { buffer_mb, session, also, slice }.run(&bin, &pids, &tmp, &done);
-            let _ = std::fs::remove_dir_all(&tmp);
-            r
-        })
-    });
-    let mut out = Vec::new();
-    for mut w in ws {
-        w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
-        let field = |name: &str| -> Result<f64> {
-            w.output()
-                .iter()
-                .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
-                .with_context(|| format!("a Bench workload did not print {name}"))
-        };
-        out.push((field("per_second=")?, field("per_cpu_second=")?));
-    }
+    let clients = floor.map(|(f, bin)| floor_thread(f, bin, ws.iter().map(|w| w.pid).collect(), done.clone()));
+    let out = ws.into_iter().map(bench_rates).collect::<Result<Vec<_>>>();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(c) = clients {
         c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
     }
-    Ok(out)
+    out
 }
 
 /// The targets' slowdown under the agent and under its floor (its EventPipe sessions opened
@@ -348,6 +358,75 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
     Ok(())
 }
 
+/// `--paired`: each round runs two copies of one Bench mode at once, one alone and one under
+/// the floor's clients or a new agent following it only (`-p PID`), so both meet the same host
+/// load, caches and CPU steal: the slowdown of a round is 1 − (the followed copy's rounds per
+/// CPU-second / the other's). Which copy starts first alternates; "none" (both alone) shows
+/// what the design reads when nothing differs.
+fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> Result<()> {
+    println!("paired: {pairs} sets of {BENCH_SECONDS} s rounds ({BENCH_WARMUP} s warm-up), two copies of each of {} at once, one alone and one followed; load {}", BENCH_MODES.join(", "), load());
+    let floor = Floor::of(bin, agent_args)?;
+    println!("floor: session {}; also {:?}; slices {:?}", floor.session, floor.also, floor.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
+    let configs = ["none", "floor", "agent"];
+    // Per config, per mode: the slowdown (%) of each round.
+    let mut results: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); BENCH_MODES.len()]; configs.len()];
+    let mut agent_cpu: Vec<Vec<f64>> = vec![Vec::new(); BENCH_MODES.len()];
+    let mut round = 0;
+    for set in 0..pairs {
+        for (m, mode) in BENCH_MODES.iter().enumerate() {
+            for k in 0..configs.len() {
+                let c = (k + set) % configs.len();
+                let first = bench_start(mode)?;
+                let second = bench_start(mode)?;
+                // The followed copy: the first started in even sets, the second in odd ones.
+                let (alone, followed) = if set % 2 == 0 { (second, first) } else { (first, second) };
+                let pid = followed.pid;
+                let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let clients = (c == 1).then(|| floor_thread(&floor, bin, vec![pid], done.clone()));
+                let agent = if c == 2 { Some((spawn_agent_following(bin, port, agent_args, &["-p", &pid.to_string()])?, Instant::now())) } else { None };
+                let c0 = agent.as_ref().map_or(0.0, |(a, _)| usage(a.id()).1);
+                let (a, f) = (bench_rates(alone), bench_rates(followed));
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Some((mut agent, t)) = agent {
+                    agent_cpu[m].push((usage(agent.id()).1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+                    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+                    let _ = agent.wait();
+                }
+                if let Some(c) = clients {
+                    c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
+                }
+                let (a, f) = (a?, f?);
+                let sd = (1.0 - f.1 / a.1) * 100.0;
+                results[c][m].push(sd);
+                round += 1;
+                println!("  round {round:>2} {mode:<5} {:<5}: alone {:.0}/CPU-s, followed {:.0}/CPU-s: {sd:+.2} %; load {}", configs[c], a.1, f.1, load());
+            }
+        }
+    }
+    println!("Slowdown per app CPU-second of the followed copy against the one beside it (medians of the rounds; min..max)");
+    println!("| workload | none | floor | agent | agent − floor (points) | none spread | floor spread | agent spread | rounds each |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let range = |v: &[f64]| format!("{:+.1}..{:+.1}", v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+    for (m, mode) in BENCH_MODES.iter().enumerate() {
+        let med = |c: usize| median(&results[c][m]);
+        println!(
+            "| {mode} | {:+.2} % | {:+.2} % | {:+.2} % | {:+.2} | {} | {} | {} | {} |",
+            med(0),
+            med(1),
+            med(2),
+            med(2) - med(1),
+            range(&results[0][m]),
+            range(&results[1][m]),
+            range(&results[2][m]),
+            results[0][m].len()
+        );
+    }
+    for (mode, cpu) in BENCH_MODES.iter().zip(&agent_cpu) {
+        println!("agent CPU following one {mode} copy: median {:.2} % of one core (min {:.2}, max {:.2})", median(cpu), cpu.iter().cloned().fold(f64::INFINITY, f64::min), cpu.iter().cloned().fold(0.0, f64::max));
+    }
+    Ok(())
+}
+
 fn get(port: u16, path: &str) -> usize {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0 };
     let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
@@ -378,10 +457,11 @@ fn clock_ticks() -> f64 {
 pub struct Rounds {
     pub pairs: usize,
     pub apart: bool,
+    pub paired: bool,
 }
 
 pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, rounds: Rounds) -> Result<()> {
-    let Rounds { pairs, apart } = rounds;
+    let Rounds { pairs, apart, paired: pair } = rounds;
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -389,7 +469,9 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, varia
     }
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    if pairs > 0 {
+    if pairs > 0 && pair {
+        paired(&bin, pairs, agent_args, port)?;
+    } else if pairs > 0 {
         slowdown(&bin, pairs, agent_args, variant, port, apart)?;
     }
     if minutes == 0 {

@@ -103,6 +103,12 @@ enum Cmd {
         /// the app that writes no events.
         #[arg(long)]
         apart: bool,
+        /// The slowdown rounds as pairs: two copies of one Bench process at once, one alone,
+        /// one under the floor or an agent following it only (`-p`), so both meet the same
+        /// host; prints each mode's slowdown against its twin (and with nothing followed, what
+        /// the design reads as noise).
+        #[arg(long, conflicts_with = "apart")]
+        paired: bool,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -189,7 +195,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart })?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired })?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
