@@ -81,10 +81,13 @@ fn agent_log() -> Result<Stdio> {
 
 /// Bench.cs modes run side by side in each round of the slowdown part.
 const BENCH_MODES: [&str; 3] = ["cpu", "alloc", "throw"];
-/// Seconds counted per round, and the warm-up before (the agent finds a process within 250 ms
-/// and sets it up in about a second on a loaded host).
+/// Seconds counted per round, and the default warm-up before (the agent finds a process within
+/// 250 ms and sets it up in about a second on a loaded host). Rounds after a 5 s warm-up count
+/// the start of what the sessions cost, the System.Runtime counters' code being compiled and
+/// tiered up in the target over its first ~30 polls (150 s at 5 s) included; `--warmup` counts
+/// later.
 const BENCH_SECONDS: u64 = 20;
-const BENCH_WARMUP: u64 = 5;
+pub const BENCH_WARMUP: u64 = 5;
 
 /// The EventPipe sessions the agent opens in a .NET 8 process (`agent --print-sessions`),
 /// opened without the agent by `clrprobe trace` clients that only copy the stream to a
@@ -179,15 +182,15 @@ impl Floor {
 }
 
 /// Starts one Bench process of `mode`, its rounds counted after the warm-up.
-fn bench_start(mode: &str) -> Result<Running> {
-    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
+fn bench_start(mode: &str, warmup: u64) -> Result<Running> {
+    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(BENCH_SECONDS).arg(warmup);
     w.ready_timeout = Duration::from_secs(120);
     w.start().context("starting a Bench workload")
 }
 
 /// (rounds per second, rounds per CPU-second) of a Bench process once it ends.
-fn bench_rates(mut w: Running) -> Result<(f64, f64)> {
-    w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
+fn bench_rates(mut w: Running, warmup: u64) -> Result<(f64, f64)> {
+    w.wait(Duration::from_secs(BENCH_SECONDS + warmup + 60));
     let field = |name: &str| -> Result<f64> {
         w.output()
             .iter()
@@ -211,11 +214,11 @@ fn floor_thread(f: &Floor, bin: &std::path::Path, pids: Vec<u32>, done: std::syn
 
 /// (rounds per second, rounds per CPU-second) of each of `modes` (Bench processes run side by
 /// side) in one round; `floor`: its sessions opened in them meanwhile.
-fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
-    let ws: Vec<Running> = modes.iter().map(|m| bench_start(m)).collect::<Result<_>>()?;
+fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>, warmup: u64) -> Result<Vec<(f64, f64)>> {
+    let ws: Vec<Running> = modes.iter().map(|m| bench_start(m, warmup)).collect::<Result<_>>()?;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let clients = floor.map(|(f, bin)| floor_thread(f, bin, ws.iter().map(|w| w.pid).collect(), done.clone()));
-    let out = ws.into_iter().map(bench_rates).collect::<Result<Vec<_>>>();
+    let out = ws.into_iter().map(|w| bench_rates(w, warmup)).collect::<Result<Vec<_>>>();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(c) = clients {
         c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
@@ -228,9 +231,9 @@ fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>) -> Res
 /// `pairs` rounds of each, the order turning from one set to the next.
 /// `variant`: more agent arguments for a fourth configuration (what a setting adds beyond
 /// the floor, in the same rounds).
-fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16, apart: bool) -> Result<()> {
+fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16, apart: bool, warmup: u64) -> Result<()> {
     let how = if apart { "one at a time, nothing else of the benchmark running" } else { "side by side" };
-    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} {how}, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
+    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} {how}, {warmup} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
     let floor = match Floor::of(bin, agent_args) {
         Ok(f) => {
             println!("floor: session {}; also {:?}; slices {:?}", f.session, f.also, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
@@ -290,7 +293,7 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
                                 }
                             })
                         };
-                        let r = bench_round(&modes, None);
+                        let r = bench_round(&modes, None, warmup);
                         done.store(true, std::sync::atomic::Ordering::SeqCst);
                         let _ = scraper.join();
                         let (_, c1) = usage(agent.id());
@@ -301,8 +304,8 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
                         let _ = agent.wait();
                         r?
                     }
-                    1 => bench_round(&modes, floor.as_ref().map(|f| (f, bin)))?,
-                    _ => bench_round(&modes, None)?,
+                    1 => bench_round(&modes, floor.as_ref().map(|f| (f, bin)), warmup)?,
+                    _ => bench_round(&modes, None, warmup)?,
                 };
                 for (&m, r) in group.iter().zip(rates) {
                     results[c][m].push(r);
@@ -363,8 +366,8 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
 /// load, caches and CPU steal: the slowdown of a round is 1 − (the followed copy's rounds per
 /// CPU-second / the other's). Which copy starts first alternates; "none" (both alone) shows
 /// what the design reads when nothing differs.
-fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> Result<()> {
-    println!("paired: {pairs} sets of {BENCH_SECONDS} s rounds ({BENCH_WARMUP} s warm-up), two copies of each of {} at once, one alone and one followed; load {}", BENCH_MODES.join(", "), load());
+fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16, warmup: u64) -> Result<()> {
+    println!("paired: {pairs} sets of {BENCH_SECONDS} s rounds ({warmup} s warm-up), two copies of each of {} at once, one alone and one followed; load {}", BENCH_MODES.join(", "), load());
     let floor = Floor::of(bin, agent_args)?;
     println!("floor: session {}; also {:?}; slices {:?}", floor.session, floor.also, floor.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
     let configs = ["none", "floor", "agent"];
@@ -376,8 +379,8 @@ fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> R
         for (m, mode) in BENCH_MODES.iter().enumerate() {
             for k in 0..configs.len() {
                 let c = (k + set) % configs.len();
-                let first = bench_start(mode)?;
-                let second = bench_start(mode)?;
+                let first = bench_start(mode, warmup)?;
+                let second = bench_start(mode, warmup)?;
                 // The followed copy: the first started in even sets, the second in odd ones.
                 let (alone, followed) = if set % 2 == 0 { (second, first) } else { (first, second) };
                 let pid = followed.pid;
@@ -385,7 +388,7 @@ fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16) -> R
                 let clients = (c == 1).then(|| floor_thread(&floor, bin, vec![pid], done.clone()));
                 let agent = if c == 2 { Some((spawn_agent_following(bin, port, agent_args, &["-p", &pid.to_string()])?, Instant::now())) } else { None };
                 let c0 = agent.as_ref().map_or(0.0, |(a, _)| usage(a.id()).1);
-                let (a, f) = (bench_rates(alone), bench_rates(followed));
+                let (a, f) = (bench_rates(alone, warmup), bench_rates(followed, warmup));
                 done.store(true, std::sync::atomic::Ordering::SeqCst);
                 if let Some((mut agent, t)) = agent {
                     agent_cpu[m].push((usage(agent.id()).1 - c0) * 100.0 / t.elapsed().as_secs_f64());
@@ -458,10 +461,12 @@ pub struct Rounds {
     pub pairs: usize,
     pub apart: bool,
     pub paired: bool,
+    /// Seconds each Bench process runs before its rounds are counted.
+    pub warmup: u64,
 }
 
 pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, rounds: Rounds) -> Result<()> {
-    let Rounds { pairs, apart, paired: pair } = rounds;
+    let Rounds { pairs, apart, paired: pair, warmup } = rounds;
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -470,9 +475,9 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, varia
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
     if pairs > 0 && pair {
-        paired(&bin, pairs, agent_args, port)?;
+        paired(&bin, pairs, agent_args, port, warmup)?;
     } else if pairs > 0 {
-        slowdown(&bin, pairs, agent_args, variant, port, apart)?;
+        slowdown(&bin, pairs, agent_args, variant, port, apart, warmup)?;
     }
     if minutes == 0 {
         return Ok(());

@@ -109,6 +109,12 @@ enum Cmd {
         /// the design reads as noise).
         #[arg(long, conflicts_with = "apart")]
         paired: bool,
+        /// Seconds each Bench process of the slowdown rounds runs before its rounds are
+        /// counted (the agent's or the floor's set-up, and with 160 or more the System.Runtime
+        /// counters' code tiered up in the target: their first ~30 polls cost a CPU-bound app
+        /// ~2.5 % of its CPU-seconds, later ones nothing measurable).
+        #[arg(long, default_value_t = bench_agent::BENCH_WARMUP)]
+        warmup: u64,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -195,7 +201,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired })?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired, warmup } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired, warmup })?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
