@@ -8,8 +8,9 @@
 //! alone, under the floor (the agent's EventPipe sessions, opened by `clrprobe trace` clients
 //! that only copy the streams: what the runtime's event writing costs whoever reads it) and
 //! under a freshly started agent, in turning order, of three Bench processes
-//! (cpu, alloc, throw: tests/workloads/Bench.cs) counting rounds after a warm-up that covers the
-//! agent finding and setting them up. Each prints its rounds per second and per second of its
+//! (cpu, alloc, throw: tests/workloads/Bench.cs) side by side, or with `--apart` each on its own
+//! (three busy processes and their clients oversubscribe this 2-core host), counting rounds
+//! after a warm-up that covers the agent finding and setting them up. Each prints its rounds per second and per second of its
 //! own CPU time: the second is what the agent costs the app's threads (the runtime's event
 //! writing included) whatever else the host runs, the first adds the CPU the agent takes from
 //! them on this 2-core machine.
@@ -53,8 +54,14 @@ fn rates(ws: Vec<Running>, seconds: u64) -> Result<Vec<f64>> {
 /// CPU is sampled host-wide all the same, other .NET processes on the host are left alone);
 /// returns after giving it 2 s to load.
 fn spawn_agent(bin: &std::path::Path, port: u16, agent_args: &str) -> Result<std::process::Child> {
+    spawn_agent_following(bin, port, agent_args, &["--all", "--parent", &std::process::id().to_string()])
+}
+
+/// Starts `clrprobe agent` following what `follow` says (`--all --parent PID`, `-p PID`).
+fn spawn_agent_following(bin: &std::path::Path, port: u16, agent_args: &str, follow: &[&str]) -> Result<std::process::Child> {
     let agent = Command::new(bin)
-        .args(["agent", "--all", "--listen", &format!("127.0.0.1:{port}"), "--parent", &std::process::id().to_string()])
+        .args(["agent", "--listen", &format!("127.0.0.1:{port}")])
+        .args(follow)
         .args(agent_args.split_whitespace())
         .stdout(Stdio::null())
         .stderr(agent_log()?)
@@ -74,10 +81,13 @@ fn agent_log() -> Result<Stdio> {
 
 /// Bench.cs modes run side by side in each round of the slowdown part.
 const BENCH_MODES: [&str; 3] = ["cpu", "alloc", "throw"];
-/// Seconds counted per round, and the warm-up before (the agent finds a process within 250 ms
-/// and sets it up in about a second on a loaded host).
+/// Seconds counted per round, and the default warm-up before (the agent finds a process within
+/// 250 ms and sets it up in about a second on a loaded host). Rounds after a 5 s warm-up count
+/// the start of what the sessions cost, the System.Runtime counters' code being compiled and
+/// tiered up in the target over its first ~30 polls (150 s at 5 s) included; `--warmup` counts
+/// later.
 const BENCH_SECONDS: u64 = 20;
-const BENCH_WARMUP: u64 = 5;
+pub const BENCH_WARMUP: u64 = 5;
 
 /// The EventPipe sessions the agent opens in a .NET 8 process (`agent --print-sessions`),
 /// opened without the agent by `clrprobe trace` clients that only copy the stream to a
@@ -171,45 +181,49 @@ impl Floor {
     }
 }
 
-/// (rounds per second, rounds per CPU-second) of each Bench mode in one round; `floor`: its
-/// sessions opened in them meanwhile.
-fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f64)>> {
-    let ws: Vec<Running> = BENCH_MODES
-        .iter()
-        .map(|m| {
-            let mut w = Workload::new("Bench", Runtime::Net8).arg(m).arg(BENCH_SECONDS).arg(BENCH_WARMUP);
-            w.ready_timeout = Duration::from_secs(120);
-            w.start().context("starting a Bench workload")
-        })
-        .collect::<Result<_>>()?;
+/// Starts one Bench process of `mode`, its rounds counted after the warm-up.
+fn bench_start(mode: &str, warmup: u64) -> Result<Running> {
+    let mut w = Workload::new("Bench", Runtime::Net8).arg(mode).arg(BENCH_SECONDS).arg(warmup);
+    w.ready_timeout = Duration::from_secs(120);
+    w.start().context("starting a Bench workload")
+}
+
+/// (rounds per second, rounds per CPU-second) of a Bench process once it ends.
+fn bench_rates(mut w: Running, warmup: u64) -> Result<(f64, f64)> {
+    w.wait(Duration::from_secs(BENCH_SECONDS + warmup + 60));
+    let field = |name: &str| -> Result<f64> {
+        w.output()
+            .iter()
+            .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
+            .with_context(|| format!("a Bench workload did not print {name}"))
+    };
+    Ok((field("per_second=")?, field("per_cpu_second=")?))
+}
+
+/// The floor's sessions opened in `pids` on a thread of their own until `done` is set.
+fn floor_thread(f: &Floor, bin: &std::path::Path, pids: Vec<u32>, done: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<Result<()>> {
+    let tmp = util::scratch_dir("bench-agent");
+    let (session, also, slice, buffer_mb, bin) = (f.session.clone(), f.also.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
+    std::thread::spawn(move || -> Result<()> {
+        let tmp = tmp?;
+        let r = Floor { buffer_mb, session, also, slice }.run(&bin, &pids, &tmp, &done);
+        let _ = std::fs::remove_dir_all(&tmp);
+        r
+    })
+}
+
+/// (rounds per second, rounds per CPU-second) of each of `modes` (Bench processes run side by
+/// side) in one round; `floor`: its sessions opened in them meanwhile.
+fn bench_round(modes: &[&str], floor: Option<(&Floor, &std::path::Path)>, warmup: u64) -> Result<Vec<(f64, f64)>> {
+    let ws: Vec<Running> = modes.iter().map(|m| bench_start(m, warmup)).collect::<Result<_>>()?;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients = floor.map(|(f, bin)| {
-        let (pids, done) = (ws.iter().map(|w| w.pid).collect::<Vec<u32>>(), done.clone());
-        let tmp = util::scratch_dir("bench-agent");
-        let (session, also, slice, buffer_mb, bin) = (f.session.clone(), f.also.clone(), f.slice.clone(), f.buffer_mb.clone(), bin.to_path_buf());
-        std::thread::spawn(move || -> Result<()> {
-            let tmp = tmp?;
-            let r = Floor { buffer_mb, session, also, slice }.run(&bin, &pids, &tmp, &done);
-            let _ = std::fs::remove_dir_all(&tmp);
-            r
-        })
-    });
-    let mut out = Vec::new();
-    for mut w in ws {
-        w.wait(Duration::from_secs(BENCH_SECONDS + BENCH_WARMUP + 60));
-        let field = |name: &str| -> Result<f64> {
-            w.output()
-                .iter()
-                .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
-                .with_context(|| format!("a Bench workload did not print {name}"))
-        };
-        out.push((field("per_second=")?, field("per_cpu_second=")?));
-    }
+    let clients = floor.map(|(f, bin)| floor_thread(f, bin, ws.iter().map(|w| w.pid).collect(), done.clone()));
+    let out = ws.into_iter().map(|w| bench_rates(w, warmup)).collect::<Result<Vec<_>>>();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(c) = clients {
         c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
     }
-    Ok(out)
+    out
 }
 
 /// The targets' slowdown under the agent and under its floor (its EventPipe sessions opened
@@ -217,8 +231,9 @@ fn bench_round(floor: Option<(&Floor, &std::path::Path)>) -> Result<Vec<(f64, f6
 /// `pairs` rounds of each, the order turning from one set to the next.
 /// `variant`: more agent arguments for a fourth configuration (what a setting adds beyond
 /// the floor, in the same rounds).
-fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16) -> Result<()> {
-    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} side by side, {BENCH_WARMUP} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
+fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str, port: u16, apart: bool, warmup: u64) -> Result<()> {
+    let how = if apart { "one at a time, nothing else of the benchmark running" } else { "side by side" };
+    println!("slowdown: {pairs} sets of {BENCH_SECONDS} s rounds ({} {how}, {warmup} s warm-up) alone, under the agent's sessions alone (floor) and under a new `agent --all` each; load {}", BENCH_MODES.join(", "), load());
     let floor = match Floor::of(bin, agent_args) {
         Ok(f) => {
             println!("floor: session {}; also {:?}; slices {:?}", f.session, f.also, f.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
@@ -236,67 +251,73 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
         configs.push("agent+variant");
     }
     let configs = configs;
+    // The Bench processes of one round: all three, or (apart) each alone in rounds of its own.
+    let groups: Vec<Vec<usize>> = if apart { (0..BENCH_MODES.len()).map(|m| vec![m]).collect() } else { vec![(0..BENCH_MODES.len()).collect()] };
     // Per config, per mode: (rate, CPU rate) of each round.
     let n = BENCH_MODES.len();
     let mut results: Vec<Vec<Vec<(f64, f64)>>> = vec![vec![Vec::new(); n]; configs.len()];
-    let mut agent_cpu = Vec::new();
+    // Per group: the agent's CPU (share of one core) in each of its rounds.
+    let mut agent_cpu: Vec<Vec<f64>> = vec![Vec::new(); groups.len()];
     let mut round = 0;
     for set in 0..pairs {
-        // Each set in another order (the three rotations, forwards and backwards), so drift
-        // in the host's load falls on every configuration alike.
-        let mut order: Vec<usize> = (0..configs.len()).map(|i| (i + set / 2) % configs.len()).collect();
-        if set % 2 == 1 {
-            order.reverse();
-        }
-        for c in order {
-            if c == 1 && floor.is_none() {
-                continue;
+        for (g, group) in groups.iter().enumerate() {
+            let modes: Vec<&str> = group.iter().map(|&m| BENCH_MODES[m]).collect();
+            // Each set in another order (the three rotations, forwards and backwards), so drift
+            // in the host's load falls on every configuration alike.
+            let mut order: Vec<usize> = (0..configs.len()).map(|i| (i + set / 2) % configs.len()).collect();
+            if set % 2 == 1 {
+                order.reverse();
             }
-            let rates = match c {
-                2 | 3 => {
-                    let mut agent = spawn_agent(bin, port, if c == 3 { &variant_args } else { agent_args })?;
-                    let t = Instant::now();
-                    let (_, c0) = usage(agent.id());
-                    // Scraped as Prometheus would, every 5 s, on its own thread.
-                    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-                    let scraper = {
-                        let done = done.clone();
-                        std::thread::spawn(move || {
-                            while !done.load(std::sync::atomic::Ordering::SeqCst) {
-                                get(port, "/metrics");
-                                for _ in 0..25 {
-                                    if done.load(std::sync::atomic::Ordering::SeqCst) {
-                                        break;
-                                    }
-                                    std::thread::sleep(Duration::from_millis(200));
-                                }
-                            }
-                        })
-                    };
-                    let r = bench_round(None);
-                    done.store(true, std::sync::atomic::Ordering::SeqCst);
-                    let _ = scraper.join();
-                    let (_, c1) = usage(agent.id());
-                    if c == 2 {
-                        agent_cpu.push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
-                    }
-                    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
-                    let _ = agent.wait();
-                    r?
+            for c in order {
+                if c == 1 && floor.is_none() {
+                    continue;
                 }
-                1 => bench_round(floor.as_ref().map(|f| (f, bin)))?,
-                _ => bench_round(None)?,
-            };
-            for (m, r) in rates.into_iter().enumerate() {
-                results[c][m].push(r);
+                let rates = match c {
+                    2 | 3 => {
+                        let mut agent = spawn_agent(bin, port, if c == 3 { &variant_args } else { agent_args })?;
+                        let t = Instant::now();
+                        let (_, c0) = usage(agent.id());
+                        // Scraped as Prometheus would, every 5 s, on its own thread.
+                        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                        let scraper = {
+                            let done = done.clone();
+                            std::thread::spawn(move || {
+                                while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                                    get(port, "/metrics");
+                                    for _ in 0..25 {
+                                        if done.load(std::sync::atomic::Ordering::SeqCst) {
+                                            break;
+                                        }
+                                        std::thread::sleep(Duration::from_millis(200));
+                                    }
+                                }
+                            })
+                        };
+                        let r = bench_round(&modes, None, warmup);
+                        done.store(true, std::sync::atomic::Ordering::SeqCst);
+                        let _ = scraper.join();
+                        let (_, c1) = usage(agent.id());
+                        if c == 2 {
+                            agent_cpu[g].push((c1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+                        }
+                        let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+                        let _ = agent.wait();
+                        r?
+                    }
+                    1 => bench_round(&modes, floor.as_ref().map(|f| (f, bin)), warmup)?,
+                    _ => bench_round(&modes, None, warmup)?,
+                };
+                for (&m, r) in group.iter().zip(rates) {
+                    results[c][m].push(r);
+                }
+                round += 1;
+                println!(
+                    "  round {round:>2} {:<5}: {}; load {}",
+                    configs[c],
+                    group.iter().map(|&m| { let v = &results[c][m]; format!("{} {:.0}/s {:.0}/CPU-s", BENCH_MODES[m], v.last().unwrap().0, v.last().unwrap().1) }).collect::<Vec<_>>().join(", "),
+                    load()
+                );
             }
-            round += 1;
-            println!(
-                "  round {round:>2} {:<5}: {}; load {}",
-                configs[c],
-                BENCH_MODES.iter().zip(&results[c]).map(|(m, v)| format!("{m} {:.0}/s {:.0}/CPU-s", v.last().unwrap().0, v.last().unwrap().1)).collect::<Vec<_>>().join(", "),
-                load()
-            );
         }
     }
     let med = |c: usize, m: usize, f: fn(&(f64, f64)) -> f64| median(&results[c][m].iter().map(f).collect::<Vec<_>>());
@@ -333,7 +354,79 @@ fn slowdown(bin: &std::path::Path, pairs: usize, agent_args: &str, variant: &str
             if var { format!(" {:+.2} % | {} |", sd(med(3, m, |r| r.1), a_cpu), spread(3, m)) } else { String::new() }
         );
     }
-    println!("agent CPU during the rounds: median {:.2} % of one core (min {:.2}, max {:.2})", median(&agent_cpu), agent_cpu.iter().cloned().fold(f64::INFINITY, f64::min), agent_cpu.iter().cloned().fold(0.0, f64::max));
+    for (group, cpu) in groups.iter().zip(&agent_cpu) {
+        let who = if apart { format!(" following {} alone", BENCH_MODES[group[0]]) } else { String::new() };
+        println!("agent CPU during the rounds{who}: median {:.2} % of one core (min {:.2}, max {:.2})", median(cpu), cpu.iter().cloned().fold(f64::INFINITY, f64::min), cpu.iter().cloned().fold(0.0, f64::max));
+    }
+    Ok(())
+}
+
+/// `--paired`: each round runs two copies of one Bench mode at once, one alone and one under
+/// the floor's clients or a new agent following it only (`-p PID`), so both meet the same host
+/// load, caches and CPU steal: the slowdown of a round is 1 − (the followed copy's rounds per
+/// CPU-second / the other's). Which copy starts first alternates; "none" (both alone) shows
+/// what the design reads when nothing differs.
+fn paired(bin: &std::path::Path, pairs: usize, agent_args: &str, port: u16, warmup: u64) -> Result<()> {
+    println!("paired: {pairs} sets of {BENCH_SECONDS} s rounds ({warmup} s warm-up), two copies of each of {} at once, one alone and one followed; load {}", BENCH_MODES.join(", "), load());
+    let floor = Floor::of(bin, agent_args)?;
+    println!("floor: session {}; also {:?}; slices {:?}", floor.session, floor.also, floor.slice.as_ref().map(|s| (s.0, s.1, &s.2)));
+    let configs = ["none", "floor", "agent"];
+    // Per config, per mode: the slowdown (%) of each round.
+    let mut results: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); BENCH_MODES.len()]; configs.len()];
+    let mut agent_cpu: Vec<Vec<f64>> = vec![Vec::new(); BENCH_MODES.len()];
+    let mut round = 0;
+    for set in 0..pairs {
+        for (m, mode) in BENCH_MODES.iter().enumerate() {
+            for k in 0..configs.len() {
+                let c = (k + set) % configs.len();
+                let first = bench_start(mode, warmup)?;
+                let second = bench_start(mode, warmup)?;
+                // The followed copy: the first started in even sets, the second in odd ones.
+                let (alone, followed) = if set % 2 == 0 { (second, first) } else { (first, second) };
+                let pid = followed.pid;
+                let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let clients = (c == 1).then(|| floor_thread(&floor, bin, vec![pid], done.clone()));
+                let agent = if c == 2 { Some((spawn_agent_following(bin, port, agent_args, &["-p", &pid.to_string()])?, Instant::now())) } else { None };
+                let c0 = agent.as_ref().map_or(0.0, |(a, _)| usage(a.id()).1);
+                let (a, f) = (bench_rates(alone, warmup), bench_rates(followed, warmup));
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Some((mut agent, t)) = agent {
+                    agent_cpu[m].push((usage(agent.id()).1 - c0) * 100.0 / t.elapsed().as_secs_f64());
+                    let _ = Command::new("kill").args(["-TERM", &agent.id().to_string()]).status();
+                    let _ = agent.wait();
+                }
+                if let Some(c) = clients {
+                    c.join().map_err(|_| anyhow::anyhow!("the floor's thread panicked"))?.context("the floor")?;
+                }
+                let (a, f) = (a?, f?);
+                let sd = (1.0 - f.1 / a.1) * 100.0;
+                results[c][m].push(sd);
+                round += 1;
+                println!("  round {round:>2} {mode:<5} {:<5}: alone {:.0}/CPU-s, followed {:.0}/CPU-s: {sd:+.2} %; load {}", configs[c], a.1, f.1, load());
+            }
+        }
+    }
+    println!("Slowdown per app CPU-second of the followed copy against the one beside it (medians of the rounds; min..max)");
+    println!("| workload | none | floor | agent | agent − floor (points) | none spread | floor spread | agent spread | rounds each |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let range = |v: &[f64]| format!("{:+.1}..{:+.1}", v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+    for (m, mode) in BENCH_MODES.iter().enumerate() {
+        let med = |c: usize| median(&results[c][m]);
+        println!(
+            "| {mode} | {:+.2} % | {:+.2} % | {:+.2} % | {:+.2} | {} | {} | {} | {} |",
+            med(0),
+            med(1),
+            med(2),
+            med(2) - med(1),
+            range(&results[0][m]),
+            range(&results[1][m]),
+            range(&results[2][m]),
+            results[0][m].len()
+        );
+    }
+    for (mode, cpu) in BENCH_MODES.iter().zip(&agent_cpu) {
+        println!("agent CPU following one {mode} copy: median {:.2} % of one core (min {:.2}, max {:.2})", median(cpu), cpu.iter().cloned().fold(f64::INFINITY, f64::min), cpu.iter().cloned().fold(0.0, f64::max));
+    }
     Ok(())
 }
 
@@ -362,7 +455,18 @@ fn clock_ticks() -> f64 {
     Command::new("getconf").arg("CLK_TCK").output().ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(100.0)
 }
 
-pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, pairs: usize) -> Result<()> {
+/// The slowdown rounds: `pairs` sets (0: none), each Bench process on its own (`apart`) or
+/// the three side by side.
+pub struct Rounds {
+    pub pairs: usize,
+    pub apart: bool,
+    pub paired: bool,
+    /// Seconds each Bench process runs before its rounds are counted.
+    pub warmup: u64,
+}
+
+pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, variant: &str, port: u16, rounds: Rounds) -> Result<()> {
+    let Rounds { pairs, apart, paired: pair, warmup } = rounds;
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -370,8 +474,10 @@ pub fn run(minutes: u64, baseline_s: u64, scrape_s: u64, agent_args: &str, varia
     }
     // SAFETY: single-threaded at this point.
     unsafe { std::env::set_var("CLRPROBE_CACHE", crate::cache::dir()) };
-    if pairs > 0 {
-        slowdown(&bin, pairs, agent_args, variant, port)?;
+    if pairs > 0 && pair {
+        paired(&bin, pairs, agent_args, port, warmup)?;
+    } else if pairs > 0 {
+        slowdown(&bin, pairs, agent_args, variant, port, apart, warmup)?;
     }
     if minutes == 0 {
         return Ok(());

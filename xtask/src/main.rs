@@ -97,6 +97,24 @@ enum Cmd {
         /// first; 0 skips them.
         #[arg(long, default_value_t = 5)]
         pairs: usize,
+        /// The slowdown rounds of each Bench process on its own (only it and what follows it
+        /// running), instead of the three side by side: on this 2-core host three busy
+        /// processes and their clients oversubscribe the cores, which reads as a cost even on
+        /// the app that writes no events.
+        #[arg(long)]
+        apart: bool,
+        /// The slowdown rounds as pairs: two copies of one Bench process at once, one alone,
+        /// one under the floor or an agent following it only (`-p`), so both meet the same
+        /// host; prints each mode's slowdown against its twin (and with nothing followed, what
+        /// the design reads as noise).
+        #[arg(long, conflicts_with = "apart")]
+        paired: bool,
+        /// Seconds each Bench process of the slowdown rounds runs before its rounds are
+        /// counted (the agent's or the floor's set-up, and with 160 or more the System.Runtime
+        /// counters' code tiered up in the target: their first ~30 polls cost a CPU-bound app
+        /// ~2.5 % of its CPU-seconds, later ones nothing measurable).
+        #[arg(long, default_value_t = bench_agent::BENCH_WARMUP)]
+        warmup: u64,
     },
     /// clrprobe's own memory (`record -p --cpu -F 99`; the output phase of every kind) and its
     /// CPU per 1k EventPipe events decoded with three busy .NET processes.
@@ -183,7 +201,7 @@ fn main() -> Result<()> {
             bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
-        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, pairs)?,
+        Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired, warmup } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired, warmup })?,
         Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
