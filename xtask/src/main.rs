@@ -98,9 +98,8 @@ enum Cmd {
         #[arg(long, default_value_t = 5)]
         pairs: usize,
         /// The slowdown rounds of each Bench process on its own (only it and what follows it
-        /// running), instead of the three side by side: on this 2-core host three busy
-        /// processes and their clients oversubscribe the cores, which reads as a cost even on
-        /// the app that writes no events.
+        /// running), instead of the three side by side (three busy processes and their clients
+        /// oversubscribe this 2-core host; measured in round 15, one at a time was no steadier).
         #[arg(long)]
         apart: bool,
         /// The slowdown rounds as pairs: two copies of one Bench process at once, one alone,
@@ -111,8 +110,8 @@ enum Cmd {
         paired: bool,
         /// Seconds each Bench process of the slowdown rounds runs before its rounds are
         /// counted (the agent's or the floor's set-up, and with 160 or more the System.Runtime
-        /// counters' code tiered up in the target: their first ~30 polls cost a CPU-bound app
-        /// ~2.5 % of its CPU-seconds, later ones nothing measurable).
+        /// counters' code tiered up in the target: at 5 s polls they cost a CPU-bound app +2.1 to
+        /// +2.6 % of its CPU-seconds in its first seconds, +0.1 % after 160 s; see the README).
         #[arg(long, default_value_t = bench_agent::BENCH_WARMUP)]
         warmup: u64,
     },
