@@ -292,13 +292,10 @@ impl FrameResolver {
             let sym = ProcessSymbolizer::with_cache(pid, Arc::clone(&self.cache)).inspect_err(|e| log::debug!("pid {pid}: no symbolizer: {e}")).ok();
             self.processes.insert(pid, Process { sym, light, jit: Vec::new(), exe: Some(now), epoch: 0 });
         }
-        if let Some(p) = self.processes.get_mut(&pid) {
-            p.epoch = p.epoch.wrapping_add(1);
-            if let Some(s) = p.sym.as_mut() {
-                let _ = s.refresh_maps();
-                let _ = s.refresh_perf_map();
-            }
+        if let Some(s) = self.processes.get_mut(&pid).and_then(|p| p.sym.as_mut()) {
+            let _ = s.refresh_maps();
         }
+        self.refresh_perf_map(pid);
     }
 
     /// Re-reads the appended part of the process's perf map only, its maps left as last read
