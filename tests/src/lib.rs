@@ -11,7 +11,7 @@ mod scratch;
 
 pub use cache::cache_dir;
 pub use compile::{compile, workloads_dir};
-pub use running::{Running, Workload, thread_states};
+pub use running::{Running, Workload, diagnostics_socket, thread_states};
 pub use scratch::{scratch_dir, scratch_file};
 
 use std::path::PathBuf;

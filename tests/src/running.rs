@@ -207,6 +207,16 @@ impl Drop for Running {
     }
 }
 
+/// The diagnostics socket `pid` made, `/tmp/dotnet-diagnostic-{pid}-{start}-socket` with its
+/// start time (clock ticks since boot, field 22 of /proc/PID/stat). Pids are reused (pid_max
+/// is 32768 here) and a killed runtime leaves its socket, so `/tmp` may hold an earlier
+/// process's with the same pid: matching on the pid alone finds that one too.
+pub fn diagnostics_socket(pid: u32) -> Option<PathBuf> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let start: u64 = stat[stat.rfind(')')? + 1..].split_whitespace().nth(19)?.parse().ok()?;
+    Some(PathBuf::from(format!("/tmp/dotnet-diagnostic-{pid}-{start}-socket")))
+}
+
 /// Thread names and kernel wait channels of a process, `name:wchan` comma-separated (what a
 /// hang looks like).
 pub fn thread_states(pid: u32) -> String {

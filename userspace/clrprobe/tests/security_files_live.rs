@@ -418,15 +418,11 @@ fn report_into_a_closed_pipe_exits_quietly() {
 fn a_deleted_diagnostics_socket_is_warned_about_once() {
     require_root();
     let w = Workload::new("Cpu", Runtime::Net8).arg(60).start().unwrap();
-    let prefix = format!("dotnet-diagnostic-{}-", w.pid);
-    let sockets: Vec<PathBuf> = std::fs::read_dir("/tmp")
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-        .map(|e| e.path())
-        .collect();
-    assert_eq!(sockets.len(), 1, "{sockets:?}");
-    std::fs::remove_file(&sockets[0]).unwrap();
+    // Only the socket this process made: an earlier process's with this pid may be in /tmp too
+    // (pids are reused, killed runtimes leave theirs), and it stays (clrprobe must not take it).
+    let socket = clrprobe_tests::diagnostics_socket(w.pid).unwrap();
+    assert!(socket.exists(), "{} missing", socket.display());
+    std::fs::remove_file(&socket).unwrap();
     let (summary, err) = record_json(w.pid, "nosocket", &[]);
     let warnings: Vec<String> = summary["warnings"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
     let said: Vec<&String> = warnings.iter().filter(|w| w.contains("diagnostics socket was not found")).collect();

@@ -51,10 +51,9 @@ fn wait_until(c: &mut Child, deadline: Instant) -> Option<ExitStatus> {
     }
 }
 
+/// Has `pid` made its diagnostics socket (not an earlier process's with the same pid)?
 fn socket_of(pid: u32) -> bool {
-    std::fs::read_dir("/tmp")
-        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(&format!("dotnet-diagnostic-{pid}-"))))
-        .unwrap_or(false)
+    clrprobe_tests::diagnostics_socket(pid).is_some_and(|p| p.exists())
 }
 
 #[test]
