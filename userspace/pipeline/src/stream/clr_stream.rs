@@ -23,10 +23,14 @@ pub struct ClrStream<R: Source> {
     counters: bool,
     /// Stacks sent lately, shared by the records that repeat them.
     stacks: StackCache,
-    /// [`ClrStream::next_items_tapped`]: the batch's payloads, and where each event's is
-    /// (index in the batch, start, end).
+    /// [`ClrStream::next_batch_tapped`]: the batch's payloads (the buffer the records then
+    /// share), and where each event's is (index in the batch, start, end).
     chunk: Vec<u8>,
     ranges: Vec<(usize, usize, usize)>,
+    /// The last batch's payload bytes: the next buffer's size.
+    last_chunk: usize,
+    /// The payload of a record until its batch's buffer is made.
+    empty: Arc<Vec<u8>>,
 }
 
 /// The stacks of the records sent lately, by a hash of their addresses (direct-mapped,
@@ -68,7 +72,7 @@ impl<R: Source> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new() })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0, empty: Arc::default() })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -108,21 +112,50 @@ impl<R: Source> ClrStream<R> {
 
     /// [`ClrStream::next_item`] a batch at a time, every event read (kept or not) shown to
     /// `tap` first (a recording's EventSource collectors: `record --http`, `--providers`): the
-    /// items of the events read so far
-    /// appended to `out`, until the reader would read the stream again (only the first item
-    /// may wait for it) or `max` items are there. The batch's payloads share one buffer: one
-    /// allocation here and one free where the last of them is dropped (a live source's
-    /// records are freed on the aggregator's thread: per event, that was glibc's arena lock
-    /// and a cache miss on another core each time). The items read are in `out` whatever the
-    /// result; false at the end of the stream.
+    /// items of the events read so far appended to `out`, until the reader would read the
+    /// stream again (only the first item may wait for it) or `max` items are there. The
+    /// batch's payloads share one buffer (see [`ClrStream::next_batch_tapped`]). The items
+    /// read are in `out` whatever the result; false at the end of the stream.
     pub fn next_items_tapped(&mut self, tap: &mut dyn FnMut(&EventRef<'_>), out: &mut Vec<StreamItem>, max: usize) -> Result<bool, NetTraceError> {
+        let (mut records, mut counters) = (Vec::new(), Vec::new());
+        let result = self.next_batch_tapped(tap, &mut records, &mut counters, max);
+        let mut counters = counters.into_iter().peekable();
+        for (i, r) in records.into_iter().enumerate() {
+            while let Some((_, name, value)) = counters.next_if(|c| c.0 == i) {
+                out.push(StreamItem::Counter { name, value });
+            }
+            out.push(StreamItem::Clr(r));
+        }
+        out.extend(counters.map(|(_, name, value)| StreamItem::Counter { name, value }));
+        result
+    }
+
+    /// [`ClrStream::next_items_tapped`] as a live source sends them: the events' records
+    /// appended to `records`, and the runtime's EventCounters values to `counters` with the
+    /// index in `records` they come before (`records.len()` at the time), at most `max` of
+    /// both together. The batch's payloads share one buffer, handed to the records without a
+    /// copy: one allocation here per batch and one free where the last of them is dropped, or
+    /// none when that buffer comes back ([`ClrStream::reuse_buffer`]). (A live source's records
+    /// are dropped on the aggregator's thread: per event, that was glibc's arena lock and a
+    /// cache miss on another core each time.)
+    pub fn next_batch_tapped(
+        &mut self,
+        tap: &mut dyn FnMut(&EventRef<'_>),
+        records: &mut Vec<ClrRecord>,
+        counters: &mut Vec<(usize, String, u64)>,
+        max: usize,
+    ) -> Result<bool, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
-        let first = out.len();
+        let (first, first_counter) = (records.len(), counters.len());
         self.chunk.clear();
+        if self.chunk.capacity() == 0 {
+            // Sized from the last batch's, with room to grow a quarter.
+            self.chunk.reserve((self.last_chunk + self.last_chunk / 4).min(CHUNK_KEPT));
+        }
         self.ranges.clear();
         let mut result = Ok(true);
-        while out.len() - first < max {
-            if out.len() > first && self.reader.ready() == 0 {
+        while records.len() - first + counters.len() - first_counter < max {
+            if records.len() - first + counters.len() - first_counter > 0 && self.reader.ready() == 0 {
                 break;
             }
             let ev = match self.reader.next_event() {
@@ -139,7 +172,7 @@ impl<R: Source> ClrStream<R> {
             tap(&ev);
             match seen(&ev, self.counters, self.keep) {
                 Seen::Counter(name, value) => {
-                    out.push(StreamItem::Counter { name, value });
+                    counters.push((records.len(), name, value));
                     continue;
                 }
                 Seen::Skip => continue,
@@ -147,22 +180,37 @@ impl<R: Source> ClrStream<R> {
             }
             let start = self.chunk.len();
             self.chunk.extend_from_slice(ev.raw_event().payload);
-            self.ranges.push((out.len(), start, self.chunk.len()));
-            out.push(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, Payload::default())));
+            self.ranges.push((records.len(), start, self.chunk.len()));
+            let placeholder = Payload::shared(&self.empty, 0, 0).unwrap_or_default();
+            records.push(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, placeholder));
         }
         if !self.ranges.is_empty() {
-            let buf: Arc<[u8]> = Arc::from(&self.chunk[..]);
+            self.last_chunk = self.chunk.len();
+            let buf = Arc::new(std::mem::take(&mut self.chunk));
             for &(i, start, end) in &self.ranges {
-                if let (Some(StreamItem::Clr(r)), Some(p)) = (out.get_mut(i), Payload::shared(&buf, start, end)) {
+                if let (Some(r), Some(p)) = (records.get_mut(i), Payload::shared(&buf, start, end)) {
                     r.payload = p;
                 }
             }
-        }
-        // A burst's buffer is not kept.
-        if self.chunk.capacity() > CHUNK_KEPT {
+        } else if self.chunk.capacity() > CHUNK_KEPT {
+            // A burst's buffer is not kept.
             self.chunk = Vec::new();
         }
         result
+    }
+
+    /// Does the next batch need a buffer for its payloads (the last one went with its records)?
+    pub fn wants_buffer(&self) -> bool {
+        self.chunk.capacity() == 0
+    }
+
+    /// `buf` (a batch's payload buffer its records let go) holds the next batch's payloads, if
+    /// one is wanted and it is not a burst's.
+    pub fn reuse_buffer(&mut self, mut buf: Vec<u8>) {
+        if self.wants_buffer() && buf.capacity() <= CHUNK_KEPT {
+            buf.clear();
+            self.chunk = buf;
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -228,7 +276,7 @@ fn seen(ev: &EventRef<'_>, counters: bool, keep: fn(&str, u16) -> bool) -> Seen 
     if keep(raw.provider, raw.event_id) { Seen::Keep } else { Seen::Skip }
 }
 
-/// The most of [`ClrStream::next_items_tapped`]'s payload buffer kept between batches.
+/// The most of [`ClrStream::next_batch_tapped`]'s payload buffer kept between batches.
 const CHUNK_KEPT: usize = 256 * 1024;
 
 /// What [`ClrStream::next_item`] gives a live source.
