@@ -17,6 +17,8 @@ pub struct ClrStream<R: Source> {
     pointer_size: u8,
     /// Provider names repeat: one allocation per provider.
     providers: Vec<Arc<str>>,
+    /// What each event type's events are to a live source, with its provider's name.
+    kinds: KindCache,
     /// The events [`ClrStream::next_item`] gives (by provider and id).
     keep: fn(&str, u16) -> bool,
     /// Give EventCounters values too.
@@ -64,6 +66,60 @@ impl StackCache {
     }
 }
 
+/// What a live source makes of an event of a type: a runtime EventCounter's value, an event
+/// to send, or nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Counter,
+    Keep,
+    Skip,
+}
+
+/// Event types (their metadata, which the reader keeps for the stream's life) seen lately, by
+/// a hash of their address (direct-mapped, [`KindCache::SLOTS`] of them): their [`Kind`] and
+/// provider's name without comparing names per event (provider names compared as strings, in
+/// `wanted` and to find the shared name, were a sixth of a reader's CPU). A slot holds its
+/// metadata, so an address is never another type's while it is there.
+struct KindCache {
+    slots: Vec<Option<(Arc<EventMetadata>, Arc<str>, Kind)>>,
+}
+
+impl KindCache {
+    const SLOTS: usize = 64;
+
+    fn new() -> Self {
+        Self { slots: vec![None; Self::SLOTS] }
+    }
+
+    /// `meta`'s kind (counters given or not, `keep` the events sent) and provider name (one
+    /// allocation per provider through `providers`).
+    fn get(&mut self, meta: &Arc<EventMetadata>, providers: &mut Vec<Arc<str>>, counters: bool, keep: fn(&str, u16) -> bool) -> (Kind, &Arc<str>) {
+        let at = (Arc::as_ptr(meta) as usize).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        let slot = &mut self.slots[at % Self::SLOTS];
+        if !slot.as_ref().is_some_and(|s| Arc::ptr_eq(&s.0, meta)) {
+            let provider = meta.provider.as_str();
+            let event_id = u16::try_from(meta.event_id).unwrap_or(u16::MAX);
+            let kind = if provider == COUNTERS_PROVIDER && counters {
+                Kind::Counter
+            } else if keep(provider, event_id) {
+                Kind::Keep
+            } else {
+                Kind::Skip
+            };
+            let name = match providers.iter().find(|p| ***p == *provider) {
+                Some(p) => p.clone(),
+                None => {
+                    providers.push(Arc::from(provider));
+                    providers.last().expect("pushed").clone()
+                }
+            };
+            *slot = Some((Arc::clone(meta), name, kind));
+        }
+        let (_, name, kind) = slot.as_ref().expect("filled");
+        (*kind, name)
+    }
+}
+
 impl<R: Source> ClrStream<R> {
     /// Reads the stream's header.
     pub fn new(pid: u32, stream: R) -> Result<Self, NetTraceError> {
@@ -72,7 +128,7 @@ impl<R: Source> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0, empty: Arc::default() })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), kinds: KindCache::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0, empty: Arc::default() })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -89,7 +145,8 @@ impl<R: Source> ClrStream<R> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
         let payload = Payload::from(ev.raw_event().payload);
-        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload)))
+        let (_, provider) = self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep);
+        Ok(Some(record(pid, origin_ns, pointer_size, provider.clone(), &mut self.stacks, &ev, payload)))
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
@@ -99,12 +156,16 @@ impl<R: Source> ClrStream<R> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-            match seen(&ev, self.counters, self.keep) {
-                Seen::Counter(name, value) => return Ok(Some(StreamItem::Counter { name, value })),
-                Seen::Skip => continue,
-                Seen::Keep => {
+            match self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep) {
+                (Kind::Counter, _) => match counter_value(&ev) {
+                    Some((name, value)) => return Ok(Some(StreamItem::Counter { name, value })),
+                    None => continue,
+                },
+                (Kind::Skip, _) => continue,
+                (Kind::Keep, provider) => {
+                    let provider = provider.clone();
                     let payload = Payload::from(ev.raw_event().payload);
-                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload))));
+                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, payload))));
                 }
             }
         }
@@ -170,19 +231,21 @@ impl<R: Source> ClrStream<R> {
                 }
             };
             tap(&ev);
-            match seen(&ev, self.counters, self.keep) {
-                Seen::Counter(name, value) => {
-                    counters.push((records.len(), name, value));
+            let provider = match self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep) {
+                (Kind::Counter, _) => {
+                    if let Some((name, value)) = counter_value(&ev) {
+                        counters.push((records.len(), name, value));
+                    }
                     continue;
                 }
-                Seen::Skip => continue,
-                Seen::Keep => {}
-            }
+                (Kind::Skip, _) => continue,
+                (Kind::Keep, provider) => provider.clone(),
+            };
             let start = self.chunk.len();
-            self.chunk.extend_from_slice(ev.raw_event().payload);
+            self.chunk.extend_from_slice(ev.payload());
             self.ranges.push((records.len(), start, self.chunk.len()));
             let placeholder = Payload::shared(&self.empty, 0, 0).unwrap_or_default();
-            records.push(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, placeholder));
+            records.push(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, placeholder));
         }
         if !self.ranges.is_empty() {
             self.last_chunk = self.chunk.len();
@@ -233,17 +296,9 @@ impl<R: Source> ClrStream<R> {
     }
 }
 
-/// One event as a record on the host's clock; provider names shared through `providers`,
-/// repeated stacks through `stacks`.
-fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
+/// One event as a record on the host's clock; repeated stacks shared through `stacks`.
+fn record(pid: u32, origin_ns: i64, pointer_size: u8, provider: Arc<str>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
     let raw = ev.raw_event();
-    let provider = match providers.iter().find(|p| ***p == *raw.provider) {
-        Some(p) => p.clone(),
-        None => {
-            providers.push(Arc::from(raw.provider));
-            providers.last().expect("pushed").clone()
-        }
-    };
     ClrRecord {
         pid,
         tid: ev.thread_id(),
@@ -257,23 +312,11 @@ fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<st
     }
 }
 
-/// What a live source makes of an event: a runtime EventCounter's value, an event to send,
-/// or nothing (the others are dropped before their payload is copied).
-enum Seen {
-    Counter(String, u64),
-    Keep,
-    Skip,
-}
-
-fn seen(ev: &EventRef<'_>, counters: bool, keep: fn(&str, u16) -> bool) -> Seen {
-    let raw = ev.raw_event();
-    if raw.provider == COUNTERS_PROVIDER && counters {
-        return match counter(ev.metadata(), raw.payload) {
-            Some((name, value)) => Seen::Counter(name, if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 }),
-            None => Seen::Skip,
-        };
-    }
-    if keep(raw.provider, raw.event_id) { Seen::Keep } else { Seen::Skip }
+/// A runtime EventCounter's (name, value) from a [`COUNTERS_PROVIDER`] event, rounded; None
+/// for its other events.
+fn counter_value(ev: &EventRef<'_>) -> Option<(String, u64)> {
+    let (name, value) = counter(ev.metadata(), ev.payload())?;
+    Some((name, if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 }))
 }
 
 /// The most of [`ClrStream::next_batch_tapped`]'s payload buffer kept between batches.
