@@ -116,6 +116,12 @@ fn print_decode(decode: &[Decode], seconds: u32) {
         med(|d| d.core_share * 100.0),
         med(|d| d.ms_per_1k_events)
     );
+    println!(
+        "    µs of CPU per event: EventPipe readers {:.3}, aggregator {:.3}, other threads {:.3} (schedstat)",
+        med(|d| d.readers_us),
+        med(|d| d.aggregator_us),
+        med(|d| d.others_us)
+    );
 }
 
 #[derive(Debug)]
