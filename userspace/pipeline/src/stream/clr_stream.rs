@@ -248,7 +248,13 @@ impl<R: Source> ClrStream<R> {
             records.push(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, placeholder));
         }
         if !self.ranges.is_empty() {
-            self.last_chunk = self.chunk.len();
+            let len = self.chunk.len();
+            self.last_chunk = len;
+            if self.chunk.capacity() > len + len / 4 + 4096 {
+                // The records hold it until the aggregator is done with them: not twice
+                // their bytes after a growth (glibc shrinks in place).
+                self.chunk.shrink_to_fit();
+            }
             let buf = Arc::new(std::mem::take(&mut self.chunk));
             for &(i, start, end) in &self.ranges {
                 if let (Some(r), Some(p)) = (records.get_mut(i), Payload::shared(&buf, start, end)) {

@@ -161,8 +161,9 @@ const ROOM_WAIT: Duration = Duration::from_secs(1);
 /// [`ROOM_WAIT`]); false when the aggregator is gone.
 fn send_batch(tx: &Sender<Record>, mut batch: Vec<ClrRecord>) -> bool {
     let n = batch.len();
-    if n < BATCH / 4 {
-        // Queued events, not batches, are bounded: a few events do not hold a full batch's room.
+    if batch.capacity() > 2 * n {
+        // Queued events, not batches, are bounded: a few events do not hold a full batch's
+        // room (glibc shrinks in place).
         batch.shrink_to_fit();
     }
     let room = tx.capacity().unwrap_or(usize::MAX).max(MIN_ROOM).max(n);
@@ -192,10 +193,10 @@ struct Spent {
 }
 
 /// Batches and buffers waiting to be reused, at most (the memory they hold stays bounded:
-/// [`SPENT_BUFFER_MAX`] bytes each at most, 256 records' room for a batch).
-const SPENT_KEPT: usize = 8;
+/// [`SPENT_BUFFER_MAX`] bytes each at most, 512 records' room for a batch).
+const SPENT_KEPT: usize = 4;
 /// A larger buffer (a burst's) is freed, not kept.
-const SPENT_BUFFER_MAX: usize = 64 * 1024;
+const SPENT_BUFFER_MAX: usize = 32 * 1024;
 
 fn spent() -> &'static Spent {
     static SPENT: std::sync::OnceLock<Spent> = std::sync::OnceLock::new();
@@ -214,7 +215,7 @@ pub fn recycle(mut batch: Vec<ClrRecord>) {
     {
         let _ = s.buffers.0.try_send(buf);
     }
-    if batch.capacity() >= BATCH && batch.capacity() <= 2 * BATCH {
+    if batch.capacity() >= 16 && batch.capacity() <= 2 * BATCH {
         let _ = s.batches.0.try_send(batch);
     }
 }
