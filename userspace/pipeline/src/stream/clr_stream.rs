@@ -81,8 +81,11 @@ enum Kind {
 /// `wanted` and to find the shared name, were a sixth of a reader's CPU). A slot holds its
 /// metadata, so an address is never another type's while it is there.
 struct KindCache {
-    slots: Vec<Option<(Arc<EventMetadata>, Arc<str>, Kind)>>,
+    slots: Vec<Option<KindSlot>>,
 }
+
+/// An event type's metadata (held), its provider's shared name, its kind.
+type KindSlot = (Arc<EventMetadata>, Arc<str>, Kind);
 
 impl KindCache {
     const SLOTS: usize = 64;
