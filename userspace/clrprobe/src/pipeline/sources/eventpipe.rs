@@ -161,9 +161,10 @@ const ROOM_WAIT: Duration = Duration::from_secs(1);
 /// [`ROOM_WAIT`]); false when the aggregator is gone.
 fn send_batch(tx: &Sender<Record>, mut batch: Vec<ClrRecord>) -> bool {
     let n = batch.len();
-    if batch.capacity() > 2 * n {
+    if n < BATCH / 4 {
         // Queued events, not batches, are bounded: a few events do not hold a full batch's
-        // room (glibc shrinks in place).
+        // room (glibc shrinks in place). Larger batches keep theirs, to be reused whole (one
+        // shrunk at each batch grew again by doubling in the next).
         batch.shrink_to_fit();
     }
     let room = tx.capacity().unwrap_or(usize::MAX).max(MIN_ROOM).max(n);
@@ -215,7 +216,7 @@ pub fn recycle(mut batch: Vec<ClrRecord>) {
     {
         let _ = s.buffers.0.try_send(buf);
     }
-    if batch.capacity() >= 16 && batch.capacity() <= 2 * BATCH {
+    if batch.capacity() >= BATCH && batch.capacity() <= 2 * BATCH {
         let _ = s.batches.0.try_send(batch);
     }
 }
