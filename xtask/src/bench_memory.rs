@@ -33,7 +33,7 @@ const ONE_COLLECT_KB: f64 = 4.67 * 1024.0;
 /// The workloads' warm-up before they count rounds (clrprobe attaches in it).
 const WARMUP_S: f64 = 1.5;
 
-pub fn run(runs: usize, seconds: u32) -> Result<()> {
+pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -54,6 +54,12 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
     let mut all = Vec::new();
     let mut decode = Vec::new();
     for round in 1..=runs {
+        if cpu_only {
+            let d = decode_run(&bin, seconds, &tmp)?;
+            eprintln!("round {round}: three processes, every kind: {d:?}");
+            decode.push(d);
+            continue;
+        }
         let m = memory_run(&bin, "cpu", &["--cpu"], seconds, &tmp)?;
         eprintln!("round {round}: cpu -F 99: {m:?}");
         cpu.push(m);
@@ -63,6 +69,12 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         let d = decode_run(&bin, seconds, &tmp)?;
         eprintln!("round {round}: three processes, every kind: {d:?}");
         decode.push(d);
+    }
+    if cpu_only {
+        print_decode(&decode, seconds);
+        println!("\nload average at the end: {}", load());
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Ok(());
     }
     let mb = |v: &[Mem], f: fn(&Mem) -> f64| median(&v.iter().map(f).collect::<Vec<_>>()) / 1024.0;
     println!(
@@ -90,16 +102,26 @@ pub fn run(runs: usize, seconds: u32) -> Result<()> {
         mb(&all, |m| m.recording_max_kb),
         mb(&all, |m| m.output_max_kb),
     );
+    print_decode(&decode, seconds);
+    println!("\nload average at the end: {}", load());
+    let _ = std::fs::remove_dir_all(&tmp);
+    Ok(())
+}
+
+fn print_decode(decode: &[Decode], seconds: u32) {
     let med = |f: fn(&Decode) -> f64| median(&decode.iter().map(f).collect::<Vec<_>>());
     println!(
-        "  three busy processes, every kind, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.1} ms CPU per 1k events (goal ≤ 2 % of a core)",
+        "  three busy processes, every kind, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.2} ms CPU per 1k events (goal ≤ 2 % of a core)",
         med(|d| d.events_per_s),
         med(|d| d.core_share * 100.0),
         med(|d| d.ms_per_1k_events)
     );
-    println!("\nload average at the end: {}", load());
-    let _ = std::fs::remove_dir_all(&tmp);
-    Ok(())
+    println!(
+        "    µs of CPU per event: EventPipe readers {:.3}, aggregator {:.3}, other threads {:.3} (schedstat)",
+        med(|d| d.readers_us),
+        med(|d| d.aggregator_us),
+        med(|d| d.others_us)
+    );
 }
 
 #[derive(Debug)]
@@ -118,6 +140,10 @@ struct Decode {
     events_per_s: f64,
     core_share: f64,
     ms_per_1k_events: f64,
+    /// µs of CPU per event on the EventPipe reader threads, the aggregator, the others.
+    readers_us: f64,
+    aggregator_us: f64,
+    others_us: f64,
 }
 
 fn bench(mode: &str, seconds: f64) -> Result<Running> {
@@ -222,6 +248,7 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
     // recording's end (its CPU is the recording's, not the outputs').
     let (mut first, mut last) = (None, (Duration::ZERO, 0.0));
+    let (mut threads0, mut threads1) = (Vec::new(), Vec::new());
     while child.try_wait()?.is_none() {
         let t = started.elapsed();
         if t + Duration::from_millis(200) < Duration::from_secs(seconds as u64)
@@ -229,8 +256,10 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         {
             if first.is_none() && t >= Duration::from_secs(2) {
                 first = Some((t, cpu));
+                threads0 = thread_cpu(child.id());
             }
             last = (t, cpu);
+            threads1 = thread_cpu(child.id());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -245,16 +274,58 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         .map_or(0.0, |v| v.iter().filter_map(|e| e[1].as_f64()).sum());
     let duration = s["duration"].as_f64().unwrap_or(seconds as f64).max(0.1);
     let events_per_s = events / duration;
-    let core_share = (last.1 - c0) / (last.0 - t0).as_secs_f64().max(0.1);
+    let span = (last.0 - t0).as_secs_f64().max(0.1);
+    let core_share = (last.1 - c0) / span;
+    // Per kind of thread: µs of CPU per event (the readers, the aggregator, the rest).
+    let mut by_kind = [0.0f64; 3];
+    for (tid, kind, cpu) in &threads1 {
+        let before = threads0.iter().find(|t| t.0 == *tid).map_or(0.0, |t| t.2);
+        by_kind[*kind] += cpu - before;
+    }
+    let per_event_us = |c: f64| c / span / events_per_s.max(1e-9) * 1e6;
     Ok(Decode {
         events_per_s,
         core_share,
         ms_per_1k_events: core_share * 1e3 / (events_per_s / 1e3).max(1e-9),
+        readers_us: per_event_us(by_kind[0]),
+        aggregator_us: per_event_us(by_kind[1]),
+        others_us: per_event_us(by_kind[2]),
     })
+}
+
+/// (tid, kind, CPU seconds) of each thread of `pid`: kind 0 an EventPipe reader, 1 the
+/// aggregator, 2 any other.
+fn thread_cpu(pid: u32) -> Vec<(u32, usize, f64)> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(comm) = std::fs::read_to_string(e.path().join("comm")) else { continue };
+        let kind = if comm.starts_with("eventpipe-") {
+            0
+        } else if comm.starts_with("aggregator") {
+            1
+        } else {
+            2
+        };
+        // schedstat's first field: ns on CPU (stat's ticks are 10 ms apart).
+        let cpu = std::fs::read_to_string(e.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
+        if let Some(ns) = cpu {
+            out.push((tid, kind, ns / 1e9));
+        }
+    }
+    out
 }
 
 /// User + system CPU seconds of `pid` so far.
 fn cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// User + system CPU seconds in a `/proc/…/stat` file.
+fn stat_cpu(path: &Path) -> Option<f64> {
     static HZ: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     let hz = *HZ.get_or_init(|| {
         Command::new("getconf")
@@ -264,7 +335,7 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
             .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
             .unwrap_or(100.0)
     });
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = std::fs::read_to_string(path).ok()?;
     let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some(ticks / hz)

@@ -122,6 +122,9 @@ enum Cmd {
         runs: usize,
         #[arg(long, default_value_t = 6)]
         seconds: u32,
+        /// Only the CPU per 1k events (three busy processes), not the memory runs.
+        #[arg(long)]
+        cpu_only: bool,
     },
     /// Lists the functions `record -p PID --cpu` runs, in the order it first runs them
     /// (callgrind, then page faults of a native run under perf), into
@@ -201,7 +204,7 @@ fn main() -> Result<()> {
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired, warmup } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired, warmup })?,
-        Cmd::BenchMemory { runs, seconds } => bench_memory::run(runs, seconds)?,
+        Cmd::BenchMemory { runs, seconds, cpu_only } => bench_memory::run(runs, seconds, cpu_only)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;

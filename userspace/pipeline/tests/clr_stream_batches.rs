@@ -40,3 +40,36 @@ fn batches_give_the_items_read_one_at_a_time() {
         }
     }
 }
+
+/// A batch's records share one payload buffer, handed over without a copy; once they are
+/// dropped the buffer comes back whole and holds the next batch's payloads.
+#[test]
+fn a_batch_buffer_comes_back_and_is_filled_again() {
+    let bytes = clrprobe_tests::corpus::read("perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace");
+    let mut s = ClrStream::new(7, &bytes[..]).expect("header");
+    let (mut records, mut counters) = (Vec::new(), Vec::new());
+    while records.len() < 2 {
+        records.clear();
+        assert!(s.next_batch_tapped(&mut |_| {}, &mut records, &mut counters, 64).expect("stream"), "a batch of 2 events or more");
+    }
+    let bytes_of = |r: &clrprobe_pipeline::stream::ClrRecord| r.payload.as_ptr_range();
+    let (lo, hi) = (bytes_of(&records[0]).start, bytes_of(&records[records.len() - 1]).end);
+    for w in records.windows(2) {
+        assert_eq!(bytes_of(&w[0]).end, bytes_of(&w[1]).start, "payloads laid end to end in one buffer");
+    }
+    assert!(s.wants_buffer(), "the buffer went with the records");
+    let first = records[0].payload.clone();
+    assert!(records[1].payload.clone().into_buffer().is_none(), "shared: not given back");
+    records.clear();
+    let buf = first.into_buffer().expect("the last owner gets the buffer");
+    assert_eq!(buf.as_ptr_range().start, lo);
+    assert!(buf.len() >= hi as usize - lo as usize);
+    let at = buf.as_ptr();
+    s.reuse_buffer(buf);
+    assert!(!s.wants_buffer());
+    records.clear();
+    while records.is_empty() {
+        assert!(s.next_batch_tapped(&mut |_| {}, &mut records, &mut counters, 1).expect("stream"));
+    }
+    assert_eq!(records[0].payload.as_ptr(), at, "the next batch's payloads in the buffer given back");
+}

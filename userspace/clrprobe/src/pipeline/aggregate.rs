@@ -460,7 +460,16 @@ impl State {
             }
         }
         let tick = matches!(r, Record::Tick { .. });
-        self.agg.absorb(r);
+        let spent = match r {
+            Record::ClrBatch(v) => {
+                self.agg.absorb_clr_batch(&v);
+                Some(v)
+            }
+            r => {
+                self.agg.absorb(r);
+                None
+            }
+        };
         let jit = self.agg.take_jit_methods();
         if !jit.is_empty() {
             let mut by_pid: HashMap<u32, Vec<JitMethod>> = HashMap::new();
@@ -473,6 +482,10 @@ impl State {
         }
         for (pid, stack) in self.agg.take_new_stacks() {
             self.note(pid, &stack);
+        }
+        if let Some(v) = spent {
+            // Its vector and payload buffer back to the readers (not freed on this thread).
+            super::sources::recycle(v);
         }
         if tick && self.folding.is_some() {
             self.fold_settled();

@@ -267,6 +267,15 @@ impl Aggregator {
         std::mem::take(&mut self.new_stacks)
     }
 
+    /// [`Aggregator::absorb`] of a [`Record::ClrBatch`] whose records the caller keeps (to
+    /// give their buffers back to the source).
+    pub fn absorb_clr_batch(&mut self, records: &[ClrRecord]) {
+        self.health.records += 1;
+        for c in records {
+            self.clr(c);
+        }
+    }
+
     pub fn absorb(&mut self, r: Record) {
         self.health.records += 1;
         match r {

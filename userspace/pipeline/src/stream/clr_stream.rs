@@ -17,16 +17,22 @@ pub struct ClrStream<R: Source> {
     pointer_size: u8,
     /// Provider names repeat: one allocation per provider.
     providers: Vec<Arc<str>>,
+    /// What each event type's events are to a live source, with its provider's name.
+    kinds: KindCache,
     /// The events [`ClrStream::next_item`] gives (by provider and id).
     keep: fn(&str, u16) -> bool,
     /// Give EventCounters values too.
     counters: bool,
     /// Stacks sent lately, shared by the records that repeat them.
     stacks: StackCache,
-    /// [`ClrStream::next_items_tapped`]: the batch's payloads, and where each event's is
-    /// (index in the batch, start, end).
+    /// [`ClrStream::next_batch_tapped`]: the batch's payloads (the buffer the records then
+    /// share), and where each event's is (index in the batch, start, end).
     chunk: Vec<u8>,
     ranges: Vec<(usize, usize, usize)>,
+    /// The last batch's payload bytes: the next buffer's size.
+    last_chunk: usize,
+    /// The payload of a record until its batch's buffer is made.
+    empty: Arc<Vec<u8>>,
 }
 
 /// The stacks of the records sent lately, by a hash of their addresses (direct-mapped,
@@ -60,6 +66,63 @@ impl StackCache {
     }
 }
 
+/// What a live source makes of an event of a type: a runtime EventCounter's value, an event
+/// to send, or nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Counter,
+    Keep,
+    Skip,
+}
+
+/// Event types (their metadata, which the reader keeps for the stream's life) seen lately, by
+/// a hash of their address (direct-mapped, [`KindCache::SLOTS`] of them): their [`Kind`] and
+/// provider's name without comparing names per event (provider names compared as strings, in
+/// `wanted` and to find the shared name, were a sixth of a reader's CPU). A slot holds its
+/// metadata, so an address is never another type's while it is there.
+struct KindCache {
+    slots: Vec<Option<KindSlot>>,
+}
+
+/// An event type's metadata (held), its provider's shared name, its kind.
+type KindSlot = (Arc<EventMetadata>, Arc<str>, Kind);
+
+impl KindCache {
+    const SLOTS: usize = 64;
+
+    fn new() -> Self {
+        Self { slots: vec![None; Self::SLOTS] }
+    }
+
+    /// `meta`'s kind (counters given or not, `keep` the events sent) and provider name (one
+    /// allocation per provider through `providers`).
+    fn get(&mut self, meta: &Arc<EventMetadata>, providers: &mut Vec<Arc<str>>, counters: bool, keep: fn(&str, u16) -> bool) -> (Kind, &Arc<str>) {
+        let at = (Arc::as_ptr(meta) as usize).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58;
+        let slot = &mut self.slots[at % Self::SLOTS];
+        if !slot.as_ref().is_some_and(|s| Arc::ptr_eq(&s.0, meta)) {
+            let provider = meta.provider.as_str();
+            let event_id = u16::try_from(meta.event_id).unwrap_or(u16::MAX);
+            let kind = if provider == COUNTERS_PROVIDER && counters {
+                Kind::Counter
+            } else if keep(provider, event_id) {
+                Kind::Keep
+            } else {
+                Kind::Skip
+            };
+            let name = match providers.iter().find(|p| ***p == *provider) {
+                Some(p) => p.clone(),
+                None => {
+                    providers.push(Arc::from(provider));
+                    providers.last().expect("pushed").clone()
+                }
+            };
+            *slot = Some((Arc::clone(meta), name, kind));
+        }
+        let (_, name, kind) = slot.as_ref().expect("filled");
+        (*kind, name)
+    }
+}
+
 impl<R: Source> ClrStream<R> {
     /// Reads the stream's header.
     pub fn new(pid: u32, stream: R) -> Result<Self, NetTraceError> {
@@ -68,7 +131,7 @@ impl<R: Source> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new() })
+        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), kinds: KindCache::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0, empty: Arc::default() })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -85,7 +148,8 @@ impl<R: Source> ClrStream<R> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
         let payload = Payload::from(ev.raw_event().payload);
-        Ok(Some(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload)))
+        let (_, provider) = self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep);
+        Ok(Some(record(pid, origin_ns, pointer_size, provider.clone(), &mut self.stacks, &ev, payload)))
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
@@ -95,12 +159,16 @@ impl<R: Source> ClrStream<R> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
-            match seen(&ev, self.counters, self.keep) {
-                Seen::Counter(name, value) => return Ok(Some(StreamItem::Counter { name, value })),
-                Seen::Skip => continue,
-                Seen::Keep => {
+            match self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep) {
+                (Kind::Counter, _) => match counter_value(&ev) {
+                    Some((name, value)) => return Ok(Some(StreamItem::Counter { name, value })),
+                    None => continue,
+                },
+                (Kind::Skip, _) => continue,
+                (Kind::Keep, provider) => {
+                    let provider = provider.clone();
                     let payload = Payload::from(ev.raw_event().payload);
-                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, payload))));
+                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, payload))));
                 }
             }
         }
@@ -108,21 +176,50 @@ impl<R: Source> ClrStream<R> {
 
     /// [`ClrStream::next_item`] a batch at a time, every event read (kept or not) shown to
     /// `tap` first (a recording's EventSource collectors: `record --http`, `--providers`): the
-    /// items of the events read so far
-    /// appended to `out`, until the reader would read the stream again (only the first item
-    /// may wait for it) or `max` items are there. The batch's payloads share one buffer: one
-    /// allocation here and one free where the last of them is dropped (a live source's
-    /// records are freed on the aggregator's thread: per event, that was glibc's arena lock
-    /// and a cache miss on another core each time). The items read are in `out` whatever the
-    /// result; false at the end of the stream.
+    /// items of the events read so far appended to `out`, until the reader would read the
+    /// stream again (only the first item may wait for it) or `max` items are there. The
+    /// batch's payloads share one buffer (see [`ClrStream::next_batch_tapped`]). The items
+    /// read are in `out` whatever the result; false at the end of the stream.
     pub fn next_items_tapped(&mut self, tap: &mut dyn FnMut(&EventRef<'_>), out: &mut Vec<StreamItem>, max: usize) -> Result<bool, NetTraceError> {
+        let (mut records, mut counters) = (Vec::new(), Vec::new());
+        let result = self.next_batch_tapped(tap, &mut records, &mut counters, max);
+        let mut counters = counters.into_iter().peekable();
+        for (i, r) in records.into_iter().enumerate() {
+            while let Some((_, name, value)) = counters.next_if(|c| c.0 == i) {
+                out.push(StreamItem::Counter { name, value });
+            }
+            out.push(StreamItem::Clr(r));
+        }
+        out.extend(counters.map(|(_, name, value)| StreamItem::Counter { name, value }));
+        result
+    }
+
+    /// [`ClrStream::next_items_tapped`] as a live source sends them: the events' records
+    /// appended to `records`, and the runtime's EventCounters values to `counters` with the
+    /// index in `records` they come before (`records.len()` at the time), at most `max` of
+    /// both together. The batch's payloads share one buffer, handed to the records without a
+    /// copy: one allocation here per batch and one free where the last of them is dropped, or
+    /// none when that buffer comes back ([`ClrStream::reuse_buffer`]). (A live source's records
+    /// are dropped on the aggregator's thread: per event, that was glibc's arena lock and a
+    /// cache miss on another core each time.)
+    pub fn next_batch_tapped(
+        &mut self,
+        tap: &mut dyn FnMut(&EventRef<'_>),
+        records: &mut Vec<ClrRecord>,
+        counters: &mut Vec<(usize, String, u64)>,
+        max: usize,
+    ) -> Result<bool, NetTraceError> {
         let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
-        let first = out.len();
+        let (first, first_counter) = (records.len(), counters.len());
         self.chunk.clear();
+        if self.chunk.capacity() == 0 {
+            // Sized from the last batch's, with room to grow a quarter.
+            self.chunk.reserve((self.last_chunk + self.last_chunk / 4).min(CHUNK_KEPT));
+        }
         self.ranges.clear();
         let mut result = Ok(true);
-        while out.len() - first < max {
-            if out.len() > first && self.reader.ready() == 0 {
+        while records.len() - first + counters.len() - first_counter < max {
+            if records.len() - first + counters.len() - first_counter > 0 && self.reader.ready() == 0 {
                 break;
             }
             let ev = match self.reader.next_event() {
@@ -137,32 +234,55 @@ impl<R: Source> ClrStream<R> {
                 }
             };
             tap(&ev);
-            match seen(&ev, self.counters, self.keep) {
-                Seen::Counter(name, value) => {
-                    out.push(StreamItem::Counter { name, value });
+            let provider = match self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep) {
+                (Kind::Counter, _) => {
+                    if let Some((name, value)) = counter_value(&ev) {
+                        counters.push((records.len(), name, value));
+                    }
                     continue;
                 }
-                Seen::Skip => continue,
-                Seen::Keep => {}
-            }
+                (Kind::Skip, _) => continue,
+                (Kind::Keep, provider) => provider.clone(),
+            };
             let start = self.chunk.len();
-            self.chunk.extend_from_slice(ev.raw_event().payload);
-            self.ranges.push((out.len(), start, self.chunk.len()));
-            out.push(StreamItem::Clr(record(pid, origin_ns, pointer_size, &mut self.providers, &mut self.stacks, &ev, Payload::default())));
+            self.chunk.extend_from_slice(ev.payload());
+            self.ranges.push((records.len(), start, self.chunk.len()));
+            let placeholder = Payload::shared(&self.empty, 0, 0).unwrap_or_default();
+            records.push(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, placeholder));
         }
         if !self.ranges.is_empty() {
-            let buf: Arc<[u8]> = Arc::from(&self.chunk[..]);
+            let len = self.chunk.len();
+            self.last_chunk = len;
+            if self.chunk.capacity() > len + len / 4 + 4096 {
+                // The records hold it until the aggregator is done with them: not twice
+                // their bytes after a growth (glibc shrinks in place).
+                self.chunk.shrink_to_fit();
+            }
+            let buf = Arc::new(std::mem::take(&mut self.chunk));
             for &(i, start, end) in &self.ranges {
-                if let (Some(StreamItem::Clr(r)), Some(p)) = (out.get_mut(i), Payload::shared(&buf, start, end)) {
+                if let (Some(r), Some(p)) = (records.get_mut(i), Payload::shared(&buf, start, end)) {
                     r.payload = p;
                 }
             }
-        }
-        // A burst's buffer is not kept.
-        if self.chunk.capacity() > CHUNK_KEPT {
+        } else if self.chunk.capacity() > CHUNK_KEPT {
+            // A burst's buffer is not kept.
             self.chunk = Vec::new();
         }
         result
+    }
+
+    /// Does the next batch need a buffer for its payloads (the last one went with its records)?
+    pub fn wants_buffer(&self) -> bool {
+        self.chunk.capacity() == 0
+    }
+
+    /// `buf` (a batch's payload buffer its records let go) holds the next batch's payloads, if
+    /// one is wanted and it is not a burst's.
+    pub fn reuse_buffer(&mut self, mut buf: Vec<u8>) {
+        if self.wants_buffer() && buf.capacity() <= CHUNK_KEPT {
+            buf.clear();
+            self.chunk = buf;
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -185,17 +305,9 @@ impl<R: Source> ClrStream<R> {
     }
 }
 
-/// One event as a record on the host's clock; provider names shared through `providers`,
-/// repeated stacks through `stacks`.
-fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<str>>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
+/// One event as a record on the host's clock; repeated stacks shared through `stacks`.
+fn record(pid: u32, origin_ns: i64, pointer_size: u8, provider: Arc<str>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
     let raw = ev.raw_event();
-    let provider = match providers.iter().find(|p| ***p == *raw.provider) {
-        Some(p) => p.clone(),
-        None => {
-            providers.push(Arc::from(raw.provider));
-            providers.last().expect("pushed").clone()
-        }
-    };
     ClrRecord {
         pid,
         tid: ev.thread_id(),
@@ -209,26 +321,14 @@ fn record(pid: u32, origin_ns: i64, pointer_size: u8, providers: &mut Vec<Arc<st
     }
 }
 
-/// What a live source makes of an event: a runtime EventCounter's value, an event to send,
-/// or nothing (the others are dropped before their payload is copied).
-enum Seen {
-    Counter(String, u64),
-    Keep,
-    Skip,
+/// A runtime EventCounter's (name, value) from a [`COUNTERS_PROVIDER`] event, rounded; None
+/// for its other events.
+fn counter_value(ev: &EventRef<'_>) -> Option<(String, u64)> {
+    let (name, value) = counter(ev.metadata(), ev.payload())?;
+    Some((name, if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 }))
 }
 
-fn seen(ev: &EventRef<'_>, counters: bool, keep: fn(&str, u16) -> bool) -> Seen {
-    let raw = ev.raw_event();
-    if raw.provider == COUNTERS_PROVIDER && counters {
-        return match counter(ev.metadata(), raw.payload) {
-            Some((name, value)) => Seen::Counter(name, if value.is_finite() && value > 0.0 { value.round() as u64 } else { 0 }),
-            None => Seen::Skip,
-        };
-    }
-    if keep(raw.provider, raw.event_id) { Seen::Keep } else { Seen::Skip }
-}
-
-/// The most of [`ClrStream::next_items_tapped`]'s payload buffer kept between batches.
+/// The most of [`ClrStream::next_batch_tapped`]'s payload buffer kept between batches.
 const CHUNK_KEPT: usize = 256 * 1024;
 
 /// What [`ClrStream::next_item`] gives a live source.

@@ -34,22 +34,30 @@ pub struct ClrRecord {
 }
 
 /// An event's payload bytes: a range of a buffer shared by the events read with it (a live
-/// source copies a batch's payloads into one buffer: one allocation on the reader's thread and
-/// one free on the aggregator's per batch, not per event). Compares and prints as its bytes.
+/// source reads a batch's payloads into one buffer, which the records then share without a
+/// copy: one allocation on the reader's thread per batch, not per event, and the buffer can go
+/// back to the reader once the last record is dropped, see [`Payload::into_buffer`]).
+/// Compares and prints as its bytes.
 #[derive(Clone)]
 pub struct Payload {
-    buf: Arc<[u8]>,
+    buf: Arc<Vec<u8>>,
     start: u32,
     end: u32,
 }
 
 impl Payload {
     /// `buf[start..end]`; None when the range is not within `buf`.
-    pub fn shared(buf: &Arc<[u8]>, start: usize, end: usize) -> Option<Self> {
+    pub fn shared(buf: &Arc<Vec<u8>>, start: usize, end: usize) -> Option<Self> {
         if start > end || end > buf.len() {
             return None;
         }
         Some(Payload { buf: Arc::clone(buf), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
+    }
+
+    /// The buffer this payload is a range of, when this is its last owner (the other records
+    /// that shared it dropped): to be filled again.
+    pub fn into_buffer(self) -> Option<Vec<u8>> {
+        Arc::try_unwrap(self.buf).ok()
     }
 }
 
@@ -91,16 +99,16 @@ impl std::fmt::Debug for Payload {
 impl From<&[u8]> for Payload {
     /// A buffer of its own.
     fn from(b: &[u8]) -> Self {
-        let buf: Arc<[u8]> = Arc::from(b);
-        // NetTrace sizes are u32: a longer buffer is not an event's (its first 4 GiB kept).
-        let end = u32::try_from(buf.len()).unwrap_or(u32::MAX);
-        Payload { buf, start: 0, end }
+        Payload::from(b.to_vec())
     }
 }
 
 impl From<Vec<u8>> for Payload {
+    /// `b` itself, not copied.
     fn from(b: Vec<u8>) -> Self {
-        Payload::from(&b[..])
+        // NetTrace sizes are u32: a longer buffer is not an event's (its first 4 GiB kept).
+        let end = u32::try_from(b.len()).unwrap_or(u32::MAX);
+        Payload { buf: Arc::new(b), start: 0, end }
     }
 }
 

@@ -11,8 +11,8 @@ use std::{
 };
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, Level, ProviderConfig, SessionConfig, StopHandle};
-use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrRecord, ClrStream, Record, StreamItem};
-use crossbeam_channel::Sender;
+use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrRecord, ClrStream, Record};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::record::clr_session::SessionError;
 
@@ -159,8 +159,14 @@ const ROOM_WAIT: Duration = Duration::from_secs(1);
 
 /// Sends `batch` once fewer than the channel's capacity of events (at least [`MIN_ROOM`]) are queued (or after
 /// [`ROOM_WAIT`]); false when the aggregator is gone.
-fn send_batch(tx: &Sender<Record>, batch: Vec<ClrRecord>) -> bool {
+fn send_batch(tx: &Sender<Record>, mut batch: Vec<ClrRecord>) -> bool {
     let n = batch.len();
+    if n < BATCH / 4 {
+        // Queued events, not batches, are bounded: a few events do not hold a full batch's
+        // room (glibc shrinks in place). Larger batches keep theirs, to be reused whole (one
+        // shrunk at each batch grew again by doubling in the next).
+        batch.shrink_to_fit();
+    }
     let room = tx.capacity().unwrap_or(usize::MAX).max(MIN_ROOM).max(n);
     let deadline = Instant::now() + ROOM_WAIT;
     while IN_FLIGHT.load(Ordering::Relaxed) + n > room && Instant::now() < deadline {
@@ -176,6 +182,43 @@ fn send_batch(tx: &Sender<Record>, batch: Vec<ClrRecord>) -> bool {
 
 fn taken(n: usize) {
     let _ = IN_FLIGHT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(n)));
+}
+
+/// Batches the aggregator is done with, emptied, and their payload buffers (when it dropped
+/// the last record sharing one), for the readers to fill again: a batch's vector and buffer
+/// were allocated on a reader's thread and freed on the aggregator's, whose frees into the
+/// reader's arena (under its lock, chunks consolidated) were a sixth of the readers' CPU.
+struct Spent {
+    batches: (Sender<Vec<ClrRecord>>, Receiver<Vec<ClrRecord>>),
+    buffers: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
+}
+
+/// Batches and buffers waiting to be reused, at most (the memory they hold stays bounded:
+/// [`SPENT_BUFFER_MAX`] bytes each at most, 512 records' room for a batch).
+const SPENT_KEPT: usize = 4;
+/// A larger buffer (a burst's) is freed, not kept.
+const SPENT_BUFFER_MAX: usize = 32 * 1024;
+
+fn spent() -> &'static Spent {
+    static SPENT: std::sync::OnceLock<Spent> = std::sync::OnceLock::new();
+    SPENT.get_or_init(|| Spent { batches: crossbeam_channel::bounded(SPENT_KEPT), buffers: crossbeam_channel::bounded(SPENT_KEPT) })
+}
+
+/// The aggregator is done with `batch` (absorbed): its vector, and the payload buffer its
+/// records shared when they were its last owners, go back to the readers (or are freed when
+/// enough wait already).
+pub fn recycle(mut batch: Vec<ClrRecord>) {
+    let payload = batch.first().map(|r| r.payload.clone());
+    batch.clear();
+    let s = spent();
+    if let Some(buf) = payload.and_then(|p| p.into_buffer())
+        && buf.capacity() <= SPENT_BUFFER_MAX
+    {
+        let _ = s.buffers.0.try_send(buf);
+    }
+    if batch.capacity() >= BATCH && batch.capacity() <= 2 * BATCH {
+        let _ = s.batches.0.try_send(batch);
+    }
 }
 
 /// The aggregator took `r` off the channel.
@@ -205,26 +248,34 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
         }
     };
     // The events read with a block go as one record, their payloads in one buffer.
-    let mut items = Vec::with_capacity(BATCH);
+    let mut counters = Vec::new();
+    let mut batch = Vec::new();
     'read: loop {
-        let more = stream.next_items_tapped(&mut tap, &mut items, BATCH);
-        let mut batch = Vec::with_capacity(items.len());
-        for item in items.drain(..) {
-            n += 1;
-            match item {
-                StreamItem::Clr(r) => batch.push(r),
-                StreamItem::Counter { name, value } => {
-                    // In the stream's order: the events before it go first.
-                    if !batch.is_empty() && !send_batch(tx, std::mem::take(&mut batch)) {
-                        break 'read;
-                    }
-                    if tx.send(Record::Counter { pid, name: Arc::from(name), value }).is_err() {
-                        break 'read;
-                    }
+        if batch.capacity() == 0 {
+            batch = spent().batches.1.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+        }
+        if stream.wants_buffer()
+            && let Ok(buf) = spent().buffers.1.try_recv()
+        {
+            stream.reuse_buffer(buf);
+        }
+        let more = stream.next_batch_tapped(&mut tap, &mut batch, &mut counters, BATCH);
+        n += batch.len() + counters.len();
+        // Counters in the stream's order: the events before each go first.
+        let mut sent = 0;
+        for (at, name, value) in counters.drain(..) {
+            if at > sent {
+                let rest = batch.split_off(at - sent);
+                sent = at;
+                if !send_batch(tx, std::mem::replace(&mut batch, rest)) {
+                    break 'read;
                 }
             }
+            if tx.send(Record::Counter { pid, name: Arc::from(name), value }).is_err() {
+                break 'read;
+            }
         }
-        if !batch.is_empty() && !send_batch(tx, batch) {
+        if !batch.is_empty() && !send_batch(tx, std::mem::take(&mut batch)) {
             break;
         }
         if n >= 256 {
