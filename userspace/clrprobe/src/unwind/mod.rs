@@ -35,6 +35,11 @@ const MAPS_REFRESH: Duration = Duration::from_millis(50);
 /// Leaf instruction bytes kept per process (cleared when full): a busy thread's samples land on
 /// the same few instructions of its hot loops, and each miss is a read of /proc/PID/mem.
 const LEAF_BYTES: usize = 1024;
+/// Frame addresses whose mapping and JIT method are remembered per process (each table cleared
+/// when full): the same call sites come back sample after sample, and looking them up again
+/// (the maps' and the perf map's binary searches, the modules' scans, on cold caches: the
+/// thread sleeps between batches) was most of the unwinding's own CPU.
+const FRAME_MEMO: usize = 2048;
 /// How often a followed process is checked for an exec (/proc/PID/exe resolved: at every
 /// MAPS_REFRESH that was ~6 % of the host source's CPU with three busy processes).
 const EXEC_CHECK: Duration = Duration::from_millis(500);
@@ -172,6 +177,20 @@ struct Proc {
     /// on a `ret` was read from /proc/PID/mem at every sample in JIT code (8 µs each, a fifth
     /// of the unwinding's CPU with three busy processes).
     leaf_bytes: HashMap<u64, u8>,
+    /// Frame address → whether it is in a module (an ELF file with unwind tables), for
+    /// addresses the maps know; cleared when the maps are read again.
+    in_module: HashMap<u64, bool>,
+    /// Frame address → its JIT method's start and whether it is OSR code, as the perf map
+    /// says; cleared when the perf map grows.
+    methods: HashMap<u64, (u64, bool)>,
+}
+
+/// Remembers `k → v` in a table of at most [`FRAME_MEMO`] entries.
+fn memo<V>(t: &mut HashMap<u64, V>, k: u64, v: V) {
+    if t.len() >= FRAME_MEMO {
+        t.clear();
+    }
+    t.insert(k, v);
 }
 
 /// Could `addr` be a user-space code address (x86-64, up to 5-level paging)? A value that
@@ -239,8 +258,9 @@ impl Unwinder {
                 continue;
             }
             p.prefetched = map.len();
-            // New code may sit where freed code was: its leaf bytes are read afresh.
+            // New code may sit where freed code was: its leaf bytes and methods are read afresh.
             p.leaf_bytes.clear();
+            p.methods.clear();
             let Some(mem) = p.mem.as_ref() else { continue };
             for sym in map.iter() {
                 if p.prologues.contains_key(&sym.start) {
@@ -452,6 +472,8 @@ impl Unwinder {
             exe_checked: Instant::now(),
             prefetched: 0,
             leaf_bytes: HashMap::new(),
+            in_module: HashMap::new(),
+            methods: HashMap::new(),
         })
     }
 
@@ -461,6 +483,9 @@ impl Unwinder {
     /// this is the first address unwound in it.
     fn ensure_mapped(&mut self, pid: u32, addr: u64) -> bool {
         let p = self.proc(pid);
+        if let Some(&m) = p.in_module.get(&addr) {
+            return m;
+        }
         let known = p.maps.find(addr).is_some();
         let stale = p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH);
         if !known && stale && user_address(addr) {
@@ -472,7 +497,11 @@ impl Unwinder {
             self.add_module(pid, m);
         }
         let p = self.proc(pid);
-        p.modules.iter().any(|&(s, e, _)| s <= addr && addr < e)
+        let m = p.modules.iter().any(|&(s, e, _)| s <= addr && addr < e);
+        if p.maps.find(addr).is_some() {
+            memo(&mut p.in_module, addr, m);
+        }
+        m
     }
 
     fn refresh(&mut self, pid: u32) {
@@ -483,6 +512,7 @@ impl Unwinder {
         let Ok(newer) = Maps::parse(&text) else { return };
         let p = self.proc(pid);
         p.maps.update(newer);
+        p.in_module.clear();
         p.maps_read = Some(Instant::now());
         p.pending = p
             .maps
@@ -527,17 +557,23 @@ impl Unwinder {
         let lookup = |p: &Proc| {
             p.perf_map.as_ref()?.perf_map().lookup_sorted(addr).map(|s| (s.start, s.tier.is_some_and(|t| t.contains("OSR"))))
         };
-        let (start, osr) = match lookup(p) {
+        let remembered = p.methods.get(&addr).copied();
+        let (start, osr) = match remembered.or_else(|| lookup(p)) {
             Some(s) => s,
             None => {
                 if p.perf_map_read.is_some_and(|t| t.elapsed() < MAPS_REFRESH) {
                     return None;
                 }
                 p.perf_map_read = Some(Instant::now());
-                let _ = p.perf_map.as_mut()?.refresh_perf_map();
+                if p.perf_map.as_mut()?.refresh_perf_map().is_ok_and(|n| n > 0) {
+                    p.methods.clear();
+                }
                 lookup(p)?
             }
         };
+        if remembered.is_none() {
+            memo(&mut p.methods, addr, (start, osr));
+        }
         if !p.prologues.contains_key(&start) {
             let mem = p.mem.as_ref()?;
             let mut b = vec![0u8; jit::PROLOGUE_BYTES];
