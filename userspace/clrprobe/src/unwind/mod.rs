@@ -34,12 +34,12 @@ const MAX_FRAMES: usize = 512;
 const MAPS_REFRESH: Duration = Duration::from_millis(50);
 /// Leaf instruction bytes kept per process (cleared when full): a busy thread's samples land on
 /// the same few instructions of its hot loops, and each miss is a read of /proc/PID/mem.
-const LEAF_BYTES: usize = 1024;
+const LEAF_BYTES: usize = 512;
 /// Frame addresses whose mapping and JIT method are remembered per process (each table cleared
 /// when full): the same call sites come back sample after sample, and looking them up again
 /// (the maps' and the perf map's binary searches, the modules' scans, on cold caches: the
 /// thread sleeps between batches) was most of the unwinding's own CPU.
-const FRAME_MEMO: usize = 2048;
+const FRAME_MEMO: usize = 1024;
 /// How often a followed process is checked for an exec (/proc/PID/exe resolved: at every
 /// MAPS_REFRESH that was ~6 % of the host source's CPU with three busy processes).
 const EXEC_CHECK: Duration = Duration::from_millis(500);
