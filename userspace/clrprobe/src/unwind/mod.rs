@@ -32,6 +32,14 @@ const NEAR_STACK_END: u64 = 8192;
 const MAX_FRAMES: usize = 512;
 /// /proc/PID/maps is re-read at most this often when an address falls outside known mappings.
 const MAPS_REFRESH: Duration = Duration::from_millis(50);
+/// Leaf instruction bytes kept per process (cleared when full): a busy thread's samples land on
+/// the same few instructions of its hot loops, and each miss is a read of /proc/PID/mem.
+const LEAF_BYTES: usize = 512;
+/// Frame addresses whose mapping and JIT method are remembered per process (each table cleared
+/// when full): the same call sites come back sample after sample, and looking them up again
+/// (the maps' and the perf map's binary searches, the modules' scans, on cold caches: the
+/// thread sleeps between batches) was most of the unwinding's own CPU.
+const FRAME_MEMO: usize = 1024;
 /// How often a followed process is checked for an exec (/proc/PID/exe resolved: at every
 /// MAPS_REFRESH that was ~6 % of the host source's CPU with three busy processes).
 const EXEC_CHECK: Duration = Duration::from_millis(500);
@@ -165,6 +173,31 @@ struct Proc {
     exe_checked: Instant,
     /// Perf-map entries whose prologues [`Unwinder::tick`] has read.
     prefetched: usize,
+    /// Leaf address → its first code byte ([`LEAF_BYTES`] at most): whether a sample stopped
+    /// on a `ret` was read from /proc/PID/mem at every sample in JIT code (8 µs each, a fifth
+    /// of the unwinding's CPU with three busy processes).
+    leaf_bytes: HashMap<u64, u8>,
+    /// Frame address → whether it is in a module (an ELF file with unwind tables), for
+    /// addresses the maps know; cleared when the maps are read again.
+    in_module: HashMap<u64, bool>,
+    /// Frame address → its JIT method's start and whether it is OSR code, as the perf map
+    /// says; cleared when the perf map grows.
+    methods: HashMap<u64, (u64, bool)>,
+}
+
+/// Remembers `k → v` in a table of at most [`FRAME_MEMO`] entries.
+fn memo<V>(t: &mut HashMap<u64, V>, k: u64, v: V) {
+    if t.len() >= FRAME_MEMO {
+        t.clear();
+    }
+    t.insert(k, v);
+}
+
+/// Could `addr` be a user-space code address (x86-64, up to 5-level paging)? A value that
+/// cannot (0x28, all ones: what a frame's garbage gave as its return address) is not looked
+/// for in a fresh /proc/PID/maps (0.7 ms a reading of a .NET process's).
+fn user_address(addr: u64) -> bool {
+    (4096..1 << 56).contains(&addr)
 }
 
 /// The (device, inode) of a process's executable.
@@ -176,7 +209,7 @@ fn exe_identity(pid: u32) -> Option<(u64, u64)> {
 /// Per-process unwinders sharing the parsed unwind sections of each file.
 pub struct Unwinder {
     files: HashMap<(String, u64), Option<Arc<ElfUnwind>>>,
-    procs: HashMap<u32, Proc>,
+    procs: rustc_hash::FxHashMap<u32, Proc>,
     cache: CacheX86_64,
     pub stats: UnwindStats,
 }
@@ -189,7 +222,7 @@ impl Default for Unwinder {
 
 impl Unwinder {
     pub fn new() -> Self {
-        Self { files: HashMap::new(), procs: HashMap::new(), cache: CacheX86_64::new(), stats: UnwindStats::default() }
+        Self { files: HashMap::new(), procs: Default::default(), cache: CacheX86_64::new(), stats: UnwindStats::default() }
     }
 
     /// Unwind-table memory per file read so far (eh_frame, eh_frame_hdr and text kept).
@@ -225,6 +258,9 @@ impl Unwinder {
                 continue;
             }
             p.prefetched = map.len();
+            // New code may sit where freed code was: its leaf bytes and methods are read afresh.
+            p.leaf_bytes.clear();
+            p.methods.clear();
             let Some(mem) = p.mem.as_ref() else { continue };
             for sym in map.iter() {
                 if p.prologues.contains_key(&sym.start) {
@@ -315,7 +351,7 @@ impl Unwinder {
                     Some(Err(_)) | None => None,
                 }
             } else {
-                let at_ret = !address.is_return_address() && self.code_byte(pid, a) == Some(0xC3);
+                let at_ret = !address.is_return_address() && self.leaf_byte(pid, a) == Some(0xC3);
                 let prologue = if at_ret { None } else { self.prologue(pid, a) };
                 last_prologue = prologue;
                 let mut read = |addr: u64| read_word(addr);
@@ -435,6 +471,9 @@ impl Unwinder {
             exe: exe_identity(pid),
             exe_checked: Instant::now(),
             prefetched: 0,
+            leaf_bytes: HashMap::new(),
+            in_module: HashMap::new(),
+            methods: HashMap::new(),
         })
     }
 
@@ -444,9 +483,12 @@ impl Unwinder {
     /// this is the first address unwound in it.
     fn ensure_mapped(&mut self, pid: u32, addr: u64) -> bool {
         let p = self.proc(pid);
+        if let Some(&m) = p.in_module.get(&addr) {
+            return m;
+        }
         let known = p.maps.find(addr).is_some();
         let stale = p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH);
-        if !known && stale {
+        if !known && stale && user_address(addr) {
             self.refresh(pid);
         }
         let p = self.proc(pid);
@@ -455,7 +497,11 @@ impl Unwinder {
             self.add_module(pid, m);
         }
         let p = self.proc(pid);
-        p.modules.iter().any(|&(s, e, _)| s <= addr && addr < e)
+        let m = p.modules.iter().any(|&(s, e, _)| s <= addr && addr < e);
+        if p.maps.find(addr).is_some() {
+            memo(&mut p.in_module, addr, m);
+        }
+        m
     }
 
     fn refresh(&mut self, pid: u32) {
@@ -466,6 +512,7 @@ impl Unwinder {
         let Ok(newer) = Maps::parse(&text) else { return };
         let p = self.proc(pid);
         p.maps.update(newer);
+        p.in_module.clear();
         p.maps_read = Some(Instant::now());
         p.pending = p
             .maps
@@ -510,17 +557,23 @@ impl Unwinder {
         let lookup = |p: &Proc| {
             p.perf_map.as_ref()?.perf_map().lookup_sorted(addr).map(|s| (s.start, s.tier.is_some_and(|t| t.contains("OSR"))))
         };
-        let (start, osr) = match lookup(p) {
+        let remembered = p.methods.get(&addr).copied();
+        let (start, osr) = match remembered.or_else(|| lookup(p)) {
             Some(s) => s,
             None => {
                 if p.perf_map_read.is_some_and(|t| t.elapsed() < MAPS_REFRESH) {
                     return None;
                 }
                 p.perf_map_read = Some(Instant::now());
-                let _ = p.perf_map.as_mut()?.refresh_perf_map();
+                if p.perf_map.as_mut()?.refresh_perf_map().is_ok_and(|n| n > 0) {
+                    p.methods.clear();
+                }
                 lookup(p)?
             }
         };
+        if remembered.is_none() {
+            memo(&mut p.methods, addr, (start, osr));
+        }
         if !p.prologues.contains_key(&start) {
             let mem = p.mem.as_ref()?;
             let mut b = vec![0u8; jit::PROLOGUE_BYTES];
@@ -545,8 +598,18 @@ impl Unwinder {
         Some(b)
     }
 
-    fn code_byte(&mut self, pid: u32, addr: u64) -> Option<u8> {
-        self.code_bytes::<1>(pid, addr).map(|b| b[0])
+    /// The code byte at a leaf address, read once while [`LEAF_BYTES`] hold it.
+    fn leaf_byte(&mut self, pid: u32, addr: u64) -> Option<u8> {
+        if let Some(&b) = self.proc(pid).leaf_bytes.get(&addr) {
+            return Some(b);
+        }
+        let b = self.code_bytes::<1>(pid, addr)?[0];
+        let p = self.proc(pid);
+        if p.leaf_bytes.len() >= LEAF_BYTES {
+            p.leaf_bytes.clear();
+        }
+        p.leaf_bytes.insert(addr, b);
+        Some(b)
     }
 
     /// Could the call ending at `ra` have entered the function holding `addr`? A direct call
@@ -597,7 +660,7 @@ impl Unwinder {
             Some(m) => m.executable,
             None => {
                 // Not mapped as far as we know: maybe new JIT code; one re-read at most.
-                if p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH) {
+                if user_address(v) && p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH) {
                     self.refresh(pid);
                 }
                 self.proc(pid).maps.find(v).is_some_and(|m| m.executable)

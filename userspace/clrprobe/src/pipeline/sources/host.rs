@@ -727,7 +727,14 @@ impl HostSource {
             self.tx.send(Record::Lost { pid: None, source: "cpu-samples", count: lost - self.lost_sent })?;
             self.lost_sent = lost;
         }
-        let exited: Vec<u32> = self.followed.keys().copied().filter(|&p| !alive(p)).collect();
+        // One reading of /proc/PID/stat each: whether it has exited, and its CPU times.
+        let mut recs = Vec::new();
+        let mut exited = Vec::new();
+        for &pid in self.followed.keys() {
+            if !cpu_records(pid, self.cfg.recording.is_some(), &mut recs) {
+                exited.push(pid);
+            }
+        }
         if !exited.is_empty()
             && !self.cxa.probed.is_empty()
             && let Some(b) = self.sampler.as_bpf()
@@ -745,10 +752,6 @@ impl HostSource {
             // Dropping the source and the guard: the stream has ended, the map files go.
             self.followed.remove(&pid);
             self.tx.send(Record::Exited { pid, time_ns: now })?;
-        }
-        let mut recs = Vec::new();
-        for &pid in self.followed.keys() {
-            cpu_records(pid, self.cfg.recording.is_some(), &mut recs);
         }
         for r in recs {
             self.tx.send(r)?;
