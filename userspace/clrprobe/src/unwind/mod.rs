@@ -40,6 +40,10 @@ const LEAF_BYTES: usize = 512;
 /// (the maps' and the perf map's binary searches, the modules' scans, on cold caches: the
 /// thread sleeps between batches) was most of the unwinding's own CPU.
 const FRAME_MEMO: usize = 1024;
+/// Stack values checked for being return addresses, kept per process (emptied when full):
+/// every value a stack scan looks at (heap pointers too) was kept for the process's life, a
+/// table that grew without bound in a long recording or the agent.
+const RETURN_ADDRESSES: usize = 8192;
 /// How often a followed process is checked for an exec (/proc/PID/exe resolved: at every
 /// MAPS_REFRESH that was ~6 % of the host source's CPU with three busy processes).
 const EXEC_CHECK: Duration = Duration::from_millis(500);
@@ -187,7 +191,12 @@ struct Proc {
 
 /// Remembers `k → v` in a table of at most [`FRAME_MEMO`] entries.
 fn memo<V>(t: &mut HashMap<u64, V>, k: u64, v: V) {
-    if t.len() >= FRAME_MEMO {
+    memo_within(t, k, v, FRAME_MEMO);
+}
+
+/// Remembers `k → v` in a table of at most `cap` entries (emptied when full).
+fn memo_within<V>(t: &mut HashMap<u64, V>, k: u64, v: V, cap: usize) {
+    if t.len() >= cap && !t.contains_key(&k) {
         t.clear();
     }
     t.insert(k, v);
@@ -667,7 +676,30 @@ impl Unwinder {
             }
         };
         let r = if executable { self.code_bytes::<8>(pid, v - 8).filter(jit::ends_with_call) } else { None };
-        self.proc(pid).return_addresses.insert(v, r);
+        memo_within(&mut self.proc(pid).return_addresses, v, r, RETURN_ADDRESSES);
         r.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memo_tables_stay_within_their_cap() {
+        let mut t = HashMap::new();
+        // A long recording's stack scans: ever new values (heap pointers among them).
+        for v in 0..(RETURN_ADDRESSES as u64 * 5 + 7) {
+            memo_within(&mut t, 0x7f00_0000_0000 + v * 8, None::<[u8; 8]>, RETURN_ADDRESSES);
+            assert!(t.len() <= RETURN_ADDRESSES);
+        }
+        // What was just remembered is there; a value already kept does not empty a full table.
+        assert_eq!(t.get(&(0x7f00_0000_0000 + (RETURN_ADDRESSES as u64 * 5 + 6) * 8)), Some(&None));
+        let full: HashMap<u64, u8> = (0..FRAME_MEMO as u64).map(|k| (k, 0)).collect();
+        let mut again = full.clone();
+        memo(&mut again, 5, 1);
+        assert_eq!((again.len(), again[&5]), (FRAME_MEMO, 1));
+        memo(&mut again, u64::MAX, 2);
+        assert_eq!(again.len(), 1);
     }
 }
