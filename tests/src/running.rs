@@ -84,9 +84,7 @@ impl Workload {
             });
         }
         let pid = child.id();
-        let start = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| s[s.rfind(')')? + 2..].split_whitespace().nth(19)?.parse().ok());
+        let start = start_ticks(pid);
         let running = Running { pid, app_dir, runtime: self.runtime, child, output, status: None, name: self.name.clone(), start };
         if running.wait_for_line("ready", self.ready_timeout).is_none() {
             let output = running.output().join("\n");
@@ -199,7 +197,7 @@ impl Drop for Running {
         // stale sockets pile up in /tmp. Removed when it is still the socket this process made.
         if let Some(start) = self.start {
             use std::os::unix::fs::FileTypeExt;
-            let socket = format!("/tmp/dotnet-diagnostic-{}-{start}-socket", self.pid);
+            let socket = socket_path(self.pid, start);
             if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
                 let _ = std::fs::remove_file(socket);
             }
@@ -212,9 +210,18 @@ impl Drop for Running {
 /// is 32768 here) and a killed runtime leaves its socket, so `/tmp` may hold an earlier
 /// process's with the same pid: matching on the pid alone finds that one too.
 pub fn diagnostics_socket(pid: u32) -> Option<PathBuf> {
+    Some(socket_path(pid, start_ticks(pid)?))
+}
+
+/// A process's start time, clock ticks since boot (field 22 of /proc/PID/stat).
+fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let start: u64 = stat[stat.rfind(')')? + 1..].split_whitespace().nth(19)?.parse().ok()?;
-    Some(PathBuf::from(format!("/tmp/dotnet-diagnostic-{pid}-{start}-socket")))
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Where the runtime of `pid`, started at `start`, makes its diagnostics socket.
+fn socket_path(pid: u32, start: u64) -> PathBuf {
+    PathBuf::from(format!("/tmp/dotnet-diagnostic-{pid}-{start}-socket"))
 }
 
 /// Thread names and kernel wait channels of a process, `name:wchan` comma-separated (what a

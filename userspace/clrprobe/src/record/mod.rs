@@ -103,10 +103,13 @@ pub fn is_dotnet(pid: u32) -> bool {
 
 /// Is the process still running? A zombie (exited, not yet reaped by its parent) is not.
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X"),
-        Err(_) => false,
-    }
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| alive_in_stat(&stat))
+}
+
+/// Does a /proc/…/stat line say the process runs (its state neither a zombie's nor a dead
+/// one's)?
+pub fn alive_in_stat(stat: &str) -> bool {
+    stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|st| st != "Z" && st != "X")
 }
 
 pub(crate) fn save_raw_meta(args: &RecordArgs, started_mono: i64, start_unix_ns: u64) -> clrprobe_pipeline::stream::raw::RawMeta {

@@ -613,11 +613,7 @@ impl Unwinder {
             return Some(b);
         }
         let b = self.code_bytes::<1>(pid, addr)?[0];
-        let p = self.proc(pid);
-        if p.leaf_bytes.len() >= LEAF_BYTES {
-            p.leaf_bytes.clear();
-        }
-        p.leaf_bytes.insert(addr, b);
+        memo_within(&mut self.proc(pid).leaf_bytes, addr, b, LEAF_BYTES);
         Some(b)
     }
 

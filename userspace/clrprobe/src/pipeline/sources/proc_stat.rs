@@ -23,11 +23,6 @@ fn parse_stat(stat: &str) -> Option<(&str, u64, u64)> {
     Some((comm, utime, stime))
 }
 
-/// The state letter of a /proc/…/stat line (`R`, `S`, `Z`…).
-fn stat_state(stat: &str) -> Option<&str> {
-    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().next()
-}
-
 /// Reads a small /proc file into `buf` (cleared first), without the size query and seek
 /// `fs::read_to_string` makes first (two of the five system calls of each per-thread read of
 /// a drain). None if it could not be read or is not UTF-8.
@@ -54,7 +49,7 @@ pub fn cpu_records(pid: u32, all_threads: bool, out: &mut Vec<Record>) -> bool {
     let tick = ticks_ns();
     let mut buf = Vec::with_capacity(1024);
     let Some(stat) = read_small(std::path::Path::new(&format!("/proc/{pid}/stat")), &mut buf) else { return false };
-    if stat_state(stat).is_none_or(|st| st == "Z" || st == "X") {
+    if !crate::record::alive_in_stat(stat) {
         return false;
     }
     if let Some((_, u, s)) = parse_stat(stat) {
@@ -107,8 +102,14 @@ mod tests {
         assert_eq!(id_from_cgroup("0::/user.slice/user-0.slice/session-3.scope\n"), None);
     }
 
+    /// The state letter of a /proc/…/stat line (`R`, `S`, `Z`…).
+    fn stat_state(stat: &str) -> Option<&str> {
+        stat.get(stat.rfind(')')? + 1..)?.split_whitespace().next()
+    }
+
     #[test]
     fn state_after_a_comm_with_parens() {
+        assert!(!crate::record::alive_in_stat("7 (a) b) Z 1 2") && crate::record::alive_in_stat("7 (a) b) S 1 2"));
         assert_eq!(stat_state("7 (a) b) Z 1 2"), Some("Z"));
         assert_eq!(stat_state("7 (a"), None);
     }
