@@ -20,7 +20,8 @@ use crate::pipeline::{
 pub struct AgentArgs {
     pub listen: SocketAddr,
     pub host: HostConfig,
-    /// Seconds of CPU samples kept (the longest `profile?seconds=`).
+    /// The longest `profile?seconds=` (CPU samples are kept from a request's start until it
+    /// is answered).
     pub window_s: u64,
     /// Seconds an exited process's series stay.
     pub exited_grace_s: u64,
@@ -61,6 +62,8 @@ pub fn run(args: &AgentArgs, stop: &'static AtomicBool, on_ready: impl FnOnce(So
         unix_offset_ns: unix_offset_ns(),
         // Exact allocated bytes from the runtime's counter (allocation events may be sliced).
         alloc_bytes_from_counters: args.host.counters_interval_s.is_some(),
+        // `profile?seconds=N` reads from its start on: no rolling window of every sample.
+        cpu_on_request: true,
         ..AggregatorConfig::default()
     };
     let aggregator = aggregate::spawn(cfg, rec_rx, q_rx).map_err(AgentError::Runtime)?;

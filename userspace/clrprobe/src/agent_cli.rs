@@ -54,7 +54,8 @@ pub struct AgentCmd {
     /// allocation event, in the process's own session.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub alloc_period: u64,
-    /// Seconds of CPU samples kept (the longest profile?seconds=).
+    /// The longest profile?seconds= served, in seconds (samples are kept from each request's
+    /// start until it is answered, as Go's endpoint profiles from the request on).
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub window: u64,
     /// Seconds an exited process's series and profiles stay.

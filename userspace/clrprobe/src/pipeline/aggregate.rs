@@ -21,6 +21,9 @@ pub enum Query {
     /// A profile as gzipped pprof bytes: CPU samples taken at or after `since_ns` (host
     /// monotonic), the cumulative kinds whole.
     Profile { kind: ProfileKind, pid: Option<u32>, since_ns: u64, reply: oneshot::Sender<Result<Vec<u8>, String>> },
+    /// A CPU profile request began at `from_ns` (host monotonic): keep the samples from then
+    /// until its [`Query::Profile`] or, if none comes (the client went away), `until_ns`.
+    HoldCpu { from_ns: u64, until_ns: u64 },
     /// The sources' clock as the aggregator last saw it.
     Now(oneshot::Sender<u64>),
     /// A recording ends at this time (host monotonic ns): later samples are left out.
@@ -612,6 +615,7 @@ impl State {
             Query::Metrics(reply) => {
                 let _ = reply.send(self.agg.metrics_text());
             }
+            Query::HoldCpu { from_ns, until_ns } => self.agg.hold_cpu(from_ns, until_ns),
             Query::Now(reply) => {
                 let _ = reply.send(self.agg.now_ns());
             }
@@ -718,6 +722,9 @@ impl State {
                     })
                     .map_err(|e| e.to_string());
                 let _ = reply.send(bytes);
+                if kind == ProfileKind::Cpu {
+                    self.agg.release_cpu(since_ns);
+                }
                 release_free_memory();
             }
         }

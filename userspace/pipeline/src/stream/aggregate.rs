@@ -1,6 +1,6 @@
 //! The aggregator: absorbs records one at a time and owns all per-process state. CPU samples
 //! go into one-second buckets kept for [`AggregatorConfig::buckets`] seconds (a rolling
-//! window, host-wide); allocation, exception, contention and off-CPU samples add up per
+//! window, host-wide; in the agent only while a request holds them: see `cpu_hold`); allocation, exception, contention and off-CPU samples add up per
 //! followed .NET process (cumulative, as Go's profiles are) and go when the process has
 //! exited and its grace period passed; counters likewise.
 use std::{
@@ -50,6 +50,9 @@ pub struct AggregatorConfig {
     /// Keep each followed process's CPU samples and off-CPU intervals with their times, and
     /// its events' times (a recording's timeline: see [`Aggregator::combined_profile`]).
     pub keep_times: bool,
+    /// CPU samples go into buckets only while a request holds them (the agent: see
+    /// [`Aggregator::hold_cpu`]); false: a rolling window of `buckets` seconds.
+    pub cpu_on_request: bool,
 }
 
 impl Default for AggregatorConfig {
@@ -67,6 +70,7 @@ impl Default for AggregatorConfig {
             events_end_ns: None,
             alloc_bytes_from_counters: false,
             keep_times: false,
+            cpu_on_request: false,
         }
     }
 }
@@ -161,6 +165,8 @@ pub struct Aggregator {
     pub(crate) samples_end_ns: Option<u64>,
     /// Timed CPU samples and off-CPU intervals of followed processes (`keep_times`).
     pub(crate) times: super::combined::Times,
+    /// The pending requests' holds on CPU buckets (`cpu_on_request`).
+    pub(crate) cpu_holds: super::cpu_hold::CpuHolds,
 }
 
 impl Aggregator {
@@ -177,6 +183,7 @@ impl Aggregator {
             new_stacks: Vec::new(),
             samples_end_ns: None,
             times: Default::default(),
+            cpu_holds: Default::default(),
         }
     }
 
@@ -213,7 +220,7 @@ impl Aggregator {
     /// Sizes of the per-process and windowed state, for a long-running agent's memory census.
     pub fn census(&self) -> String {
         let keys: usize = self.cpu.iter().map(|b| b.samples.len()).sum();
-        let mut out = format!("cpu buckets {} keys {keys}; lost {:?}", self.cpu.len(), self.health.lost);
+        let mut out = format!("cpu buckets {} keys {keys} holds {}; lost {:?}", self.cpu.len(), self.cpu_holds.len(), self.health.lost);
         for p in self.procs.values() {
             out.push_str(&format!(
                 "; pid {}: event samples {} offcpu {} threads {} timed {} windows {} thread-events {} contention {} gc-pauses {} {}",
@@ -437,6 +444,9 @@ impl Aggregator {
         let key = (s.pid, s.tid, s.comm, s.kernel, s.user);
         // Kept with its time: the bucket shares the kept key's stacks.
         let key = if self.cfg.keep_times && self.procs.contains_key(&s.pid) { self.times.cpu.note(key, s.time_ns, s.count) } else { key };
+        if !self.cpu_wanted(t) {
+            return;
+        }
         let Some(b) = self.bucket(t) else {
             *self.health.lost.entry("cpu-too-late").or_insert(0) += s.count;
             return;

@@ -7,6 +7,7 @@
 mod aggregate;
 mod clr_stream;
 mod counters;
+mod cpu_hold;
 mod metrics;
 pub mod raw;
 mod combined;

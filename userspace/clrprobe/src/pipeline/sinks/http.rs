@@ -26,7 +26,7 @@ use crate::pipeline::{aggregate::Query, sources::monotonic_ns};
 #[derive(Clone)]
 struct App {
     queries: Sender<Query>,
-    /// Longest CPU window the aggregator keeps, seconds.
+    /// Longest `profile?seconds=` served (`--window`).
     max_seconds: f64,
     /// How long after a sample it reaches the aggregator (the host source drains each second).
     drain_lag: Duration,
@@ -37,6 +37,10 @@ struct Params {
     seconds: Option<f64>,
     pid: Option<u32>,
 }
+
+/// How long past its answer's due time a CPU request's hold on the samples lasts when no
+/// answer is asked for (its client went away).
+const HOLD_SLACK: Duration = Duration::from_secs(5);
 
 /// Serves until `stop` is set.
 pub async fn serve(listener: tokio::net::TcpListener, queries: Sender<Query>, max_seconds: f64, stop: &'static AtomicBool) -> std::io::Result<()> {
@@ -88,6 +92,12 @@ async fn pprof(State(app): State<App>, Path(name): Path<String>, UrlQuery(p): Ur
             return (StatusCode::BAD_REQUEST, format!("seconds must be in (0, {}]\n", app.max_seconds)).into_response();
         }
         since_ns = monotonic_ns() as u64;
+        // Held until answered; a client gone mid-wait lets go a few seconds after it would
+        // have been.
+        let until_ns = since_ns.saturating_add((Duration::from_secs_f64(seconds) + app.drain_lag + HOLD_SLACK).as_nanos() as u64);
+        if app.queries.send(Query::HoldCpu { from_ns: since_ns, until_ns }).is_err() {
+            return unavailable();
+        }
         tokio::time::sleep(Duration::from_secs_f64(seconds) + app.drain_lag).await;
     }
     let (tx, rx) = oneshot::channel();
