@@ -594,7 +594,10 @@ impl Aggregator {
         }
         let grace = self.cfg.exited_grace_ns;
         self.procs.retain(|_, p| p.exited_at.is_none_or(|x| now < x.saturating_add(grace)));
-        // Roll the CPU window even when no samples arrive.
-        let _ = self.bucket(now);
+        // Roll the CPU window even when no samples arrive (in the agent: while a request
+        // holds it; holds that ran out let go).
+        if self.cpu_wanted(now) {
+            let _ = self.bucket(now);
+        }
     }
 }
