@@ -122,6 +122,21 @@ fn print_decode(decode: &[Decode], seconds: u32) {
         med(|d| d.aggregator_us),
         med(|d| d.others_us)
     );
+    // The threads by name (digits of a pid left out: `eventpipe-*`), each the median over the
+    // runs (a run without that thread counts 0), largest first.
+    let mut names: Vec<&str> = decode.iter().flat_map(|d| d.by_name.iter().map(|(n, _)| n.as_str())).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut rows: Vec<(&str, f64)> = names
+        .into_iter()
+        .map(|n| {
+            let v: Vec<f64> = decode.iter().map(|d| d.by_name.iter().find(|(m, _)| m == n).map_or(0.0, |x| x.1)).collect();
+            (n, median(&v))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let rows: Vec<String> = rows.iter().filter(|r| r.1 >= 0.0005).map(|(n, us)| format!("{n} {us:.3}")).collect();
+    println!("    by thread (µs per event): {}", rows.join(", "));
 }
 
 #[derive(Debug)]
@@ -144,6 +159,8 @@ struct Decode {
     readers_us: f64,
     aggregator_us: f64,
     others_us: f64,
+    /// µs of CPU per event by thread name (digits left out), the threads alive at the end.
+    by_name: Vec<(String, f64)>,
 }
 
 fn bench(mode: &str, seconds: f64) -> Result<Running> {
@@ -278,11 +295,17 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     let core_share = (last.1 - c0) / span;
     // Per kind of thread: µs of CPU per event (the readers, the aggregator, the rest).
     let mut by_kind = [0.0f64; 3];
-    for (tid, kind, cpu) in &threads1 {
-        let before = threads0.iter().find(|t| t.0 == *tid).map_or(0.0, |t| t.2);
-        by_kind[*kind] += cpu - before;
+    let mut by_name: Vec<(String, f64)> = Vec::new();
+    for t in &threads1 {
+        let before = threads0.iter().find(|b| b.tid == t.tid).map_or(0.0, |b| b.cpu);
+        by_kind[t.kind] += t.cpu - before;
+        match by_name.iter_mut().find(|(n, _)| *n == t.name) {
+            Some(e) => e.1 += t.cpu - before,
+            None => by_name.push((t.name.clone(), t.cpu - before)),
+        }
     }
     let per_event_us = |c: f64| c / span / events_per_s.max(1e-9) * 1e6;
+    let by_name = by_name.into_iter().map(|(n, c)| (n, per_event_us(c))).collect();
     Ok(Decode {
         events_per_s,
         core_share,
@@ -290,12 +313,23 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         readers_us: per_event_us(by_kind[0]),
         aggregator_us: per_event_us(by_kind[1]),
         others_us: per_event_us(by_kind[2]),
+        by_name,
     })
 }
 
-/// (tid, kind, CPU seconds) of each thread of `pid`: kind 0 an EventPipe reader, 1 the
-/// aggregator, 2 any other.
-fn thread_cpu(pid: u32) -> Vec<(u32, usize, f64)> {
+/// A thread of clrprobe and its CPU so far.
+struct ThreadCpu {
+    tid: u32,
+    /// 0 an EventPipe reader, 1 the aggregator, 2 any other.
+    kind: usize,
+    /// Its name with digits left out (`eventpipe-*`).
+    name: String,
+    /// CPU seconds.
+    cpu: f64,
+}
+
+/// Each thread of `pid` and its CPU so far.
+fn thread_cpu(pid: u32) -> Vec<ThreadCpu> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     let mut out = Vec::new();
     for e in dir.flatten() {
@@ -313,7 +347,11 @@ fn thread_cpu(pid: u32) -> Vec<(u32, usize, f64)> {
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
         if let Some(ns) = cpu {
-            out.push((tid, kind, ns / 1e9));
+            let mut name: String = comm.trim_end().chars().filter(|c| !c.is_ascii_digit()).collect();
+            if name.len() < comm.trim_end().len() {
+                name.push('*');
+            }
+            out.push(ThreadCpu { tid, kind, name, cpu: ns / 1e9 });
         }
     }
     out
