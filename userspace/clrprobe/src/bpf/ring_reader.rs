@@ -30,8 +30,8 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use super::CopiedStack;
 
 /// How long the thread waits for records before it empties the ring all the same: the BPF side
-/// wakes it when a quarter of the ring is taken, and the recording loop empties the ring every
-/// 50 ms ([`RingReader::drain`]), so this only bounds how long a copy waits in the ring when
+/// wakes it when a quarter of the ring is taken, and the recording loop empties the ring at
+/// least every 100 ms ([`RingReader::drain`]), so this only bounds how long a copy waits in the ring when
 /// neither happens. At 50 ms its 20 wake-ups a second were ~1 ms of CPU a second with three
 /// busy processes (most of the thread's; the loop had emptied the ring already). A drop wakes
 /// the thread at once (an eventfd in its epoll set).
