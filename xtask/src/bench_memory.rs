@@ -33,7 +33,7 @@ const ONE_COLLECT_KB: f64 = 4.67 * 1024.0;
 /// The workloads' warm-up before they count rounds (clrprobe attaches in it).
 const WARMUP_S: f64 = 1.5;
 
-pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
+pub fn run(runs: usize, seconds: u32, cpu_only: bool, freq: u64) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -55,23 +55,23 @@ pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
     let mut decode = Vec::new();
     for round in 1..=runs {
         if cpu_only {
-            let d = decode_run(&bin, seconds, &tmp)?;
+            let d = decode_run(&bin, seconds, freq, &tmp)?;
             eprintln!("round {round}: three processes, every kind: {d:?}");
             decode.push(d);
             continue;
         }
-        let m = memory_run(&bin, "cpu", &["--cpu"], seconds, &tmp)?;
+        let m = memory_run(&bin, "cpu", &["--cpu"], seconds, freq, &tmp)?;
         eprintln!("round {round}: cpu -F 99: {m:?}");
         cpu.push(m);
-        let m = memory_run(&bin, "alloc", &[], seconds.max(10), &tmp)?;
+        let m = memory_run(&bin, "alloc", &[], seconds.max(10), freq, &tmp)?;
         eprintln!("round {round}: alloc, every kind: {m:?}");
         all.push(m);
-        let d = decode_run(&bin, seconds, &tmp)?;
+        let d = decode_run(&bin, seconds, freq, &tmp)?;
         eprintln!("round {round}: three processes, every kind: {d:?}");
         decode.push(d);
     }
     if cpu_only {
-        print_decode(&decode, seconds);
+        print_decode(&decode, seconds, freq);
         println!("\nload average at the end: {}", load());
         let _ = std::fs::remove_dir_all(&tmp);
         return Ok(());
@@ -102,16 +102,16 @@ pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
         mb(&all, |m| m.recording_max_kb),
         mb(&all, |m| m.output_max_kb),
     );
-    print_decode(&decode, seconds);
+    print_decode(&decode, seconds, freq);
     println!("\nload average at the end: {}", load());
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
 
-fn print_decode(decode: &[Decode], seconds: u32) {
+fn print_decode(decode: &[Decode], seconds: u32, freq: u64) {
     let med = |f: fn(&Decode) -> f64| median(&decode.iter().map(f).collect::<Vec<_>>());
     println!(
-        "  three busy processes, every kind, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.2} ms CPU per 1k events (goal ≤ 2 % of a core)",
+        "  three busy processes, every kind, -F {freq}, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.2} ms CPU per 1k events (goal ≤ 2 % of a core)",
         med(|d| d.events_per_s),
         med(|d| d.core_share * 100.0),
         med(|d| d.ms_per_1k_events)
@@ -174,7 +174,7 @@ fn bench(mode: &str, seconds: f64) -> Result<Running> {
 
 /// `clrprobe record` writing its JSON summary to `tmp/summary.json` (a file, not a pipe: the
 /// caller polls the process and reads nothing until it exits).
-fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Command> {
+fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, freq: u64, tmp: &Path) -> Result<Command> {
     let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -182,7 +182,7 @@ fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) ->
         "--quiet",
         "--json",
         "-F",
-        "99",
+        &freq.to_string(),
         "-d",
         &seconds.to_string(),
         "-p",
@@ -203,9 +203,9 @@ fn summary(tmp: &Path) -> Result<serde_json::Value> {
 
 /// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
 /// polled every 50 ms: the largest in the last 3 s of recording (steady) and after it (outputs).
-fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Mem> {
+fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, freq: u64, tmp: &Path) -> Result<Mem> {
     let mut w = bench(mode, seconds as f64 + 8.0)?;
-    let mut child = record(bin, &[w.pid], kinds, seconds, tmp)?.spawn()?;
+    let mut child = record(bin, &[w.pid], kinds, seconds, freq, tmp)?.spawn()?;
     let started = Instant::now();
     let mut rss = Vec::new();
     while child.try_wait()?.is_none() {
@@ -253,14 +253,14 @@ fn rss_kb(pid: u32) -> Option<f64> {
 /// Three busy processes recorded with every kind: clrprobe's CPU while it records (start-up
 /// excluded), per event. An upper bound of decoding's cost: it includes CPU sampling,
 /// unwinding and /proc reads.
-fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
+fn decode_run(bin: &Path, seconds: u32, freq: u64, tmp: &Path) -> Result<Decode> {
     let seconds = seconds.max(5);
     let mut ws = Vec::new();
     for mode in ["alloc", "throw", "lock"] {
         ws.push(bench(mode, seconds as f64 + 8.0)?);
     }
     let pids: Vec<u32> = ws.iter().map(|w| w.pid).collect();
-    let mut child = record(bin, &pids, &[], seconds, tmp)?.spawn()?;
+    let mut child = record(bin, &pids, &[], seconds, freq, tmp)?.spawn()?;
     let started = Instant::now();
     // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
     // recording's end (its CPU is the recording's, not the outputs').
