@@ -137,6 +137,11 @@ fn print_decode(decode: &[Decode], seconds: u32, freq: u64) {
     rows.sort_by(|a, b| b.1.total_cmp(&a.1));
     let rows: Vec<String> = rows.iter().filter(|r| r.1 >= 0.0005).map(|(n, us)| format!("{n} {us:.3}")).collect();
     println!("    by thread (µs per event): {}", rows.join(", "));
+    println!(
+        "    unwinder: {:.0} stacks, {:.1} % whole (reached the thread's start or completed by frame pointers)",
+        med(|d| d.stacks),
+        med(|d| d.whole_pct)
+    );
 }
 
 #[derive(Debug)]
@@ -159,6 +164,10 @@ struct Decode {
     readers_us: f64,
     aggregator_us: f64,
     others_us: f64,
+    /// Stacks unwound from copies, and the % that reached the thread's start or were completed
+    /// by frame pointers (the summary's unwinder figures: cuts must not lower them).
+    stacks: f64,
+    whole_pct: f64,
     /// µs of CPU per event by thread name (digits left out), the threads alive at the end.
     by_name: Vec<(String, f64)>,
 }
@@ -314,6 +323,12 @@ fn decode_run(bin: &Path, seconds: u32, freq: u64, tmp: &Path) -> Result<Decode>
         aggregator_us: per_event_us(by_kind[1]),
         others_us: per_event_us(by_kind[2]),
         by_name,
+        stacks: s["unwind"]["stats"]["stacks"].as_f64().unwrap_or(0.0),
+        whole_pct: {
+            let st = &s["unwind"]["stats"];
+            let n = st["stacks"].as_f64().unwrap_or(0.0).max(1.0);
+            (st["complete"].as_f64().unwrap_or(0.0) + st["merged"].as_f64().unwrap_or(0.0)) * 100.0 / n
+        },
     })
 }
 
