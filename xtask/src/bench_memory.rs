@@ -33,7 +33,7 @@ const ONE_COLLECT_KB: f64 = 4.67 * 1024.0;
 /// The workloads' warm-up before they count rounds (clrprobe attaches in it).
 const WARMUP_S: f64 = 1.5;
 
-pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
+pub fn run(runs: usize, seconds: u32, cpu_only: bool, freq: u64) -> Result<()> {
     dotnet::setup()?;
     let bin = ebpf::build_userspace()?;
     if !util::is_root() {
@@ -55,23 +55,23 @@ pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
     let mut decode = Vec::new();
     for round in 1..=runs {
         if cpu_only {
-            let d = decode_run(&bin, seconds, &tmp)?;
+            let d = decode_run(&bin, seconds, freq, &tmp)?;
             eprintln!("round {round}: three processes, every kind: {d:?}");
             decode.push(d);
             continue;
         }
-        let m = memory_run(&bin, "cpu", &["--cpu"], seconds, &tmp)?;
+        let m = memory_run(&bin, "cpu", &["--cpu"], seconds, freq, &tmp)?;
         eprintln!("round {round}: cpu -F 99: {m:?}");
         cpu.push(m);
-        let m = memory_run(&bin, "alloc", &[], seconds.max(10), &tmp)?;
+        let m = memory_run(&bin, "alloc", &[], seconds.max(10), freq, &tmp)?;
         eprintln!("round {round}: alloc, every kind: {m:?}");
         all.push(m);
-        let d = decode_run(&bin, seconds, &tmp)?;
+        let d = decode_run(&bin, seconds, freq, &tmp)?;
         eprintln!("round {round}: three processes, every kind: {d:?}");
         decode.push(d);
     }
     if cpu_only {
-        print_decode(&decode, seconds);
+        print_decode(&decode, seconds, freq);
         println!("\nload average at the end: {}", load());
         let _ = std::fs::remove_dir_all(&tmp);
         return Ok(());
@@ -102,16 +102,16 @@ pub fn run(runs: usize, seconds: u32, cpu_only: bool) -> Result<()> {
         mb(&all, |m| m.recording_max_kb),
         mb(&all, |m| m.output_max_kb),
     );
-    print_decode(&decode, seconds);
+    print_decode(&decode, seconds, freq);
     println!("\nload average at the end: {}", load());
     let _ = std::fs::remove_dir_all(&tmp);
     Ok(())
 }
 
-fn print_decode(decode: &[Decode], seconds: u32) {
+fn print_decode(decode: &[Decode], seconds: u32, freq: u64) {
     let med = |f: fn(&Decode) -> f64| median(&decode.iter().map(f).collect::<Vec<_>>());
     println!(
-        "  three busy processes, every kind, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.2} ms CPU per 1k events (goal ≤ 2 % of a core)",
+        "  three busy processes, every kind, -F {freq}, {seconds} s: {:.0} events/s decoded, clrprobe {:.2} % of a core, {:.2} ms CPU per 1k events (goal ≤ 2 % of a core)",
         med(|d| d.events_per_s),
         med(|d| d.core_share * 100.0),
         med(|d| d.ms_per_1k_events)
@@ -121,6 +121,26 @@ fn print_decode(decode: &[Decode], seconds: u32) {
         med(|d| d.readers_us),
         med(|d| d.aggregator_us),
         med(|d| d.others_us)
+    );
+    // The threads by name (digits of a pid left out: `eventpipe-*`), each the median over the
+    // runs (a run without that thread counts 0), largest first.
+    let mut names: Vec<&str> = decode.iter().flat_map(|d| d.by_name.iter().map(|(n, _)| n.as_str())).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut rows: Vec<(&str, f64)> = names
+        .into_iter()
+        .map(|n| {
+            let v: Vec<f64> = decode.iter().map(|d| d.by_name.iter().find(|(m, _)| m == n).map_or(0.0, |x| x.1)).collect();
+            (n, median(&v))
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let rows: Vec<String> = rows.iter().filter(|r| r.1 >= 0.0005).map(|(n, us)| format!("{n} {us:.3}")).collect();
+    println!("    by thread (µs per event): {}", rows.join(", "));
+    println!(
+        "    unwinder: {:.0} stacks, {:.1} % whole (reached the thread's start or completed by frame pointers)",
+        med(|d| d.stacks),
+        med(|d| d.whole_pct)
     );
 }
 
@@ -144,6 +164,12 @@ struct Decode {
     readers_us: f64,
     aggregator_us: f64,
     others_us: f64,
+    /// Stacks unwound from copies, and the % that reached the thread's start or were completed
+    /// by frame pointers (the summary's unwinder figures: cuts must not lower them).
+    stacks: f64,
+    whole_pct: f64,
+    /// µs of CPU per event by thread name (digits left out), the threads alive at the end.
+    by_name: Vec<(String, f64)>,
 }
 
 fn bench(mode: &str, seconds: f64) -> Result<Running> {
@@ -157,7 +183,7 @@ fn bench(mode: &str, seconds: f64) -> Result<Running> {
 
 /// `clrprobe record` writing its JSON summary to `tmp/summary.json` (a file, not a pipe: the
 /// caller polls the process and reads nothing until it exits).
-fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Command> {
+fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, freq: u64, tmp: &Path) -> Result<Command> {
     let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
     let mut cmd = Command::new(bin);
     cmd.args([
@@ -165,7 +191,7 @@ fn record(bin: &Path, pids: &[u32], kinds: &[&str], seconds: u32, tmp: &Path) ->
         "--quiet",
         "--json",
         "-F",
-        "99",
+        &freq.to_string(),
         "-d",
         &seconds.to_string(),
         "-p",
@@ -186,9 +212,9 @@ fn summary(tmp: &Path) -> Result<serde_json::Value> {
 
 /// One recording of `mode` under `kinds`: clrprobe's memory from its summary, and its VmRSS
 /// polled every 50 ms: the largest in the last 3 s of recording (steady) and after it (outputs).
-fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, tmp: &Path) -> Result<Mem> {
+fn memory_run(bin: &Path, mode: &str, kinds: &[&str], seconds: u32, freq: u64, tmp: &Path) -> Result<Mem> {
     let mut w = bench(mode, seconds as f64 + 8.0)?;
-    let mut child = record(bin, &[w.pid], kinds, seconds, tmp)?.spawn()?;
+    let mut child = record(bin, &[w.pid], kinds, seconds, freq, tmp)?.spawn()?;
     let started = Instant::now();
     let mut rss = Vec::new();
     while child.try_wait()?.is_none() {
@@ -236,14 +262,14 @@ fn rss_kb(pid: u32) -> Option<f64> {
 /// Three busy processes recorded with every kind: clrprobe's CPU while it records (start-up
 /// excluded), per event. An upper bound of decoding's cost: it includes CPU sampling,
 /// unwinding and /proc reads.
-fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
+fn decode_run(bin: &Path, seconds: u32, freq: u64, tmp: &Path) -> Result<Decode> {
     let seconds = seconds.max(5);
     let mut ws = Vec::new();
     for mode in ["alloc", "throw", "lock"] {
         ws.push(bench(mode, seconds as f64 + 8.0)?);
     }
     let pids: Vec<u32> = ws.iter().map(|w| w.pid).collect();
-    let mut child = record(bin, &pids, &[], seconds, tmp)?.spawn()?;
+    let mut child = record(bin, &pids, &[], seconds, freq, tmp)?.spawn()?;
     let started = Instant::now();
     // From 2 s in (start-up done: BPF load, CoreLib, kallsyms) to the last reading before the
     // recording's end (its CPU is the recording's, not the outputs').
@@ -278,11 +304,17 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
     let core_share = (last.1 - c0) / span;
     // Per kind of thread: µs of CPU per event (the readers, the aggregator, the rest).
     let mut by_kind = [0.0f64; 3];
-    for (tid, kind, cpu) in &threads1 {
-        let before = threads0.iter().find(|t| t.0 == *tid).map_or(0.0, |t| t.2);
-        by_kind[*kind] += cpu - before;
+    let mut by_name: Vec<(String, f64)> = Vec::new();
+    for t in &threads1 {
+        let before = threads0.iter().find(|b| b.tid == t.tid).map_or(0.0, |b| b.cpu);
+        by_kind[t.kind] += t.cpu - before;
+        match by_name.iter_mut().find(|(n, _)| *n == t.name) {
+            Some(e) => e.1 += t.cpu - before,
+            None => by_name.push((t.name.clone(), t.cpu - before)),
+        }
     }
     let per_event_us = |c: f64| c / span / events_per_s.max(1e-9) * 1e6;
+    let by_name = by_name.into_iter().map(|(n, c)| (n, per_event_us(c))).collect();
     Ok(Decode {
         events_per_s,
         core_share,
@@ -290,12 +322,29 @@ fn decode_run(bin: &Path, seconds: u32, tmp: &Path) -> Result<Decode> {
         readers_us: per_event_us(by_kind[0]),
         aggregator_us: per_event_us(by_kind[1]),
         others_us: per_event_us(by_kind[2]),
+        by_name,
+        stacks: s["unwind"]["stats"]["stacks"].as_f64().unwrap_or(0.0),
+        whole_pct: {
+            let st = &s["unwind"]["stats"];
+            let n = st["stacks"].as_f64().unwrap_or(0.0).max(1.0);
+            (st["complete"].as_f64().unwrap_or(0.0) + st["merged"].as_f64().unwrap_or(0.0)) * 100.0 / n
+        },
     })
 }
 
-/// (tid, kind, CPU seconds) of each thread of `pid`: kind 0 an EventPipe reader, 1 the
-/// aggregator, 2 any other.
-fn thread_cpu(pid: u32) -> Vec<(u32, usize, f64)> {
+/// A thread of clrprobe and its CPU so far.
+struct ThreadCpu {
+    tid: u32,
+    /// 0 an EventPipe reader, 1 the aggregator, 2 any other.
+    kind: usize,
+    /// Its name with digits left out (`eventpipe-*`).
+    name: String,
+    /// CPU seconds.
+    cpu: f64,
+}
+
+/// Each thread of `pid` and its CPU so far.
+fn thread_cpu(pid: u32) -> Vec<ThreadCpu> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     let mut out = Vec::new();
     for e in dir.flatten() {
@@ -313,7 +362,11 @@ fn thread_cpu(pid: u32) -> Vec<(u32, usize, f64)> {
             .ok()
             .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok());
         if let Some(ns) = cpu {
-            out.push((tid, kind, ns / 1e9));
+            let mut name: String = comm.trim_end().chars().filter(|c| !c.is_ascii_digit()).collect();
+            if name.len() < comm.trim_end().len() {
+                name.push('*');
+            }
+            out.push(ThreadCpu { tid, kind, name, cpu: ns / 1e9 });
         }
     }
     out

@@ -125,6 +125,10 @@ enum Cmd {
         /// Only the CPU per 1k events (three busy processes), not the memory runs.
         #[arg(long)]
         cpu_only: bool,
+        /// CPU sampling frequency of the recordings (`-F 1`: the cost that does not grow with
+        /// samples).
+        #[arg(long, default_value_t = 99)]
+        freq: u64,
     },
     /// Lists the functions `record -p PID --cpu` runs, in the order it first runs them
     /// (callgrind, then page faults of a native run under perf), into
@@ -204,7 +208,7 @@ fn main() -> Result<()> {
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired, warmup } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired, warmup })?,
-        Cmd::BenchMemory { runs, seconds, cpu_only } => bench_memory::run(runs, seconds, cpu_only)?,
+        Cmd::BenchMemory { runs, seconds, cpu_only, freq } => bench_memory::run(runs, seconds, cpu_only, freq)?,
         Cmd::LinkOrder { fresh, runs } => link_order::run(fresh, runs)?,
         Cmd::Fuzz { seconds, runs, sanitizer, cmin, targets } => {
             fuzz::run(&fuzz::Options { seconds, runs, sanitizer, cmin }, &targets)?;

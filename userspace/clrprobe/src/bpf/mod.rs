@@ -233,8 +233,16 @@ impl Loaded {
         if batch::usable() {
             // Checked as below first: a hash map of these key and value sizes.
             let map = self.ebpf.map_mut(name).ok_or(BpfError::NoMap { name })?;
-            let _: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
+            let m: BpfHashMap<&mut MapData, SampleKey, SampleValue> =
                 BpfHashMap::try_from(map).map_err(|source| BpfError::Map { name, source })?;
+            // An empty map is not walked: the batch reads lock each of its 65,536 buckets in
+            // turn (~0.25 ms a drain), a first-key lookup only reads them. With stack copies,
+            // CPU samples come through the ring and SAMPLE_COUNTS holds only those whose copy
+            // failed: empty at most drains. An entry added after the look is read next drain,
+            // as one added after the walk would be.
+            if m.keys().next().is_none() {
+                return Ok(out);
+            }
             if let Some(aya::maps::Map::HashMap(data)) = self.ebpf.map(name) {
                 match batch::drain(data, name, &mut out) {
                     Ok(()) => return Ok(out),

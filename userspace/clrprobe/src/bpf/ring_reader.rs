@@ -6,9 +6,9 @@
 //! 99 Hz on 2 CPUs, 4.3 MB resident. This thread waits on the ring's fd (epoll, level
 //! triggered) and moves the records into a bounded channel every [`WAIT`], or as soon as the
 //! BPF side, finding a quarter of the ring taken, wakes it (not for each record: a wake-up per
-//! copy was most of the thread's CPU), so the ring only has to cover that interval; the
-//! records' bytes (only the stack bytes that were copied) wait on the heap, and only while the
-//! loop is busy. When the channel is full the thread stops reading: the ring fills and the
+//! copy was most of the thread's CPU; the recording loop also empties the ring), so the ring
+//! only has to cover that interval; the records' bytes (only the stack bytes that were
+//! copied) wait on the heap, and only while the loop is busy. When the channel is full the thread stops reading: the ring fills and the
 //! BPF side keeps the frame-pointer stack of further samples (`ring_full`), as before.
 //! [`RingReader::drain`] also empties the ring itself (the thread is kept out meanwhile): a
 //! record submitted before the drain began is in what it returns, as when the loop read the
@@ -29,10 +29,13 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 
 use super::CopiedStack;
 
-/// How long the thread waits for records before it looks at its stop flag (the longest a drop
-/// of the reader waits for the thread) and empties the ring: the BPF side wakes it only when a
-/// quarter of the ring is taken, so this is how long a copy may wait in the ring.
-const WAIT: Duration = Duration::from_millis(50);
+/// How long the thread waits for records before it empties the ring all the same: the BPF side
+/// wakes it when a quarter of the ring is taken, and the recording loop empties the ring at
+/// least every 100 ms ([`RingReader::drain`]), so this only bounds how long a copy waits in the ring when
+/// neither happens. At 50 ms its 20 wake-ups a second were ~1 ms of CPU a second with three
+/// busy processes (most of the thread's; the loop had emptied the ring already). A drop wakes
+/// the thread at once (an eventfd in its epoll set).
+const WAIT: Duration = Duration::from_millis(250);
 /// How long the thread sleeps when the channel is full (the loop is busy).
 const FULL_WAIT: Duration = Duration::from_millis(10);
 
@@ -47,13 +50,16 @@ pub struct RingReader {
     rx: Receiver<CopiedStack>,
     ring: Arc<Mutex<Ring>>,
     stop: Arc<AtomicBool>,
+    /// Written at drop: wakes the thread from its wait.
+    wake: OwnedFd,
     thread: Option<JoinHandle<()>>,
 }
 
 impl RingReader {
     /// Starts a thread reading `ring`; at most `capacity` records wait for [`RingReader::drain`].
     pub fn spawn(ring: RingBuf<MapData>, capacity: usize) -> io::Result<Self> {
-        let epoll = epoll_on(ring.as_raw_fd())?;
+        let wake = eventfd()?;
+        let epoll = epoll_on(&[ring.as_raw_fd(), wake.as_raw_fd()])?;
         let (tx, rx) = bounded(capacity.max(1));
         let ring = Arc::new(Mutex::new(Ring { ring, held: None }));
         let stop = Arc::new(AtomicBool::new(false));
@@ -61,7 +67,7 @@ impl RingReader {
         let thread = std::thread::Builder::new()
             .name("ustack-ring".into())
             .spawn(move || read_loop(&r, &epoll, &tx, &flag))?;
-        Ok(Self { rx, ring, stop, thread: Some(thread) })
+        Ok(Self { rx, ring, stop, wake, thread: Some(thread) })
     }
 
     /// Every record submitted so far, oldest first: those the thread moved, then the rest of
@@ -80,26 +86,45 @@ impl RingReader {
 impl Drop for RingReader {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to the eventfd this reader owns (a failed
+        // write leaves the thread to see the flag within WAIT).
+        let _ = unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// An epoll instance watching `fd` for input.
-fn epoll_on(fd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: plain syscalls; the returned fd is owned from here on, `ev` outlives the call.
+/// An epoll instance watching `fds` for input.
+fn epoll_on(fds: &[i32]) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscalls; the returned fd is owned from here on, `ev` outlives each call.
     unsafe {
         let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
         if ep < 0 {
             return Err(io::Error::last_os_error());
         }
         let ep = OwnedFd::from_raw_fd(ep);
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
-        if libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
-            return Err(io::Error::last_os_error());
+        for &fd in fds {
+            let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: 0 };
+            if libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(ep)
+    }
+}
+
+/// A non-blocking eventfd: the drop's wake-up (never read: once it is written the thread ends).
+fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd(2) takes an initial count and flags; a non-negative return is a new
+    // descriptor owned from here on.
+    unsafe {
+        let fd = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
     }
 }
 

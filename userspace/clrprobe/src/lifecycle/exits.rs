@@ -30,7 +30,12 @@ impl Exits {
     /// (one poll(2) on their pidfds; with a target that has no pidfd, at most 20 ms, as its
     /// exit is only seen in /proc).
     pub fn wait(&self, timeout: std::time::Duration) {
-        let mut fds: Vec<libc::pollfd> = Vec::new();
+        self.wait_or(None, timeout)
+    }
+
+    /// As [`Exits::wait`], waking early too when `also` turns readable.
+    pub fn wait_or(&self, also: Option<i32>, timeout: std::time::Duration) {
+        let mut fds: Vec<libc::pollfd> = also.map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).into_iter().collect();
         let mut unwatchable = false;
         for (pid, fd) in &self.fds {
             match fd {
