@@ -138,9 +138,7 @@ impl AllocMemo {
     const SLOTS: usize = 32;
 
     fn slot(pid: u32, tid: u64, stack: &[u64], raw: &[u8]) -> usize {
-        let mut h = IdentityHasher::default().build_hasher();
-        (pid, tid, stack, raw).hash(&mut h);
-        (h.finish() >> 32) as usize % Self::SLOTS
+        (IdentityHasher::default().hash_one((pid, tid, stack, raw)) >> 32) as usize % Self::SLOTS
     }
 }
 
@@ -162,9 +160,7 @@ impl ThrowMemo {
     const SLOTS: usize = 64;
 
     fn slot(pid: u32, tid: u64, stack: &[u64], raw_type: &[u8], raw_message: &[u8]) -> usize {
-        let mut h = IdentityHasher::default().build_hasher();
-        (pid, tid, stack, raw_type, raw_message).hash(&mut h);
-        (h.finish() >> 32) as usize % Self::SLOTS
+        (IdentityHasher::default().hash_one((pid, tid, stack, raw_type, raw_message)) >> 32) as usize % Self::SLOTS
     }
 }
 
@@ -643,6 +639,9 @@ mod tests {
     use super::{EventProfiles, Kinds, round_i64};
     use crate::EventInput;
 
+    /// A sample's identity (pid, tid, stack, leaf, labels) → its values by kind and events.
+    type Sums = BTreeMap<(u32, u64, Vec<u64>, String, Vec<(String, String)>), (BTreeMap<&'static str, i64>, u64)>;
+
     fn utf16(s: &str) -> Vec<u8> {
         s.encode_utf16().flat_map(u16::to_le_bytes).collect()
     }
@@ -658,7 +657,7 @@ mod tests {
         let heaps = [HeapKind::Soh, HeapKind::Loh];
         let mut p = EventProfiles::new(Kinds::ALL);
         // (pid, tid, stack, leaf, labels) → (values by kind, events).
-        let mut expected: BTreeMap<(u32, u64, Vec<u64>, String, Vec<(String, String)>), (BTreeMap<&str, i64>, u64)> = BTreeMap::new();
+        let mut expected = Sums::new();
         let mut bytes_by_type: BTreeMap<String, f64> = BTreeMap::new();
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for n in 0..20_000u64 {
@@ -671,7 +670,7 @@ mod tests {
             // Runs of the same identity as a busy app makes, and changes.
             let ty = &names[((r >> 8) % if n % 100 < 50 { 1 } else { 4 }) as usize];
             let name = String::from_utf16_lossy(&ty.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect::<Vec<_>>());
-            if (r >> 16) % 5 == 0 {
+            if (r >> 16).is_multiple_of(5) {
                 let msg = &messages[((r >> 20) & 1) as usize];
                 let label = if (r >> 20) & 1 == 0 { "m1" } else { "m2" };
                 let e = ExceptionThrown { exception_type: Utf16Str::from_raw(ty), message: Utf16Str::from_raw(msg), eip: 0, hresult: 0, flags: ExceptionFlags::default(), clr_instance_id: 0 };
@@ -703,7 +702,7 @@ mod tests {
                 e.1 += 1;
             }
         }
-        let mut got = BTreeMap::new();
+        let mut got = Sums::new();
         let mut timed: BTreeMap<u32, u64> = BTreeMap::new();
         for t in &p.timed {
             *timed.entry(t.sample).or_default() += 1;
