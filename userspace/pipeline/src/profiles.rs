@@ -118,6 +118,52 @@ impl Utf16Names {
     }
 }
 
+/// A recent allocation sample, by its events' identity as they come: pid, tid, the type
+/// name's UTF-16 bytes (undecoded), the heap, and the stack (the sample's own, compared).
+/// Direct-mapped by a hash of the identity. A busy app allocates from a few places: the name
+/// decoded and hashed, its totals looked up by it and the sample's identity hashed and
+/// compared were most of an allocation event's cost.
+#[derive(Debug, Default)]
+struct AllocMemo {
+    pid: u32,
+    tid: u64,
+    heap: &'static str,
+    raw: Vec<u8>,
+    sample: u32,
+    /// Index into `alloc_totals`.
+    ty: u32,
+}
+
+impl AllocMemo {
+    const SLOTS: usize = 32;
+
+    fn slot(pid: u32, tid: u64, stack: &[u64], raw: &[u8]) -> usize {
+        (IdentityHasher::default().hash_one((pid, tid, stack, raw)) >> 32) as usize % Self::SLOTS
+    }
+}
+
+/// A recent throw's sample, by its events' identity as they come: pid, tid, the type's and
+/// the message's UTF-16 bytes (undecoded), and the stack (the sample's own, compared); with the
+/// type and message label its first event gave. Direct-mapped by a hash of the identity.
+#[derive(Debug, Default)]
+struct ThrowMemo {
+    pid: u32,
+    tid: u64,
+    raw_type: Vec<u8>,
+    raw_message: Vec<u8>,
+    sample: u32,
+    ty: String,
+    label: String,
+}
+
+impl ThrowMemo {
+    const SLOTS: usize = 64;
+
+    fn slot(pid: u32, tid: u64, stack: &[u64], raw_type: &[u8], raw_message: &[u8]) -> usize {
+        (IdentityHasher::default().hash_one((pid, tid, stack, raw_type, raw_message)) >> 32) as usize % Self::SLOTS
+    }
+}
+
 /// Most events a sample gets at most: an allocation's two values, a wait's two.
 const MAX_VALUES: usize = 2;
 
@@ -151,9 +197,15 @@ pub struct EventProfiles {
     pub threads: ThreadTable,
     exceptions: Exceptions,
     waits: Waits,
-    /// Bytes and objects by allocated type (Fx: looked up at every allocation event; the
-    /// report sorts them).
-    alloc_by_type: HashMap<String, (f64, f64), IdentityHasher>,
+    /// Allocated types → their index in `alloc_totals` (Fx: looked up at an allocation event
+    /// [`AllocMemo`] does not know; the report sorts them).
+    alloc_by_type: HashMap<String, u32, IdentityHasher>,
+    /// Bytes and objects by allocated type.
+    alloc_totals: Vec<(f64, f64)>,
+    /// Recent allocation samples by their events' identity, [`AllocMemo::SLOTS`] of them.
+    alloc_memo: Vec<Option<AllocMemo>>,
+    /// … and throws' ([`ThrowMemo::SLOTS`]).
+    throw_memo: Vec<Option<ThrowMemo>>,
     /// Allocated and thrown types' names lately decoded, by their UTF-16 bytes (a String per
     /// allocation event was a tenth of the aggregator's work on an allocating app; decoding
     /// one into a kept buffer ~280 instructions).
@@ -189,6 +241,9 @@ impl EventProfiles {
             exceptions: Exceptions::default(),
             waits: Waits::default(),
             alloc_by_type: HashMap::default(),
+            alloc_totals: Vec::new(),
+            alloc_memo: Vec::new(),
+            throw_memo: Vec::new(),
             type_names: Utf16Names::default(),
             messages: Utf16Names::default(),
             events: 0,
@@ -230,27 +285,12 @@ impl EventProfiles {
             }
             ClrEvent::AllocationTick(t) if self.kinds.alloc => {
                 let amount = t.allocation_amount64.unwrap_or(t.allocation_amount as u64);
-                let mut names = std::mem::take(&mut self.type_names);
-                let ty = match t.type_name {
-                    Some(n) => names.get(n),
-                    None => "<unknown type>",
-                };
-                self.alloc(ev, ty, heap(t.kind), estimate_tick(amount, t.object_size));
-                self.type_names = names;
+                self.alloc(ev, t.type_name, heap(t.kind), estimate_tick(amount, t.object_size));
             }
             ClrEvent::AllocationSampled(s) if self.kinds.alloc => {
-                let mut names = std::mem::take(&mut self.type_names);
-                self.alloc(ev, names.get(s.type_name), heap(s.kind), estimate_sampled(s.object_size));
-                self.type_names = names;
+                self.alloc(ev, Some(s.type_name), heap(s.kind), estimate_sampled(s.object_size));
             }
-            ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => {
-                let (mut names, mut messages) = (std::mem::take(&mut self.type_names), std::mem::take(&mut self.messages));
-                let (ty, msg) = (names.get(e.exception_type), messages.get(e.message));
-                let label = self.exceptions.message_label(ty, msg);
-                self.exceptions.count(ty, label, ev.stack.first().copied());
-                self.add(ev, Some(ty), &[(kinds::EXCEPTIONS, 1)], &[("exception.type", ty), ("exception.message", label)]);
-                (self.type_names, self.messages) = (names, messages);
-            }
+            ClrEvent::ExceptionThrown(e) if self.kinds.exceptions => self.exception(ev, e.exception_type, e.message),
             ClrEvent::ContentionStart(s) if self.kinds.contention => {
                 let owner = s.lock_owner_thread_id.filter(|&o| o != 0).map(|o| self.threads.owner_os_tid(ev.pid, o));
                 self.waits.start(ev.pid, ev.tid, ev.time_ns, ev.stack, owner);
@@ -273,14 +313,97 @@ impl EventProfiles {
         }
     }
 
-    fn alloc(&mut self, ev: EventInput<'_, '_>, ty: &str, heap: &'static str, e: crate::AllocEstimate) {
-        let t = match self.alloc_by_type.get_mut(ty) {
-            Some(t) => t,
-            None => self.alloc_by_type.entry(ty.to_owned()).or_insert((0.0, 0.0)),
+    /// A throw of the type named `raw_type` with the message `raw_message`: its counts and its
+    /// sample. An identity met lately (pid, tid, stack, the type's and the message's UTF-16
+    /// bytes) is found through [`ThrowMemo`], with its type and message label as decoded then
+    /// (a known message keeps its label: see [`Exceptions::message_label`]).
+    fn exception(&mut self, ev: EventInput<'_, '_>, raw_type: clr_events::Utf16Str<'_>, raw_message: clr_events::Utf16Str<'_>) {
+        let values = [(kinds::EXCEPTIONS, 1)];
+        let (ty_bytes, msg_bytes) = (raw_type.as_bytes(), raw_message.as_bytes());
+        let slot = ThrowMemo::slot(ev.pid, ev.tid, ev.stack, ty_bytes, msg_bytes);
+        if let Some(Some(m)) = self.throw_memo.get(slot)
+            && m.pid == ev.pid
+            && m.tid == ev.tid
+            && m.raw_type[..] == *ty_bytes
+            && m.raw_message[..] == *msg_bytes
+            && self.samples.get(m.sample as usize).is_some_and(|s| *s.stack == *ev.stack)
+        {
+            let sample = m.sample as usize;
+            self.exceptions.count(&m.ty, &m.label, ev.stack.first().copied());
+            self.add_to(sample, ev.time_ns, &values);
+            return;
+        }
+        let (mut names, mut messages) = (std::mem::take(&mut self.type_names), std::mem::take(&mut self.messages));
+        let (ty, msg) = (names.get(raw_type), messages.get(raw_message));
+        let label = self.exceptions.message_label(ty, msg);
+        self.exceptions.count(ty, label, ev.stack.first().copied());
+        let sample = self.add(ev, Some(ty), &values, &[("exception.type", ty), ("exception.message", label)]);
+        if self.throw_memo.is_empty() {
+            self.throw_memo.resize_with(ThrowMemo::SLOTS, || None);
+        }
+        let m = self.throw_memo[slot].get_or_insert_with(ThrowMemo::default);
+        (m.pid, m.tid, m.sample) = (ev.pid, ev.tid, sample as u32);
+        for (to, from) in [(&mut m.raw_type, ty_bytes), (&mut m.raw_message, msg_bytes)] {
+            to.clear();
+            to.extend_from_slice(from);
+        }
+        for (to, from) in [(&mut m.ty, ty), (&mut m.label, label)] {
+            to.clear();
+            to.push_str(from);
+        }
+        (self.type_names, self.messages) = (names, messages);
+    }
+
+    /// An allocation of the type named `raw` (None: unknown) on `heap`: its type's totals and
+    /// its sample. An identity met lately (pid, tid, stack, the type's UTF-16 bytes, heap) is
+    /// found through [`AllocMemo`], without decoding the name, hashing it or the sample's
+    /// identity.
+    fn alloc(&mut self, ev: EventInput<'_, '_>, raw: Option<clr_events::Utf16Str<'_>>, heap: &'static str, e: crate::AllocEstimate) {
+        let values = [(kinds::ALLOC_BYTES, round_i64(e.bytes)), (kinds::ALLOC_COUNT, round_i64(e.objects))];
+        let bytes = raw.map_or(&[][..], |r| r.as_bytes());
+        let slot = raw.map(|_| AllocMemo::slot(ev.pid, ev.tid, ev.stack, bytes));
+        if let Some(Some(m)) = slot.and_then(|i| self.alloc_memo.get(i))
+            && m.pid == ev.pid
+            && m.tid == ev.tid
+            && same_str(m.heap, heap)
+            && m.raw[..] == *bytes
+            && self.samples.get(m.sample as usize).is_some_and(|s| *s.stack == *ev.stack)
+        {
+            let (sample, ty) = (m.sample as usize, m.ty as usize);
+            let t = &mut self.alloc_totals[ty];
+            t.0 += e.bytes;
+            t.1 += e.objects;
+            self.add_to(sample, ev.time_ns, &values);
+            return;
+        }
+        let mut names = std::mem::take(&mut self.type_names);
+        let name = match raw {
+            Some(n) => names.get(n),
+            None => "<unknown type>",
         };
+        let ty = match self.alloc_by_type.get(name) {
+            Some(&i) => i,
+            None => {
+                self.alloc_totals.push((0.0, 0.0));
+                let i = (self.alloc_totals.len() - 1) as u32;
+                self.alloc_by_type.insert(name.to_owned(), i);
+                i
+            }
+        };
+        let t = &mut self.alloc_totals[ty as usize];
         t.0 += e.bytes;
         t.1 += e.objects;
-        self.add(ev, Some(ty), &[(kinds::ALLOC_BYTES, round_i64(e.bytes)), (kinds::ALLOC_COUNT, round_i64(e.objects))], &[("heap", heap)]);
+        let sample = self.add(ev, Some(name), &values, &[("heap", heap)]);
+        self.type_names = names;
+        if let Some(i) = slot {
+            if self.alloc_memo.is_empty() {
+                self.alloc_memo.resize_with(AllocMemo::SLOTS, || None);
+            }
+            let m = self.alloc_memo[i].get_or_insert_with(AllocMemo::default);
+            (m.pid, m.tid, m.heap, m.sample, m.ty) = (ev.pid, ev.tid, heap, sample as u32, ty);
+            m.raw.clear();
+            m.raw.extend_from_slice(bytes);
+        }
     }
 
     /// The sample of this identity, if there is one.
@@ -304,29 +427,15 @@ impl EventProfiles {
 
     /// Adds one event to the sample of its identity (pid, tid, stack, `leaf` — a synthetic
     /// frame of that name below the stack's leaf —, labels), made on first sight.
-    fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<&str>, values: &[(&'static str, i64)], labels: &[(&'static str, &str)]) {
+    /// The sample's index.
+    fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<&str>, values: &[(&'static str, i64)], labels: &[(&'static str, &str)]) -> usize {
         debug_assert!(values.len() <= MAX_VALUES);
         let hash = identity_hash(ev.pid, ev.tid, ev.stack, leaf, labels);
         let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, values: [(u8::MAX, 0); MAX_VALUES] };
         let i = match self.find(hash, &ev, leaf, labels) {
             Some(i) => {
-                let s = &mut self.samples[i];
-                for (slot, &(k, v)) in values.iter().enumerate() {
-                    let pos = match s.values.iter().position(|(kk, _)| same_str(kk, k)) {
-                        Some(p) => {
-                            s.values[p].1 += v;
-                            p
-                        }
-                        None => {
-                            s.values.push((k, v));
-                            s.values.len() - 1
-                        }
-                    };
-                    if let Some(t) = timed.values.get_mut(slot) {
-                        *t = (pos as u8, v);
-                    }
-                }
-                i
+                self.add_to(i, ev.time_ns, values);
+                return i;
             }
             None => {
                 for (slot, (_, v)) in values.iter().enumerate().take(MAX_VALUES) {
@@ -346,6 +455,33 @@ impl EventProfiles {
                 i
             }
         };
+        self.push_timed(i, timed);
+        i
+    }
+
+    /// Adds one event at `time_ns` to sample `i`.
+    fn add_to(&mut self, i: usize, time_ns: u64, values: &[(&'static str, i64)]) {
+        let mut timed = TimedEvent { sample: 0, time_ns, values: [(u8::MAX, 0); MAX_VALUES] };
+        let s = &mut self.samples[i];
+        for (slot, &(k, v)) in values.iter().enumerate() {
+            let pos = match s.values.iter().position(|(kk, _)| same_str(kk, k)) {
+                Some(p) => {
+                    s.values[p].1 += v;
+                    p
+                }
+                None => {
+                    s.values.push((k, v));
+                    s.values.len() - 1
+                }
+            };
+            if let Some(t) = timed.values.get_mut(slot) {
+                *t = (pos as u8, v);
+            }
+        }
+        self.push_timed(i, timed);
+    }
+
+    fn push_timed(&mut self, i: usize, mut timed: TimedEvent) {
         if self.timed.len() >= self.max_timed {
             self.timed_overflow = true;
         }
@@ -445,7 +581,8 @@ impl EventProfiles {
 
     /// Counts, histograms and totals for the text report.
     pub fn report(&self) -> EventReport {
-        let mut r = EventReport::build(&self.exceptions, &self.waits, &self.alloc_by_type);
+        let allocations = self.alloc_by_type.iter().map(|(t, &i)| (t.clone(), self.alloc_totals[i as usize].0, self.alloc_totals[i as usize].1)).collect();
+        let mut r = EventReport::build(&self.exceptions, &self.waits, allocations);
         r.gc = GcReport::build(&self.gc, self.span.map_or(0, |(a, b)| b - a));
         r.gc.clock_origin_mono_ns = self.clock.map(|c| c.0);
         r.gc.clock_offset_ns = self.clock.map(|c| c.1);
@@ -491,7 +628,95 @@ fn heap(k: clr_events::alloc::HeapKind) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use super::round_i64;
+    use std::collections::BTreeMap;
+
+    use clr_events::{
+        ClrEvent, Utf16Str,
+        alloc::{AllocationTick, HeapKind},
+        exceptions::{ExceptionFlags, ExceptionThrown},
+    };
+
+    use super::{EventProfiles, Kinds, round_i64};
+    use crate::EventInput;
+
+    /// A sample's identity (pid, tid, stack, leaf, labels) → its values by kind and events.
+    type Sums = BTreeMap<(u32, u64, Vec<u64>, String, Vec<(String, String)>), (BTreeMap<&'static str, i64>, u64)>;
+
+    fn utf16(s: &str) -> Vec<u8> {
+        s.encode_utf16().flat_map(u16::to_le_bytes).collect()
+    }
+
+    /// Allocations and throws of identities that differ in one part each (pid, tid, stack,
+    /// type, heap, message), interleaved so that the recent-identity memos are hit, missed and
+    /// overwritten: every sample adds up exactly its own events.
+    #[test]
+    fn events_add_up_by_their_whole_identity() {
+        let names: Vec<Vec<u8>> = ["A", "B", "Ä", "System.Byte[]"].iter().map(|s| utf16(s)).collect();
+        let messages: Vec<Vec<u8>> = ["m1", "m2"].iter().map(|s| utf16(s)).collect();
+        let stacks: [&[u64]; 3] = [&[1, 2, 3], &[1, 2, 4], &[]];
+        let heaps = [HeapKind::Soh, HeapKind::Loh];
+        let mut p = EventProfiles::new(Kinds::ALL);
+        // (pid, tid, stack, leaf, labels) → (values by kind, events).
+        let mut expected = Sums::new();
+        let mut bytes_by_type: BTreeMap<String, f64> = BTreeMap::new();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for n in 0..20_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let r = seed;
+            let (pid, tid) = (1 + (r & 1) as u32, 10 + ((r >> 1) & 1));
+            let stack = stacks[((r >> 2) % 3) as usize];
+            // Runs of the same identity as a busy app makes, and changes.
+            let ty = &names[((r >> 8) % if n % 100 < 50 { 1 } else { 4 }) as usize];
+            let name = String::from_utf16_lossy(&ty.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect::<Vec<_>>());
+            if (r >> 16).is_multiple_of(5) {
+                let msg = &messages[((r >> 20) & 1) as usize];
+                let label = if (r >> 20) & 1 == 0 { "m1" } else { "m2" };
+                let e = ExceptionThrown { exception_type: Utf16Str::from_raw(ty), message: Utf16Str::from_raw(msg), eip: 0, hresult: 0, flags: ExceptionFlags::default(), clr_instance_id: 0 };
+                p.on_event(EventInput { pid, tid, time_ns: n, event: &ClrEvent::ExceptionThrown(e), stack });
+                let labels = vec![("exception.type".to_string(), name.clone()), ("exception.message".to_string(), label.to_string())];
+                let e = expected.entry((pid, tid, stack.to_vec(), name, labels)).or_default();
+                *e.0.entry(clrprobe_profile::kinds::EXCEPTIONS).or_default() += 1;
+                e.1 += 1;
+            } else {
+                let heap = heaps[((r >> 24) & 1) as usize];
+                let amount = 100_000 + (r >> 32) % 1000;
+                let t = AllocationTick {
+                    allocation_amount: amount as u32,
+                    kind: heap,
+                    clr_instance_id: Some(0),
+                    allocation_amount64: Some(amount),
+                    type_id: Some(0),
+                    type_name: Some(Utf16Str::from_raw(ty)),
+                    heap_index: Some(0),
+                    address: Some(0),
+                    object_size: Some(24),
+                };
+                p.on_event(EventInput { pid, tid, time_ns: n, event: &ClrEvent::AllocationTick(t), stack });
+                let labels = vec![("heap".to_string(), super::heap(heap).to_string())];
+                *bytes_by_type.entry(name.clone()).or_default() += amount as f64;
+                let e = expected.entry((pid, tid, stack.to_vec(), name, labels)).or_default();
+                *e.0.entry(clrprobe_profile::kinds::ALLOC_BYTES).or_default() += amount as i64;
+                *e.0.entry(clrprobe_profile::kinds::ALLOC_COUNT).or_default() += round_i64(amount as f64 / 24.0);
+                e.1 += 1;
+            }
+        }
+        let mut got = Sums::new();
+        let mut timed: BTreeMap<u32, u64> = BTreeMap::new();
+        for t in &p.timed {
+            *timed.entry(t.sample).or_default() += 1;
+        }
+        for (i, s) in p.pending().iter().enumerate() {
+            let leaf = s.leaf.as_ref().expect("a leaf").name.to_string();
+            let key = (s.pid, s.tid, s.stack.to_vec(), leaf, s.labels.clone());
+            let values: BTreeMap<&str, i64> = s.values.iter().copied().collect();
+            assert!(got.insert(key, (values, timed.get(&(i as u32)).copied().unwrap_or(0))).is_none(), "one sample per identity");
+        }
+        assert_eq!(got, expected);
+        let report: BTreeMap<String, f64> = p.report().allocations.into_iter().map(|(t, b, _)| (t, b)).collect();
+        assert_eq!(report, bytes_by_type);
+    }
 
     #[test]
     fn rounds_as_round_then_as() {

@@ -37,7 +37,8 @@ pub struct EventReport {
 }
 
 impl EventReport {
-    pub(crate) fn build<S>(ex: &Exceptions, waits: &Waits, alloc: &HashMap<String, (f64, f64), S>) -> Self {
+    /// `allocations`: (type, estimated bytes, estimated objects) in any order.
+    pub(crate) fn build(ex: &Exceptions, waits: &Waits, mut allocations: Vec<(String, f64, f64)>) -> Self {
         let mut exceptions: Vec<ExceptionCount> = ex
             .by_type_message
             .iter()
@@ -65,7 +66,6 @@ impl EventReport {
                 max_ms: ms(h.max()),
             }
         };
-        let mut allocations: Vec<(String, f64, f64)> = alloc.iter().map(|(t, (b, n))| (t.clone(), *b, *n)).collect();
         allocations.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         EventReport { exceptions, exceptions_by_type, contention, allocations, gc: Default::default() }
     }

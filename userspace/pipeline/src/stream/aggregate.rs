@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use clr_events::{ClrEvent, RawEvent, decode};
+use clr_events::{ClrEvent, Family, RawEvent, decode_as, providers};
 use rustc_hash::FxHashMap;
 
 use super::{
@@ -167,6 +167,35 @@ pub struct Aggregator {
     pub(crate) times: super::combined::Times,
     /// The pending requests' holds on CPU buckets (`cpu_on_request`).
     pub(crate) cpu_holds: super::cpu_hold::CpuHolds,
+    /// Providers met lately: see [`ProviderCache`].
+    providers: ProviderCache,
+}
+
+/// The providers of the runtime events met lately, by their shared name (a source shares one
+/// `Arc<str>` per provider among its events: compared by address; each held, so no other
+/// name takes its address meanwhile): their decoders' family and whether the name is the
+/// runtime's as spelt (allocation events). Provider names compared per event (twice) were
+/// most of the string compares in an aggregator's profile.
+#[derive(Default)]
+struct ProviderCache {
+    known: Vec<(Arc<str>, Family, bool)>,
+}
+
+impl ProviderCache {
+    /// Names held at most (a source's providers: a few per process).
+    const MAX: usize = 64;
+
+    fn get(&mut self, provider: &Arc<str>) -> (Family, bool) {
+        if let Some(k) = self.known.iter().find(|k| Arc::ptr_eq(&k.0, provider)) {
+            return (k.1, k.2);
+        }
+        if self.known.len() >= Self::MAX {
+            self.known.clear();
+        }
+        let k = (Family::of(provider), **provider == *providers::RUNTIME);
+        self.known.push((Arc::clone(provider), k.0, k.1));
+        k
+    }
 }
 
 impl Aggregator {
@@ -184,6 +213,7 @@ impl Aggregator {
             samples_end_ns: None,
             times: Default::default(),
             cpu_holds: Default::default(),
+            providers: ProviderCache::default(),
         }
     }
 
@@ -493,8 +523,9 @@ impl Aggregator {
     fn clr(&mut self, c: &ClrRecord) {
         self.advance(c.time_ns);
         let Some(p) = self.procs.get_mut(&c.pid) else { return };
+        let (family, runtime) = self.providers.get(&c.provider);
         let raw = RawEvent { provider: &c.provider, event_id: c.event_id, version: c.version, payload: &c.payload, pointer_size: c.pointer_size };
-        let ev = match decode(&raw) {
+        let ev = match decode_as(family, &raw) {
             Ok(ClrEvent::Unknown) => return,
             Ok(e) => e,
             Err(_) => {
@@ -505,7 +536,7 @@ impl Aggregator {
         };
         // Allocation events may come from a second session (slices), whose stream runs apart
         // from the first's: they say nothing of which GC events of their thread arrived.
-        if !crate::stream::allocation(&c.provider, c.event_id) {
+        if !(runtime && super::wanted::allocation_id(c.event_id)) {
             let last = p.thread_events_ns.entry(c.tid).or_insert(0);
             *last = (*last).max(c.time_ns);
         }

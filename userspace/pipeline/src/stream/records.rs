@@ -54,6 +54,11 @@ impl Payload {
         Some(Payload { buf: Arc::clone(buf), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
     }
 
+    /// The capacity of the buffer this payload is a range of.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+
     /// The buffer this payload is a range of, when this is its last owner (the other records
     /// that shared it dropped): to be filled again.
     pub fn into_buffer(self) -> Option<Vec<u8>> {

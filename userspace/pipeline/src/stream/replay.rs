@@ -212,28 +212,34 @@ impl Replay {
 
     /// Feeds every saved record and event to `agg`; `side` sees the items that are not
     /// records (maps, perf maps, files, kernel symbols: the symbolizer's inputs) in order.
-    pub fn run(mut self, agg: &mut Aggregator, side: &mut dyn FnMut(&RawItem)) -> Result<ReplayStats, ReplayError> {
+    pub fn run(self, agg: &mut Aggregator, side: &mut dyn FnMut(&RawItem)) -> Result<ReplayStats, ReplayError> {
+        self.run_into(&mut |r| agg.absorb(r), side)
+    }
+
+    /// [`Replay::run`] handing each record to `absorb` (a benchmark keeps them, to absorb
+    /// them again and again).
+    pub fn run_into(mut self, absorb: &mut dyn FnMut(Record), side: &mut dyn FnMut(&RawItem)) -> Result<ReplayStats, ReplayError> {
         while let Some(item) = self.reader.next_item()? {
             self.stats.items += 1;
             match item {
                 RawItem::Record(r) => {
                     match &r {
-                        Record::Tick { time_ns } | Record::Exited { time_ns, .. } => self.events_until(*time_ns, agg),
+                        Record::Tick { time_ns } | Record::Exited { time_ns, .. } => self.events_until(*time_ns, absorb),
                         _ => {}
                     }
                     self.stats.records += 1;
-                    agg.absorb(r);
+                    absorb(r);
                 }
                 RawItem::Session { pid, file } => self.open_session(pid, file)?,
                 RawItem::End { .. } => self.stats.complete = true,
                 other => side(&other),
             }
         }
-        self.events_until(u64::MAX, agg);
+        self.events_until(u64::MAX, absorb);
         for s in &self.sessions {
             let st = s.stream.stats();
             if st.dropped_events > 0 {
-                agg.absorb(Record::Lost { pid: Some(s.stream.pid()), source: "eventpipe", count: st.dropped_events });
+                absorb(Record::Lost { pid: Some(s.stream.pid()), source: "eventpipe", count: st.dropped_events });
             }
             if let Some(e) = &s.error {
                 self.stats.warnings.push(format!("{}: {e} (the events before it are replayed)", s.file));
@@ -262,7 +268,7 @@ impl Replay {
     }
 
     /// Absorbs the events of every stream up to `t`, oldest first (ties: first stream first).
-    fn events_until(&mut self, t: u64, agg: &mut Aggregator) {
+    fn events_until(&mut self, t: u64, absorb: &mut dyn FnMut(Record)) {
         loop {
             let Some(i) = (0..self.sessions.len())
                 .filter(|&i| self.sessions[i].next.as_ref().is_some_and(|e| e.time_ns <= t))
@@ -274,7 +280,7 @@ impl Replay {
             let ev = s.next.take().expect("checked");
             s.advance();
             self.stats.events += 1;
-            agg.absorb(Record::Clr(ev));
+            absorb(Record::Clr(ev));
         }
     }
 }

@@ -36,7 +36,12 @@ pub fn wanted(provider: &str, event_id: u16) -> bool {
 
 /// Is this an allocation event (what an allocation-only session keeps)?
 pub fn allocation(provider: &str, event_id: u16) -> bool {
-    provider == providers::RUNTIME && matches!(event_id, runtime::GC_ALLOCATION_TICK | runtime::ALLOCATION_SAMPLED)
+    provider == providers::RUNTIME && allocation_id(event_id)
+}
+
+/// Is this id an allocation event's, of the runtime's provider?
+pub(crate) fn allocation_id(event_id: u16) -> bool {
+    matches!(event_id, runtime::GC_ALLOCATION_TICK | runtime::ALLOCATION_SAMPLED)
 }
 
 #[cfg(test)]

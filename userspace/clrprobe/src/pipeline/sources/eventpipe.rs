@@ -184,17 +184,19 @@ fn taken(n: usize) {
     let _ = IN_FLIGHT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(v.saturating_sub(n)));
 }
 
-/// Batches the aggregator is done with, emptied, and their payload buffers (when it dropped
-/// the last record sharing one), for the readers to fill again: a batch's vector and buffer
-/// were allocated on a reader's thread and freed on the aggregator's, whose frees into the
-/// reader's arena (under its lock, chunks consolidated) were a sixth of the readers' CPU.
+/// Batches the aggregator is done with (their records still in them, see [`recycle`]) and
+/// payload buffers no record shares any more, for the readers to fill again: a batch's vector
+/// and buffer were allocated on a reader's thread and freed on the aggregator's, whose frees
+/// into the reader's arena (under its lock, chunks consolidated) were a sixth of the readers'
+/// CPU.
 struct Spent {
     batches: (Sender<Vec<ClrRecord>>, Receiver<Vec<ClrRecord>>),
     buffers: (Sender<Vec<u8>>, Receiver<Vec<u8>>),
 }
 
 /// Batches and buffers waiting to be reused, at most (the memory they hold stays bounded:
-/// [`SPENT_BUFFER_MAX`] bytes each at most, 512 records' room for a batch).
+/// [`SPENT_BUFFER_MAX`] bytes a buffer at most, a batch's records sharing one, 512 records'
+/// room for a batch).
 const SPENT_KEPT: usize = 4;
 /// A larger buffer (a burst's) is freed, not kept.
 const SPENT_BUFFER_MAX: usize = 32 * 1024;
@@ -204,21 +206,31 @@ fn spent() -> &'static Spent {
     SPENT.get_or_init(|| Spent { batches: crossbeam_channel::bounded(SPENT_KEPT), buffers: crossbeam_channel::bounded(SPENT_KEPT) })
 }
 
-/// The aggregator is done with `batch` (absorbed): its vector, and the payload buffer its
-/// records shared when they were its last owners, go back to the readers (or are freed when
-/// enough wait already).
+/// The aggregator is done with `batch` (absorbed): it goes back to the readers with its
+/// records, which the reader taking it drops (the counts of their shared provider name,
+/// stacks and payload buffer were raised on a reader's thread: lowered on the aggregator's,
+/// each record's three counts moved between the two cores). When enough wait already, or the vector is not a batch's size, it is
+/// emptied here and its payload buffer goes back on its own (see [`empty`]).
 pub fn recycle(mut batch: Vec<ClrRecord>) {
-    let payload = batch.first().map(|r| r.payload.clone());
-    batch.clear();
     let s = spent();
-    if let Some(buf) = payload.and_then(|p| p.into_buffer())
-        && buf.capacity() <= SPENT_BUFFER_MAX
-    {
+    let reusable = batch.capacity() >= BATCH && batch.capacity() <= 2 * BATCH;
+    if reusable && batch.first().is_none_or(|r| r.payload.buffer_capacity() <= SPENT_BUFFER_MAX) {
+        match s.batches.0.try_send(batch) {
+            Ok(()) => return,
+            Err(e) => batch = e.into_inner(),
+        }
+    }
+    if let Some(buf) = empty(&mut batch) {
         let _ = s.buffers.0.try_send(buf);
     }
-    if batch.capacity() >= BATCH && batch.capacity() <= 2 * BATCH {
-        let _ = s.batches.0.try_send(batch);
-    }
+}
+
+/// Drops `batch`'s records; their payload buffer when they were its last owners (and it is
+/// not a burst's).
+fn empty(batch: &mut Vec<ClrRecord>) -> Option<Vec<u8>> {
+    let payload = batch.first().map(|r| r.payload.clone());
+    batch.clear();
+    payload.and_then(|p| p.into_buffer()).filter(|b| b.capacity() <= SPENT_BUFFER_MAX)
 }
 
 /// The aggregator took `r` off the channel.
@@ -252,7 +264,21 @@ fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<
     let mut batch = Vec::new();
     'read: loop {
         if batch.capacity() == 0 {
-            batch = spent().batches.1.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            batch = match spent().batches.1.try_recv() {
+                // A batch the aggregator absorbed: its records dropped here, its payload buffer
+                // filled again.
+                Ok(mut b) => {
+                    if let Some(buf) = empty(&mut b) {
+                        if stream.wants_buffer() {
+                            stream.reuse_buffer(buf);
+                        } else {
+                            let _ = spent().buffers.0.try_send(buf);
+                        }
+                    }
+                    b
+                }
+                Err(_) => Vec::with_capacity(BATCH),
+            };
         }
         if stream.wants_buffer()
             && let Ok(buf) = spent().buffers.1.try_recv()
