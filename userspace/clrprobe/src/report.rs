@@ -177,10 +177,11 @@ pub fn build(p: &Profile, top: usize) -> Result<Report, ProfileError> {
         }
     }
     let mut exceptions: Vec<(String, String, i64)> = exceptions.into_iter().map(|((t, m), c)| (t, m, c)).collect();
-    exceptions.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+    // Ties in type and count by message: the same files give the same text (a hash map's order varied).
+    exceptions.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
     let mut contended_sites: Vec<ContendedSite> =
         sites.into_iter().map(|((site, owner), (wait_ns, waits))| ContendedSite { site, owner, wait_ns, waits }).collect();
-    contended_sites.sort_by_key(|s| std::cmp::Reverse(s.wait_ns));
+    contended_sites.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(b.waits.cmp(&a.waits)).then_with(|| (&a.site, &a.owner).cmp(&(&b.site, &b.owner))));
     let events = p
         .comments()
         .iter()
