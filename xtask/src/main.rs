@@ -125,8 +125,8 @@ enum Cmd {
         /// Only the CPU per 1k events (three busy processes), not the memory runs.
         #[arg(long)]
         cpu_only: bool,
-        /// CPU sampling frequency of the recordings (`-F 1`: the cost that does not grow with
-        /// samples).
+        /// CPU sampling frequency of the three-process CPU run (`-F 1`: the cost that does not
+        /// grow with samples); the memory runs stay at 99 Hz, as one-collect's figure is.
         #[arg(long, default_value_t = 99)]
         freq: u64,
     },
