@@ -209,6 +209,20 @@ fn user_address(addr: u64) -> bool {
     (4096..1 << 56).contains(&addr)
 }
 
+/// Could a mapping made since `maps` were read hold `addr`? New mappings go into the gaps
+/// between the lowest mapping (the executable, or the first library) and the highest (the
+/// stack): below or above every mapping there is nothing to find by reading the maps again.
+/// A scanned stack's words that are not return addresses are mostly small numbers, below the
+/// lowest mapping: each new one re-read /proc/PID/maps (at most every MAPS_REFRESH), a tenth
+/// of the host source's CPU with three busy processes.
+fn may_be_mapped_later(maps: &Maps, addr: u64) -> bool {
+    match (maps.mappings.first(), maps.mappings.last()) {
+        (Some(lo), Some(hi)) => lo.start <= addr && addr < hi.end,
+        // Never read (or nothing there): a reading is what finds out.
+        _ => true,
+    }
+}
+
 /// The (device, inode) of a process's executable.
 fn exe_identity(pid: u32) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -497,7 +511,7 @@ impl Unwinder {
         }
         let known = p.maps.find(addr).is_some();
         let stale = p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH);
-        if !known && stale && user_address(addr) {
+        if !known && stale && user_address(addr) && may_be_mapped_later(&p.maps, addr) {
             self.refresh(pid);
         }
         let p = self.proc(pid);
@@ -665,7 +679,7 @@ impl Unwinder {
             Some(m) => m.executable,
             None => {
                 // Not mapped as far as we know: maybe new JIT code; one re-read at most.
-                if user_address(v) && p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH) {
+                if user_address(v) && may_be_mapped_later(&p.maps, v) && p.maps_read.is_none_or(|t| t.elapsed() >= MAPS_REFRESH) {
                     self.refresh(pid);
                 }
                 self.proc(pid).maps.find(v).is_some_and(|m| m.executable)
@@ -680,6 +694,26 @@ impl Unwinder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_addresses_between_the_lowest_and_highest_mapping_can_be_mapped_later() {
+        let maps = Maps::parse(
+            "55d0c0a00000-55d0c0a10000 r-xp 00000000 08:01 100 /usr/bin/dotnet\n\
+             7f0000000000-7f0000100000 r-xp 00000000 08:01 200 /usr/lib/libcoreclr.so\n\
+             7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n",
+        )
+        .expect("maps");
+        // A count on a scanned stack, and a value past the stack: no reading can map them.
+        assert!(!may_be_mapped_later(&maps, 100_000));
+        assert!(!may_be_mapped_later(&maps, 0x55d0_c09f_ffff));
+        assert!(!may_be_mapped_later(&maps, 0x7ffd_0002_1000));
+        // In a gap (new JIT code, a library loaded since), or in a mapping.
+        assert!(may_be_mapped_later(&maps, 0x7e00_0000_0000));
+        assert!(may_be_mapped_later(&maps, 0x55d0_c0a0_0000));
+        assert!(may_be_mapped_later(&maps, 0x7ffd_0002_0fff));
+        // Maps not read yet: reading them is how to know.
+        assert!(may_be_mapped_later(&Maps::default(), 100_000));
+    }
 
     #[test]
     fn memo_tables_stay_within_their_cap() {

@@ -240,6 +240,13 @@ pub fn received(r: &Record) {
     }
 }
 
+/// The reader loop over any byte stream (`cargo bench -p clrprobe --bench reader_loop`: a
+/// saved stream read as a live session's is, its batches sent to `tx`).
+#[doc(hidden)]
+pub fn read_stream(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>) {
+    read(pid, stream, tx, None, None);
+}
+
 fn read(pid: u32, stream: impl std::io::Read, tx: &Sender<Record>, keep: Option<fn(&str, u16) -> bool>, mut net: Option<NetTap>) {
     let mut stream = match ClrStream::new(pid, stream) {
         Ok(s) => match keep {

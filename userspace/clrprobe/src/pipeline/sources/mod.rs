@@ -7,6 +7,6 @@ mod no_cpu;
 mod proc_stat;
 
 pub use cxa::CxaReport;
-pub use eventpipe::{EventPipeSource, NetTap, received, recycle};
+pub use eventpipe::{EventPipeSource, NetTap, read_stream, received, recycle};
 pub use host::{AllocDuty, HostConfig, HostReport, HostSource, RecordingMode, SessionSpecs, SourceError, dotnet_session_specs, late_line, spawn};
 pub use proc_stat::{container_id, monotonic_ns, ppid};
