@@ -107,6 +107,10 @@ pub trait ByteInput {
     /// No event refers to the arena any more; `trim`: cut the buffers back (see
     /// [`super::keep`]).
     fn clear_arena(&mut self, trim: bool);
+
+    /// Events still refer to the arena: cut the buffers back to what they hold at least (see
+    /// [`super::keep`]).
+    fn trim(&mut self) {}
 }
 
 /// The buffer for headers and small blocks. Event block bodies are read past it straight into
@@ -215,6 +219,7 @@ impl<R: Read> ByteInput for Stream<R> {
     }
 
     fn drop_front(&mut self, n: usize) {
+        self.payloads_peak.see(self.payloads.len());
         self.payloads.drain(..n.min(self.payloads.len()));
     }
 
@@ -225,6 +230,11 @@ impl<R: Read> ByteInput for Stream<R> {
             self.payloads_peak.trim(&mut self.payloads);
             self.block_peak.trim(&mut self.block);
         }
+    }
+
+    fn trim(&mut self) {
+        self.payloads_peak.trim(&mut self.payloads);
+        self.block_peak.trim(&mut self.block);
     }
 }
 

@@ -202,7 +202,13 @@ impl<R: Source> NetTraceReader<R> {
         // Events handed out are counted a batch at a time (not per event).
         d.stats.events += d.region.out_pos as u64;
         match d.region.recycle() {
-            Recycled::Front(n) => self.input.drop_front(n),
+            Recycled::Front(n, trimmed) => {
+                self.input.drop_front(n);
+                if trimmed {
+                    d.stacks.trim();
+                    self.input.trim();
+                }
+            }
             Recycled::All { trimmed } => {
                 if trimmed {
                     // The other buffers a burst may have grown, with the region's.
