@@ -59,8 +59,59 @@ pub struct AllocationTick<'a> {
     pub object_size: Option<u64>,
 }
 
+/// `N` bytes of `b` at `at`, if there are.
+#[inline]
+fn le_at<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// A `win:Pointer` of `size` bytes (4 or 8) at `at`, widened.
+#[inline]
+fn pointer_at(b: &[u8], at: usize, size: usize) -> Option<u64> {
+    if size == 4 {
+        le_at(b, at).map(|a| u64::from(u32::from_le_bytes(a)))
+    } else {
+        le_at(b, at).map(u64::from_le_bytes)
+    }
+}
+
 impl<'a> AllocationTick<'a> {
     pub fn decode(payload: &'a [u8], version: u8, pointer_size: u8) -> Result<Self, DecodeError> {
+        match Self::decode_whole(payload, version, pointer_size) {
+            Some(t) => Ok(t),
+            None => Self::decode_fields(payload, version, pointer_size),
+        }
+    }
+
+    /// V2 and later with every field of the version present, read at their offsets: the
+    /// runtimes of today send nothing else (the field-by-field cursor was half of an
+    /// allocation event's decoding). None otherwise: [`AllocationTick::decode_fields`] reads
+    /// it and says what is wrong.
+    #[inline]
+    fn decode_whole(payload: &'a [u8], version: u8, pointer_size: u8) -> Option<Self> {
+        let p = usize::from(pointer_size);
+        if version < 2 || (p != 4 && p != 8) {
+            return None;
+        }
+        let name_at = 18 + p;
+        let mut c = Cursor::new(payload.get(name_at..)?, pointer_size, "GCAllocationTick").ok()?;
+        let type_name = c.utf16z("TypeName").ok()?;
+        let tail = name_at + c.position();
+        Some(AllocationTick {
+            allocation_amount: u32::from_le_bytes(le_at(payload, 0)?),
+            kind: HeapKind::from_allocation_kind(u32::from_le_bytes(le_at(payload, 4)?)),
+            clr_instance_id: Some(u16::from_le_bytes(le_at(payload, 8)?)),
+            allocation_amount64: Some(u64::from_le_bytes(le_at(payload, 10)?)),
+            type_id: Some(pointer_at(payload, 18, p)?),
+            type_name: Some(type_name),
+            heap_index: Some(u32::from_le_bytes(le_at(payload, tail)?)),
+            address: if version >= 3 { Some(pointer_at(payload, tail + 4, p)?) } else { None },
+            object_size: if version >= 4 { Some(u64::from_le_bytes(le_at(payload, tail + 4 + p)?)) } else { None },
+        })
+    }
+
+    /// Field by field, any version (a short payload: which field ran out).
+    fn decode_fields(payload: &'a [u8], version: u8, pointer_size: u8) -> Result<Self, DecodeError> {
         let name = match version {
             0 => "GCAllocationTick",
             1 => "GCAllocationTick_V1",
@@ -156,5 +207,68 @@ impl SampledObjectAllocation {
             total_size_for_type_sample: c.u64("TotalSizeForTypeSample")?,
             clr_instance_id: c.u16("ClrInstanceID")?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A V`version` payload with `pointer_size`-byte pointers and a type name of `units`
+    /// UTF-16 units.
+    fn payload(version: u8, pointer_size: u8, units: usize) -> Vec<u8> {
+        let p = usize::from(pointer_size);
+        let mut b = Vec::new();
+        b.extend(100_123u32.to_le_bytes());
+        b.extend(1u32.to_le_bytes());
+        if version >= 1 {
+            b.extend(7u16.to_le_bytes());
+        }
+        if version >= 2 {
+            b.extend(0x1_0000_0001u64.to_le_bytes());
+            b.extend(&0x0807_0605_0403_0201u64.to_le_bytes()[..p]);
+            for i in 0..units {
+                b.extend((0x41 + (i % 26) as u16).to_le_bytes());
+            }
+            b.extend([0, 0]);
+            b.extend(3u32.to_le_bytes());
+        }
+        if version >= 3 {
+            b.extend(&0x1112_1314_1516_1718u64.to_le_bytes()[..p]);
+        }
+        if version >= 4 {
+            b.extend(24u64.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn read_in_place_as_field_by_field() {
+        for version in 0..=5 {
+            for pointer_size in [4, 8, 2] {
+                for units in [0, 1, 17, 40] {
+                    let whole = payload(version, pointer_size, units);
+                    // Every length up to the whole and past it; odd bytes in the name's place too.
+                    for len in 0..=whole.len() + 3 {
+                        let mut b = whole.clone();
+                        b.resize(len, 0xff);
+                        let fast = AllocationTick::decode(&b, version, pointer_size);
+                        let slow = AllocationTick::decode_fields(&b, version, pointer_size);
+                        assert_eq!(fast, slow, "v{version} p{pointer_size} units {units} len {len}");
+                        if len == whole.len() && pointer_size != 2 {
+                            let t = fast.expect("a whole payload");
+                            assert_eq!(t.amount(), if version >= 2 { 0x1_0000_0001 } else { 100_123 });
+                            assert_eq!(t.kind, HeapKind::Loh);
+                            assert_eq!(t.type_name.map(|n| n.len_units()), (version >= 2).then_some(units));
+                            assert_eq!(t.object_size, (version >= 4).then_some(24));
+                            assert_eq!(t.address.is_some(), version >= 3);
+                        }
+                    }
+                }
+            }
+        }
+        // Only V2 and later with every field are read in place.
+        assert!(AllocationTick::decode_whole(&payload(1, 8, 0), 1, 8).is_none());
+        assert!(AllocationTick::decode_whole(&payload(4, 8, 3), 4, 8).is_some());
     }
 }

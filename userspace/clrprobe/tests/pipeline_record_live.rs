@@ -133,3 +133,27 @@ fn record_on_the_pipeline_follows_a_dotnet_child_of_the_named_process() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn record_on_the_pipeline_shows_its_progress_each_second() {
+    require_root();
+    // The status line each second is the aggregator's answer to the recording's progress
+    // query (waited for 200 ms at most): none printed when the answers do not come in time.
+    // (A debug build's aggregator, naming the first samples' code, may miss the first ones.)
+    let mut w = Workload::new("Cpu", Runtime::Net8).arg(20.0).start().unwrap();
+    let dir = out_dir("pipeline", "progress");
+    let prefix = dir.join("pipe");
+    let out = clrprobe().args(["record", "-p", &w.pid.to_string(), "-d", "6s", "--format", "pprof", "-o"]).arg(&prefix).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // "\rclrprobe:   2.0 s  150 samples  0 lost  100.0% of managed frames named   "
+    let samples: Vec<u64> = err
+        .split('\r')
+        .filter_map(|l| l.split("samples").next()?.strip_prefix("clrprobe: ")?.split_whitespace().nth(2)?.parse().ok())
+        .collect();
+    eprintln!("status samples {samples:?}");
+    assert!(samples.len() >= 3, "a status line each second of 6: {err}");
+    assert!(samples.windows(2).all(|p| p[0] <= p[1]) && samples.last() > Some(&0), "samples counted as they come: {samples:?}");
+    let _ = w.kill();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

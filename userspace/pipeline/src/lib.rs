@@ -15,6 +15,7 @@ pub mod http;
 mod profiles;
 mod report;
 mod threads;
+mod timed;
 pub mod stream;
 
 pub use gc::{GcRecord, GcTimeline, pause_mode_name};

@@ -15,6 +15,7 @@ use crate::{
     exceptions::Exceptions,
     report::EventReport,
     threads::ThreadTable,
+    timed::{TimedEvent, TimedEvents},
 };
 
 /// Which event kinds to turn into samples.
@@ -143,8 +144,9 @@ impl AllocMemo {
 }
 
 /// A recent throw's sample, by its events' identity as they come: pid, tid, the type's and
-/// the message's UTF-16 bytes (undecoded), and the stack (the sample's own, compared); with the
-/// type and message label its first event gave. Direct-mapped by a hash of the identity.
+/// the message's UTF-16 bytes (undecoded), and the stack (the sample's own, compared); with
+/// where its first event was counted (type, message label as decoded then, site: the stack's
+/// leaf). Direct-mapped by a hash of the identity.
 #[derive(Debug, Default)]
 struct ThrowMemo {
     pid: u32,
@@ -152,8 +154,7 @@ struct ThrowMemo {
     raw_type: Vec<u8>,
     raw_message: Vec<u8>,
     sample: u32,
-    ty: String,
-    label: String,
+    counted: crate::exceptions::Counted,
 }
 
 impl ThrowMemo {
@@ -167,19 +168,9 @@ impl ThrowMemo {
 /// Most events a sample gets at most: an allocation's two values, a wait's two.
 const MAX_VALUES: usize = 2;
 
-/// Most event samples kept one by one with their time (48 bytes each); past it, the
+/// Most event samples kept one by one with their time (32 bytes each); past it, the
 /// profile's event kinds stay aggregated without times.
 pub const MAX_TIMED_EVENTS: usize = 1 << 18;
-
-/// One event's share of a pending sample, with its time: `values` are (index into the
-/// sample's `values`, amount); an index of `u8::MAX` is unused.
-#[derive(Debug, Clone, Copy)]
-struct TimedEvent {
-    sample: u32,
-    /// Source clock (allocation, exception: the event; contention: the wait's start).
-    time_ns: u64,
-    values: [(u8, i64); 2],
-}
 
 /// Collects event samples of one or more processes.
 #[derive(Debug)]
@@ -191,7 +182,7 @@ pub struct EventProfiles {
     index: HashMap<u64, u32, IdentityHasher>,
     chain: Vec<u32>,
     /// Every event sample with its time, while there is room (`max_timed`).
-    timed: Vec<TimedEvent>,
+    timed: TimedEvents,
     max_timed: usize,
     timed_overflow: bool,
     pub threads: ThreadTable,
@@ -234,7 +225,7 @@ impl EventProfiles {
             samples: Vec::new(),
             index: HashMap::default(),
             chain: Vec::new(),
-            timed: Vec::new(),
+            timed: TimedEvents::default(),
             max_timed: MAX_TIMED_EVENTS,
             timed_overflow: false,
             threads: ThreadTable::default(),
@@ -258,11 +249,11 @@ impl EventProfiles {
         self.kinds
     }
 
-    /// Keeps no event times (an always-on consumer that only aggregates: 48 bytes per event
+    /// Keeps no event times (an always-on consumer that only aggregates: 32 bytes per event
     /// otherwise, up to [`MAX_TIMED_EVENTS`] per process).
     pub fn without_times(mut self) -> Self {
         self.max_timed = 0;
-        self.timed = Vec::new();
+        self.timed = TimedEvents::default();
         self
     }
 
@@ -329,27 +320,23 @@ impl EventProfiles {
             && self.samples.get(m.sample as usize).is_some_and(|s| *s.stack == *ev.stack)
         {
             let sample = m.sample as usize;
-            self.exceptions.count(&m.ty, &m.label, ev.stack.first().copied());
+            self.exceptions.count_again(m.counted);
             self.add_to(sample, ev.time_ns, &values);
             return;
         }
         let (mut names, mut messages) = (std::mem::take(&mut self.type_names), std::mem::take(&mut self.messages));
         let (ty, msg) = (names.get(raw_type), messages.get(raw_message));
         let label = self.exceptions.message_label(ty, msg);
-        self.exceptions.count(ty, label, ev.stack.first().copied());
+        let counted = self.exceptions.count(ty, label, ev.stack.first().copied());
         let sample = self.add(ev, Some(ty), &values, &[("exception.type", ty), ("exception.message", label)]);
         if self.throw_memo.is_empty() {
             self.throw_memo.resize_with(ThrowMemo::SLOTS, || None);
         }
         let m = self.throw_memo[slot].get_or_insert_with(ThrowMemo::default);
-        (m.pid, m.tid, m.sample) = (ev.pid, ev.tid, sample as u32);
+        (m.pid, m.tid, m.sample, m.counted) = (ev.pid, ev.tid, sample as u32, counted);
         for (to, from) in [(&mut m.raw_type, ty_bytes), (&mut m.raw_message, msg_bytes)] {
             to.clear();
             to.extend_from_slice(from);
-        }
-        for (to, from) in [(&mut m.ty, ty), (&mut m.label, label)] {
-            to.clear();
-            to.push_str(from);
         }
         (self.type_names, self.messages) = (names, messages);
     }
@@ -431,7 +418,7 @@ impl EventProfiles {
     fn add(&mut self, ev: EventInput<'_, '_>, leaf: Option<&str>, values: &[(&'static str, i64)], labels: &[(&'static str, &str)]) -> usize {
         debug_assert!(values.len() <= MAX_VALUES);
         let hash = identity_hash(ev.pid, ev.tid, ev.stack, leaf, labels);
-        let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, values: [(u8::MAX, 0); MAX_VALUES] };
+        let mut timed = TimedEvent { sample: 0, time_ns: ev.time_ns, amounts: [0; MAX_VALUES], slots: [u8::MAX; MAX_VALUES] };
         let i = match self.find(hash, &ev, leaf, labels) {
             Some(i) => {
                 self.add_to(i, ev.time_ns, values);
@@ -439,7 +426,7 @@ impl EventProfiles {
             }
             None => {
                 for (slot, (_, v)) in values.iter().enumerate().take(MAX_VALUES) {
-                    timed.values[slot] = (slot as u8, *v);
+                    (timed.slots[slot], timed.amounts[slot]) = (slot as u8, *v);
                 }
                 let i = self.samples.len();
                 let next = self.index.insert(hash, i as u32).unwrap_or(u32::MAX);
@@ -461,10 +448,14 @@ impl EventProfiles {
 
     /// Adds one event at `time_ns` to sample `i`.
     fn add_to(&mut self, i: usize, time_ns: u64, values: &[(&'static str, i64)]) {
-        let mut timed = TimedEvent { sample: 0, time_ns, values: [(u8::MAX, 0); MAX_VALUES] };
+        let mut timed = TimedEvent { sample: 0, time_ns, amounts: [0; MAX_VALUES], slots: [u8::MAX; MAX_VALUES] };
         let s = &mut self.samples[i];
         for (slot, &(k, v)) in values.iter().enumerate() {
-            let pos = match s.values.iter().position(|(kk, _)| same_str(kk, k)) {
+            // The sample's values were made in this order (their names are distinct): the
+            // same constant at the same place needs no search (the search compared the bytes
+            // of "alloc-bytes" with those of "alloc-count" at every allocation event).
+            let here = s.values.get(slot).is_some_and(|(kk, _)| std::ptr::eq(*kk, k));
+            let pos = match if here { Some(slot) } else { s.values.iter().position(|(kk, _)| same_str(kk, k)) } {
                 Some(p) => {
                     s.values[p].1 += v;
                     p
@@ -474,8 +465,8 @@ impl EventProfiles {
                     s.values.len() - 1
                 }
             };
-            if let Some(t) = timed.values.get_mut(slot) {
-                *t = (pos as u8, v);
+            if slot < MAX_VALUES {
+                (timed.slots[slot], timed.amounts[slot]) = (pos as u8, v);
             }
         }
         self.push_timed(i, timed);
@@ -564,11 +555,11 @@ impl EventProfiles {
         }
         let Some((start, origin)) = at else { return Ok(()) };
         let mut values = vec![0i64; columns.len()];
-        for t in &self.timed {
+        for t in self.timed.iter() {
             let s = &self.samples[t.sample as usize];
             let (stack, labels) = interned[t.sample as usize];
             values.iter_mut().for_each(|v| *v = 0);
-            for &(pos, v) in &t.values {
+            for (&pos, &v) in t.slots.iter().zip(&t.amounts) {
                 if let Some(i) = s.values.get(usize::from(pos)).and_then(|(k, _)| column(k)) {
                     values[i] += v;
                 }
@@ -704,7 +695,7 @@ mod tests {
         }
         let mut got = Sums::new();
         let mut timed: BTreeMap<u32, u64> = BTreeMap::new();
-        for t in &p.timed {
+        for t in p.timed.iter() {
             *timed.entry(t.sample).or_default() += 1;
         }
         for (i, s) in p.pending().iter().enumerate() {

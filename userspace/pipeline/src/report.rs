@@ -39,11 +39,8 @@ pub struct EventReport {
 impl EventReport {
     /// `allocations`: (type, estimated bytes, estimated objects) in any order.
     pub(crate) fn build(ex: &Exceptions, waits: &Waits, mut allocations: Vec<(String, f64, f64)>) -> Self {
-        let mut exceptions: Vec<ExceptionCount> = ex
-            .by_type_message
-            .iter()
-            .flat_map(|(t, ms)| ms.iter().map(move |(m, &c)| ExceptionCount { exception_type: t.clone(), message: m.clone(), count: c }))
-            .collect();
+        let mut exceptions: Vec<ExceptionCount> =
+            ex.by_type_message().map(|(t, m, c)| ExceptionCount { exception_type: t.to_owned(), message: m.to_owned(), count: c }).collect();
         // Messages break ties (the counts come from a hash map: equal counts came out in its order).
         exceptions.sort_by(|a, b| b.count.cmp(&a.count).then(a.exception_type.cmp(&b.exception_type)).then(a.message.cmp(&b.message)));
         let mut by_type: HashMap<&str, u64> = HashMap::new();

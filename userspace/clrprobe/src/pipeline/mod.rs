@@ -6,6 +6,7 @@
 pub mod aggregate;
 pub mod fold;
 pub mod recorder;
+pub mod reply;
 pub mod sinks;
 pub mod sources;
 pub mod stop;

@@ -430,16 +430,9 @@ const UNHURRIED_SYMBOLIZE: Duration = Duration::from_secs(30);
 
 /// Sends the query `make(reply)` and waits for the answer until `timeout`.
 fn ask<T>(q: &Sender<Query>, make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Query, timeout: Duration) -> Option<T> {
-    let (reply, mut rx) = tokio::sync::oneshot::channel();
+    let (reply, rx) = tokio::sync::oneshot::channel();
     q.send(make(reply)).ok()?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        match rx.try_recv() {
-            Ok(v) => return Some(v),
-            Err(tokio::sync::oneshot::error::TryRecvError::Empty) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => return None,
-        }
-    }
+    super::reply::wait(rx, Instant::now() + timeout)
 }
 
 /// Has the thread ended (the aggregator: its sources gone, no query left)? Waits a moment.

@@ -168,15 +168,7 @@ impl Watch {
     fn window(&self) -> Option<Window> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.queries.as_ref()?.send(Query::Top { after_ns: self.last_start_ns, reply }).ok()?;
-        let deadline = Instant::now() + ANSWER_DEADLINE;
-        let mut rx = rx;
-        loop {
-            match rx.try_recv() {
-                Ok(w) => return Some(w),
-                Err(tokio::sync::oneshot::error::TryRecvError::Empty) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-                Err(_) => return None,
-            }
-        }
+        crate::pipeline::reply::wait(rx, Instant::now() + ANSWER_DEADLINE)
     }
 
     /// Takes the sources' new warnings (bounded).
