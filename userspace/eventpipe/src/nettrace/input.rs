@@ -104,11 +104,10 @@ pub trait ByteInput {
     /// No event refers to the arena's first `n` bytes any more.
     fn drop_front(&mut self, n: usize);
 
-    /// No event refers to the arena any more; `trim`: cut the buffers back (see
-    /// [`super::keep`]).
-    fn clear_arena(&mut self, trim: bool);
+    /// No event refers to the arena any more.
+    fn clear_arena(&mut self);
 
-    /// Events still refer to the arena: cut the buffers back to what they hold at least (see
+    /// Cuts the buffers back to the most they held lately, at least what they hold (see
     /// [`super::keep`]).
     fn trim(&mut self) {}
 }
@@ -223,13 +222,9 @@ impl<R: Read> ByteInput for Stream<R> {
         self.payloads.drain(..n.min(self.payloads.len()));
     }
 
-    fn clear_arena(&mut self, trim: bool) {
+    fn clear_arena(&mut self) {
         self.payloads_peak.see(self.payloads.len());
         self.payloads.clear();
-        if trim {
-            self.payloads_peak.trim(&mut self.payloads);
-            self.block_peak.trim(&mut self.block);
-        }
     }
 
     fn trim(&mut self) {
@@ -318,7 +313,7 @@ impl<B: AsRef<[u8]>> ByteInput for Slice<B> {
         self.base = (self.base + n).min(self.pos);
     }
 
-    fn clear_arena(&mut self, _trim: bool) {
+    fn clear_arena(&mut self) {
         self.fresh = true;
     }
 }

@@ -9,7 +9,7 @@ use super::event::EventRef;
 use super::event_header::{self, EventHeader};
 use super::input::{ByteInput, Fill, Source};
 use super::metadata::{self, EventMetadata, MetadataTable};
-use super::region::{Pending, Recycled, Region};
+use super::region::{Freed, Pending, Region};
 use super::sequence::SequenceTracker;
 use super::stacks::StackTable;
 use super::trace_info::{FormatVersion, SyncTimeUtc, TraceInfo};
@@ -201,21 +201,15 @@ impl<R: Source> NetTraceReader<R> {
         let d = &mut self.d;
         // Events handed out are counted a batch at a time (not per event).
         d.stats.events += d.region.out_pos as u64;
-        match d.region.recycle() {
-            Recycled::Front(n, trimmed) => {
-                self.input.drop_front(n);
-                if trimmed {
-                    d.stacks.trim();
-                    self.input.trim();
-                }
-            }
-            Recycled::All { trimmed } => {
-                if trimmed {
-                    // The other buffers a burst may have grown, with the region's.
-                    d.stacks.trim();
-                }
-                self.input.clear_arena(trimmed);
-            }
+        let recycled = d.region.recycle();
+        match recycled.freed {
+            Freed::Front(n) => self.input.drop_front(n),
+            Freed::All => self.input.clear_arena(),
+        }
+        if recycled.trimmed {
+            // The other buffers a burst may have grown, with the region's.
+            d.stacks.trim();
+            self.input.trim();
         }
         if let Some(r) = d.reset.take() {
             d.stacks.clear();

@@ -30,13 +30,20 @@ impl Stamped for Pending {
     }
 }
 
-/// What [`Region::recycle`] freed of the reader's payload arena.
+/// What [`Region::recycle`] freed of the reader's payload arena …
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Recycled {
-    /// Every byte (`trimmed`: the buffers were cut back; the reader trims its own).
-    All { trimmed: bool },
-    /// This many bytes at its front (events still wait; `trimmed` as for `All`).
-    Front(usize, bool),
+pub(crate) enum Freed {
+    /// Every byte.
+    All,
+    /// This many bytes at its front (events still wait).
+    Front(usize),
+}
+
+/// … and whether the region's buffers were cut back (the reader then trims its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recycled {
+    pub freed: Freed,
+    pub trimmed: bool,
 }
 
 /// A sorted run of not-yet-released events: `events[next..end]`.
@@ -83,9 +90,9 @@ pub(crate) struct Region {
     /// Non-zero (activity, related activity) ids of the events.
     pub(crate) activities: Vec<([u8; 16], [u8; 16])>,
     /// The buffers' largest lengths since they were last cut back (see [`super::keep`]), and
-    /// the batches emptied since.
+    /// the recycles since.
     peaks: [Peak; 4],
-    emptied: u32,
+    recycles: u32,
 }
 
 impl Region {
@@ -202,8 +209,8 @@ impl Region {
     }
 
     /// Called when every ready event was handed out: frees what nobody can reference any more
-    /// (what the reader frees in its payload arena is returned). Every [`TRIM_EVERY`] times the
-    /// region is emptied its buffers are cut back to the most they held meanwhile.
+    /// (what the reader frees in its payload arena is returned). Every [`TRIM_EVERY`] recycles
+    /// its buffers are cut back to the most they held meanwhile.
     pub(crate) fn recycle(&mut self) -> Recycled {
         self.peaks[0].see(self.out.len());
         self.out.clear();
@@ -213,19 +220,19 @@ impl Region {
         self.peaks[3].see(self.scratch.len());
         // Recycles with events still waiting count too: a busy stream seldom empties its
         // region, and its buffers were never cut back.
-        self.emptied += 1;
-        let trimmed = self.emptied >= TRIM_EVERY;
-        let recycled = if self.has_pending() {
-            Recycled::Front(self.compact(), trimmed)
+        self.recycles += 1;
+        let trimmed = self.recycles >= TRIM_EVERY;
+        let freed = if self.has_pending() {
+            Freed::Front(self.compact())
         } else {
             self.events.clear();
             self.indexed = 0;
             self.activities.clear();
             self.scratch.clear();
-            Recycled::All { trimmed }
+            Freed::All
         };
         if trimmed {
-            self.emptied = 0;
+            self.recycles = 0;
             // Each keeps at least what it holds (the events still waiting).
             let [out, events, activities, scratch] = &mut self.peaks;
             out.trim(&mut self.out);
@@ -233,7 +240,7 @@ impl Region {
             activities.trim(&mut self.activities);
             scratch.trim(&mut self.scratch);
         }
-        recycled
+        Recycled { freed, trimmed }
     }
 
     /// Drops the events handed out from the front of `events` when they are most of it, and
@@ -389,12 +396,11 @@ mod tests {
                 assert_eq!(u32::from_le_bytes(bytes.try_into().unwrap()), e.sequence_number, "step {step}");
                 got.push(e.sequence_number as usize);
             }
-            match r.recycle() {
-                Recycled::Front(p0, trimmed) => {
-                    trims += usize::from(trimmed);
-                    drop(payloads.drain(..p0));
-                }
-                Recycled::All { .. } => payloads.clear(),
+            let recycled = r.recycle();
+            trims += usize::from(recycled.trimmed);
+            match recycled.freed {
+                Freed::Front(p0) => drop(payloads.drain(..p0)),
+                Freed::All => payloads.clear(),
             }
             assert!(r.events.len() < 2 * COMPACT_MIN + 200, "step {step}: {} events held", r.events.len());
         }
