@@ -5,7 +5,9 @@
 // Prints, per induced GC, "induced gc=<index> pause_us=<runtime's pause time of it>" (the
 // index is GC.CollectionCount(0) after it; the pause GC.GetTotalPauseDuration's increase),
 // then "induced=<n>", "phase gcs=<first> <last> pause_us=<total pause of every GC of the
-// phases>", "gc_count=<gen0> <gen1> <gen2>" (GC.CollectionCount) and "done".
+// phases>", "gc_count=<gen0> <gen1> <gen2>" (GC.CollectionCount), "sched run_ns=<r> wait_ns=<w>"
+// (the main thread's time on a CPU and waiting for one over the phases, from
+// /proc/self/schedstat: the share of the pauses a loaded machine lets it run) and "done".
 // Args: seconds (default 5), delay ms after "ready" (default 0), induced GCs (default 5),
 // LOH arrays (default 2000), MB of small objects kept alive throughout (default 0: a large
 // live graph makes every full GC mark for long, on the GC threads under server GC).
@@ -23,6 +25,13 @@ public static class GcWork
 
     // GC.GetTotalPauseDuration (.NET 7+) through reflection: mcs compiles against mono's mscorlib.
     static readonly System.Reflection.MethodInfo TotalPause = typeof(GC).GetMethod("GetTotalPauseDuration");
+
+    // The main thread's (run, run-queue wait) nanoseconds: /proc/self/schedstat is the leader's.
+    static long[] Sched()
+    {
+        var f = System.IO.File.ReadAllText("/proc/self/schedstat").Split(' ');
+        return new long[] { long.Parse(f[0]), long.Parse(f[1]) };
+    }
 
     static long PauseUs() { return TotalPause == null ? -1 : (long)((TimeSpan)TotalPause.Invoke(null, null)).Ticks / 10; }
 
@@ -55,6 +64,7 @@ public static class GcWork
         var clock = Workload.Clock();
         int firstGc = GC.CollectionCount(0) + 1;
         long phaseStart = PauseUs();
+        long[] schedStart = Sched();
         for (int i = 0; i < induced; i++)
         {
             long before = PauseUs();
@@ -73,8 +83,10 @@ public static class GcWork
             if (++rounds % 200 == 0) window = new GcNode[50000];
         }
         keep = live == null ? (object)window : live;
+        long[] schedEnd = Sched();
         Console.WriteLine("phase gcs=" + firstGc + " " + GC.CollectionCount(0) + " pause_us=" + (PauseUs() - phaseStart));
         Console.WriteLine("gc_count=" + GC.CollectionCount(0) + " " + GC.CollectionCount(1) + " " + GC.CollectionCount(2));
+        Console.WriteLine("sched run_ns=" + (schedEnd[0] - schedStart[0]) + " wait_ns=" + (schedEnd[1] - schedStart[1]));
         Workload.Done();
         return keep == null ? 1 : 0;
     }
