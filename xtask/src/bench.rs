@@ -9,6 +9,13 @@
 //! alone — `trace -o /dev/null`, refused since trace writes only regular files, did). The runs are
 //! interleaved (every configuration once per round) and each slowdown is a median over the
 //! rounds. The CPU workload also runs under `perf record -g` as a peer.
+//!
+//! `--paired`: each run starts two copies of the workload at once and follows one of them
+//! (the first in odd rounds, the second in even ones); a run's slowdown is the followed copy's
+//! rate against its twin's in the same seconds, so what else loads the 2-core machine hits
+//! both copies alike. "Alone" then follows neither: its figure is the twins' own spread. The
+//! profiler's own CPU slows both copies alike and is not in a paired figure (`bench-memory`
+//! prices it); what a paired figure holds is the cost inside the followed process.
 use std::{
     collections::HashMap,
     path::Path,
@@ -66,6 +73,7 @@ pub struct Options {
     pub freq: u64,
     pub workloads: Vec<String>,
     pub kinds: Vec<String>,
+    pub paired: bool,
 }
 
 /// One run's result.
@@ -73,6 +81,8 @@ struct Outcome {
     rate: f64,
     /// Rounds per second of the app's own CPU time (robust to other load on the machine).
     cpu_rate: f64,
+    /// `--paired`: the twin's (rate, cpu_rate) in the same seconds.
+    twin: Option<(f64, f64)>,
     /// clrprobe's JSON summary (clrprobe runs only).
     summary: Option<serde_json::Value>,
 }
@@ -109,6 +119,8 @@ pub fn run(o: &Options) -> Result<()> {
         let mut rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut cpu_rates: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
         let mut summaries: HashMap<&'static str, Vec<serde_json::Value>> = HashMap::new();
+        // Paired: the unfollowed twins' rounds per second (the table's "alone").
+        let (mut twin_rates, mut twin_cpu_rates): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
         // Each kind's sessions in one process (`trace --providers` form), its own first.
         let mut specs: HashMap<&'static str, Vec<String>> = HashMap::new();
         for round in 0..o.runs {
@@ -119,24 +131,38 @@ pub fn run(o: &Options) -> Result<()> {
                     _ => None,
                 };
                 // A loaded machine can stall a start-up: one retry before giving up.
-                let r = match one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp) {
+                let r = match one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp, round) {
                     Ok(r) => r,
                     Err(e) => {
                         eprintln!("{mode} round {}: {} failed ({e:#}); retrying once", round + 1, c.name());
-                        one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp)?
+                        one(&bin, mode, c, o, spec.as_deref().unwrap_or_default(), &tmp, round)?
                     }
                 };
+                let twin = r.twin.map(|(t, tc)| format!(" (twin {t:.1} / {tc:.1}: {:+.2} % / {:+.2} %)", (1.0 - r.rate / t) * 100.0, (1.0 - r.cpu_rate / tc) * 100.0));
                 eprintln!(
-                    "{mode} round {}/{}: {:<22} {:>12.1} rounds/s {:>12.1} rounds/CPU-s (load {})",
+                    "{mode} round {}/{}: {:<22} {:>12.1} rounds/s {:>12.1} rounds/CPU-s{} (load {})",
                     round + 1,
                     o.runs,
                     c.name(),
                     r.rate,
                     r.cpu_rate,
+                    twin.unwrap_or_default(),
                     loadavg()
                 );
                 rates[i].push(r.rate);
                 cpu_rates[i].push(r.cpu_rate);
+                if let Some((t, tc)) = r.twin {
+                    twin_rates.push(t);
+                    twin_cpu_rates.push(tc);
+                }
+                if let Some((t, tc)) = r.twin {
+                    // Paired: a run's slowdown against its twin, kept as a rate that makes
+                    // `1 - rate / alone` that slowdown (alone = 1).
+                    rates[i].pop();
+                    cpu_rates[i].pop();
+                    rates[i].push(r.rate / t);
+                    cpu_rates[i].push(r.cpu_rate / tc);
+                }
                 if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
                     // The sessions of the first process: its own, then any it has beside it.
                     let sessions = s["eventpipe_providers"].as_array().map(|all| {
@@ -151,19 +177,32 @@ pub fn run(o: &Options) -> Result<()> {
                 }
             }
         }
-        let alone = median(&rates[0]);
+        // Paired: every run's figure is already against its twin (the twins' own spread is
+        // the "alone" row's).
+        let alone = if o.paired { 1.0 } else { median(&rates[0]) };
         let spread = |v: &[f64]| {
             let (lo, hi) = v.iter().fold((f64::MAX, f64::MIN), |(l, h), &x| (l.min(x), h.max(x)));
             (hi - lo) / median(v) * 100.0
         };
         println!(
-            "\n{mode} ({what}): {} s per run after {WARMUP_S} s warm-up, medians of {} interleaved runs; alone {alone:.1} rounds/s (spread {:.1} %)",
+            "\n{mode} ({what}): {} s per run after {WARMUP_S} s warm-up, medians of {} interleaved runs{}; alone {:.1} rounds/s (spread {:.1} %)",
             o.seconds,
             o.runs,
-            spread(&rates[0])
+            if o.paired { ", each against its twin" } else { "" },
+            if o.paired { median(&twin_rates) } else { alone },
+            spread(if o.paired { &twin_rates } else { &rates[0] })
         );
-        let alone_cpu = median(&cpu_rates[0]);
-        println!("alone per CPU-second of the app: {alone_cpu:.1} rounds (spread {:.1} %)", spread(&cpu_rates[0]));
+        let alone_cpu = if o.paired { 1.0 } else { median(&cpu_rates[0]) };
+        if o.paired {
+            println!(
+                "paired: the twins with neither followed {:+.2} % (per CPU-second {:+.2} %; runs {:?})",
+                (1.0 - median(&rates[0])) * 100.0,
+                (1.0 - median(&cpu_rates[0])) * 100.0,
+                rates[0].iter().map(|r| format!("{:+.2}", (1.0 - r) * 100.0)).collect::<Vec<_>>()
+            );
+        }
+        let (a, v) = if o.paired { (median(&twin_cpu_rates), &twin_cpu_rates) } else { (alone_cpu, &cpu_rates[0]) };
+        println!("alone per CPU-second of the app: {a:.1} rounds (spread {:.1} %)", spread(v));
         println!(
             "{:<12} {:>10} {:>10} {:>12} {:>9}  {:>10} {:>10} {:>12}  {:<}",
             "kind", "clrprobe", "floor", "over floor", "spread", "CPU: clrp", "CPU: floor", "over floor", "clrprobe memory (recording peak / with outputs)"
@@ -187,7 +226,8 @@ pub fn run(o: &Options) -> Result<()> {
                 mem.unwrap_or_default()
             );
             table.push(format!(
-                "| {mode} | {k} | {alone:.0} | {f:.2} % | {c:.2} % | {:+.2} | {fc:.2} % | {cc:.2} % | {:+.2} | {} |",
+                "| {mode} | {k} | {:.0} | {f:.2} % | {c:.2} % | {:+.2} | {fc:.2} % | {cc:.2} % | {:+.2} | {} |",
+                if o.paired { median(&twin_rates) } else { alone },
                 c - f,
                 cc - fc,
                 loadavg().split_whitespace().next().unwrap_or("?")
@@ -226,10 +266,20 @@ pub fn run(o: &Options) -> Result<()> {
 /// Runs the workload once under `c`; returns its rounds per second (in the counted window).
 /// `floor`: the sessions the floor opens (`trace --providers` form), the process's own first
 /// (with rundown), the others without, as clrprobe opens them.
-fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &Path) -> Result<Outcome> {
-    let mut workload = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S);
-    workload.ready_timeout = Duration::from_secs(120);
-    let mut w = workload.start().context("starting the workload")?;
+/// `round` picks the followed twin under `--paired` (the first in even rounds).
+fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &Path, round: usize) -> Result<Outcome> {
+    let start = || {
+        let mut workload = Workload::new("Bench", Runtime::Net8).arg(mode).arg(o.seconds).arg(WARMUP_S);
+        workload.ready_timeout = Duration::from_secs(120);
+        workload.start().context("starting the workload")
+    };
+    // Paired: both copies start before either is followed, and count the same seconds.
+    let (mut w, mut twin) = if o.paired {
+        let (a, b) = (start()?, start()?);
+        if round.is_multiple_of(2) { (a, Some(b)) } else { (b, Some(a)) }
+    } else {
+        (start()?, None)
+    };
     let pid = w.pid.to_string();
     let freq = o.freq.to_string();
     // A do-nothing client of one of the floor's sessions: session `i` (its own first, with
@@ -274,6 +324,9 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
         _ => Vec::new(),
     };
     w.wait(Duration::from_secs_f64(o.seconds as f64 + WARMUP_S + 30.0));
+    if let Some(t) = twin.as_mut() {
+        t.wait(Duration::from_secs_f64(o.seconds as f64 + WARMUP_S + 30.0));
+    }
     for (i, p) in (1..).zip(also) {
         let out = p.wait_with_output()?;
         if !out.status.success() {
@@ -293,11 +346,15 @@ fn one(bin: &Path, mode: &str, c: &Config, o: &Options, floor: &[String], tmp: &
             summary = Some(serde_json::from_slice(&out.stdout).context("clrprobe's JSON summary")?);
         }
     }
-    let field = |name: &str| -> Result<f64> {
+    let field = |w: &clrprobe_tests::Running, name: &str| -> Result<f64> {
         w.output()
             .iter()
             .find_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix(name)).and_then(|r| r.parse().ok()))
             .with_context(|| format!("the workload did not print {name}"))
     };
-    Ok(Outcome { rate: field("per_second=")?, cpu_rate: field("per_cpu_second=")?, summary })
+    let twin = match &twin {
+        Some(t) => Some((field(t, "per_second=")?, field(t, "per_cpu_second=")?)),
+        None => None,
+    };
+    Ok(Outcome { rate: field(&w, "per_second=")?, cpu_rate: field(&w, "per_cpu_second=")?, summary, twin })
 }

@@ -62,6 +62,11 @@ enum Cmd {
         /// Kinds to measure (default: all of cpu,alloc,exceptions,contention,offcpu,all).
         #[arg(long, value_delimiter = ',')]
         kinds: Vec<String>,
+        /// Two copies of the workload at once, one followed (which one turns each run): the
+        /// slowdown is the followed copy's against its twin's in the same seconds, so load on
+        /// the machine hits both alike; "alone" is then neither followed (the twins' noise).
+        #[arg(long)]
+        paired: bool,
     },
     /// Stack unwinding's cost: CPU sampling and off-CPU with user stack copies, with frame
     /// pointers only, and under `perf record -g`, on CPU-, event- and switch-heavy workloads.
@@ -203,8 +208,8 @@ fn main() -> Result<()> {
         Cmd::Demo { seconds } => demo::run(seconds)?,
         Cmd::CheckWindows => windows::check()?,
         Cmd::Soak { minutes, sample_seconds, every_ms, busy, args } => soak::run(minutes, sample_seconds, every_ms, busy, &args)?,
-        Cmd::Bench { runs, seconds, freq, workloads, kinds } => {
-            bench::run(&bench::Options { runs, seconds, freq, workloads, kinds })?
+        Cmd::Bench { runs, seconds, freq, workloads, kinds, paired } => {
+            bench::run(&bench::Options { runs, seconds, freq, workloads, kinds, paired })?
         }
         Cmd::BenchStacks { runs, seconds } => bench_stacks::run(runs, seconds)?,
         Cmd::BenchAgent { minutes, baseline, scrape, agent_args, variant, port, pairs, apart, paired, warmup } => bench_agent::run(minutes, baseline, scrape, &agent_args, &variant, port, bench_agent::Rounds { pairs, apart, paired, warmup })?,
