@@ -64,6 +64,9 @@ impl<B: AsRef<[u8]>> Source for InMemory<B> {
 /// [`ByteInput::drop_front`] dropped.
 #[doc(hidden)]
 pub trait ByteInput {
+    /// Event blocks are decoded from the input's own bytes (not from a copy just made).
+    const IN_PLACE: bool;
+
     /// Absolute offset of the next byte.
     fn offset(&self) -> u64;
 
@@ -158,6 +161,8 @@ impl<R: Read> Stream<R> {
 }
 
 impl<R: Read> ByteInput for Stream<R> {
+    const IN_PLACE: bool = false;
+
     #[inline]
     fn offset(&self) -> u64 {
         self.offset
@@ -259,6 +264,8 @@ impl<B: AsRef<[u8]>> Slice<B> {
 }
 
 impl<B: AsRef<[u8]>> ByteInput for Slice<B> {
+    const IN_PLACE: bool = true;
+
     #[inline]
     fn offset(&self) -> u64 {
         self.pos as u64

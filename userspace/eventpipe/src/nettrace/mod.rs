@@ -31,8 +31,8 @@
 //!
 //! Layout: `input` (byte source), `bytes` (bounds-checked cursor), `trace_info` (header),
 //! `metadata`, `event_header`, `stacks`, `sequence` (dropped events), `v6_tables` (threads,
-//! label lists), `region` (buffering and sorting), `event` (the handed-out view), `reader`
-//! (framing and dispatch).
+//! label lists), `region` (buffering and sorting), `read_ahead` (prefetch of blocks read in
+//! place), `event` (the handed-out view), `reader` (framing and dispatch).
 
 mod bytes;
 mod error;
@@ -43,6 +43,7 @@ mod input;
 mod keep;
 mod merge;
 mod metadata;
+mod read_ahead;
 mod reader;
 mod region;
 mod sequence;

@@ -9,6 +9,7 @@ use super::event::EventRef;
 use super::event_header::{self, EventHeader};
 use super::input::{ByteInput, Fill, Source};
 use super::metadata::{self, EventMetadata, MetadataTable};
+use super::read_ahead::ReadAhead;
 use super::region::{Freed, Pending, Region};
 use super::sequence::SequenceTracker;
 use super::stacks::StackTable;
@@ -392,7 +393,7 @@ impl<R: Source> NetTraceReader<R> {
         let base = self.event_body.min(arena.len());
         let d = &mut self.d;
         let r = match u32::try_from(arena.len()) {
-            Ok(_) => d.event_rows(&arena[base..], base as u32),
+            Ok(_) => d.event_rows(&arena[base..], base as u32, R::Input::IN_PLACE),
             Err(_) => Err(BufError::new(0, "more than 4 GiB of payload buffered in one sequence-point region")),
         };
         d.region.index_runs();
@@ -429,15 +430,16 @@ impl Decoder {
         }
     }
 
-    /// Adds the events of one event block body, found at `base` in the payload arena.
-    fn event_rows(&mut self, body: &[u8], base: u32) -> Result<(), BufError> {
+    /// Adds the events of one event block body, found at `base` in the payload arena
+    /// (`in_place`: the input's own bytes, not a copy the stream just made).
+    fn event_rows(&mut self, body: &[u8], base: u32, in_place: bool) -> Result<(), BufError> {
         let mut c = Cursor::new(body);
         let (compressed, _) = block_header(&mut c)?;
         if compressed {
             return if self.v6 {
-                self.compressed_rows::<true>(body, c.pos(), base)
+                self.compressed_rows::<true>(body, c.pos(), base, in_place)
             } else {
-                self.compressed_rows::<false>(body, c.pos(), base)
+                self.compressed_rows::<false>(body, c.pos(), base, in_place)
             };
         }
         let mut h = EventHeader::default();
@@ -473,7 +475,7 @@ impl Decoder {
     /// a third of the events or more; one indirect jump through a table was 1–2 % slower on
     /// objver4). Headers with activity ids (rare), the block's first one and the cursor's take
     /// the path that checks each flag.
-    fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32) -> Result<(), BufError> {
+    fn compressed_rows<const V6: bool>(&mut self, body: &[u8], mut pos: usize, base: u32, in_place: bool) -> Result<(), BufError> {
         // The zeroed header the block's first one is read against: metadata id 0, no stack.
         let mut r = Rows {
             h: EventHeader::default(),
@@ -511,8 +513,9 @@ impl Decoder {
         if pos < body.len() {
             pos = self.row_checked::<V6>(body, pos, base, &mut r)?;
         }
+        let mut ahead = ReadAhead::new(in_place, pos);
         while pos < body.len() {
-            prefetch(body.as_ptr().wrapping_add(pos + PREFETCH_AHEAD));
+            ahead.step(body, pos);
             match body[pos..].first_chunk::<{ event_header::WINDOW }>() {
                 Some(w) => {
                     if w[0] & (flag::ACTIVITY_ID | flag::RELATED_ACTIVITY_ID) != 0 {
@@ -803,22 +806,6 @@ struct Rows {
     thread_id: u64,
     capture_thread_id: u64,
     activity: u32,
-}
-
-/// How far ahead of the header being read its block's bytes are asked for (a block read in
-/// place comes from memory, not from the copy a stream makes).
-const PREFETCH_AHEAD: usize = 1024;
-
-/// Asks for the cache line at `p` (which need not be valid: a prefetch does not fault).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    // SAFETY: SSE is in every x86_64 target; a prefetch reads nothing and does not fault.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Event/metadata block header: (header compression, min/max timestamps skipped).
