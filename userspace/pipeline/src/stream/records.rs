@@ -36,39 +36,43 @@ pub struct ClrRecord {
 /// An event's payload bytes: a range of a buffer shared by the events read with it (a live
 /// source reads a batch's payloads into one buffer, which the records then share without a
 /// copy: one allocation on the reader's thread per batch, not per event, and the buffer can go
-/// back to the reader once the last record is dropped, see [`Payload::into_buffer`]).
-/// Compares and prints as its bytes.
+/// back to the reader once the last record is dropped, see [`Payload::into_buffer`]). An empty
+/// payload made by [`Payload::EMPTY`] (or `Default`) holds no buffer: no allocation, no count
+/// to raise or lower. Compares and prints as its bytes.
 #[derive(Clone)]
 pub struct Payload {
-    buf: Arc<Vec<u8>>,
+    buf: Option<Arc<Vec<u8>>>,
     start: u32,
     end: u32,
 }
 
 impl Payload {
+    /// No bytes, no buffer.
+    pub const EMPTY: Payload = Payload { buf: None, start: 0, end: 0 };
+
     /// `buf[start..end]`; None when the range is not within `buf`.
     pub fn shared(buf: &Arc<Vec<u8>>, start: usize, end: usize) -> Option<Self> {
         if start > end || end > buf.len() {
             return None;
         }
-        Some(Payload { buf: Arc::clone(buf), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
+        Some(Payload { buf: Some(Arc::clone(buf)), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
     }
 
-    /// The capacity of the buffer this payload is a range of.
+    /// The capacity of the buffer this payload is a range of (0 without one).
     pub fn buffer_capacity(&self) -> usize {
-        self.buf.capacity()
+        self.buf.as_ref().map_or(0, |b| b.capacity())
     }
 
     /// The buffer this payload is a range of, when this is its last owner (the other records
     /// that shared it dropped): to be filled again.
     pub fn into_buffer(self) -> Option<Vec<u8>> {
-        Arc::try_unwrap(self.buf).ok()
+        Arc::try_unwrap(self.buf?).ok()
     }
 }
 
 impl Default for Payload {
     fn default() -> Self {
-        Payload::from(&[][..])
+        Payload::EMPTY
     }
 }
 
@@ -77,7 +81,10 @@ impl std::ops::Deref for Payload {
     #[inline]
     fn deref(&self) -> &[u8] {
         // In range by construction (`shared` checks it; the others cover the whole buffer).
-        &self.buf[self.start as usize..self.end as usize]
+        match &self.buf {
+            Some(b) => &b[self.start as usize..self.end as usize],
+            None => &[],
+        }
     }
 }
 
@@ -113,7 +120,7 @@ impl From<Vec<u8>> for Payload {
     fn from(b: Vec<u8>) -> Self {
         // NetTrace sizes are u32: a longer buffer is not an event's (its first 4 GiB kept).
         let end = u32::try_from(b.len()).unwrap_or(u32::MAX);
-        Payload { buf: Arc::new(b), start: 0, end }
+        Payload { buf: Some(Arc::new(b)), start: 0, end }
     }
 }
 
