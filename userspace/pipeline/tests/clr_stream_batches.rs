@@ -1,7 +1,7 @@
 //! A live source reads a stream a batch at a time (payloads sharing one buffer): the items are
 //! those read one at a time, in the same order, field for field.
 
-use clrprobe_pipeline::stream::{ClrStream, Record, StreamItem};
+use clrprobe_pipeline::stream::{ClrStream, Payload, Record, StreamItem};
 
 fn item(i: StreamItem) -> Record {
     match i {
@@ -60,8 +60,10 @@ fn a_batch_buffer_comes_back_and_is_filled_again() {
     assert!(s.wants_buffer(), "the buffer went with the records");
     let first = records[0].payload.clone();
     assert!(records[1].payload.clone().into_buffer().is_none(), "shared: not given back");
+    assert!(Payload::let_go(records.iter_mut().map(|r| &mut r.payload)).is_none(), "`first` still holds it");
+    assert!(records.iter().all(|r| r.payload.is_empty()), "let go");
     records.clear();
-    let buf = first.into_buffer().expect("the last owner gets the buffer");
+    let buf = first.into_buffer().expect("the last holder gets the buffer");
     assert_eq!(buf.as_ptr_range().start, lo);
     assert!(buf.len() >= hi as usize - lo as usize);
     let at = buf.as_ptr();

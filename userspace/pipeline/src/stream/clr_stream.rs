@@ -259,9 +259,10 @@ impl<R: Source> ClrStream<R> {
                 // their bytes after a growth (glibc shrinks in place).
                 self.chunk.shrink_to_fit();
             }
-            let buf = Arc::new(std::mem::take(&mut self.chunk));
+            // One count for the batch's records, not one per record.
+            let mut shares = Payload::share(std::mem::take(&mut self.chunk), self.ranges.len());
             for &(i, start, end) in &self.ranges {
-                if let (Some(r), Some(p)) = (records.get_mut(i), Payload::shared(&buf, start, end)) {
+                if let (Some(r), Some(p)) = (records.get_mut(i), shares.take(start, end)) {
                     r.payload = p;
                 }
             }
