@@ -1,7 +1,7 @@
 //! A live source reads a stream a batch at a time (payloads sharing one buffer): the items are
 //! those read one at a time, in the same order, field for field.
 
-use clrprobe_pipeline::stream::{ClrStream, Record, StreamItem};
+use clrprobe_pipeline::stream::{ClrStream, Payload, Record, StreamItem};
 
 fn item(i: StreamItem) -> Record {
     match i {
@@ -60,8 +60,10 @@ fn a_batch_buffer_comes_back_and_is_filled_again() {
     assert!(s.wants_buffer(), "the buffer went with the records");
     let first = records[0].payload.clone();
     assert!(records[1].payload.clone().into_buffer().is_none(), "shared: not given back");
+    assert!(Payload::let_go(records.iter_mut().map(|r| &mut r.payload)).is_none(), "`first` still holds it");
+    assert!(records.iter().all(|r| r.payload.is_empty()), "let go");
     records.clear();
-    let buf = first.into_buffer().expect("the last owner gets the buffer");
+    let buf = first.into_buffer().expect("the last holder gets the buffer");
     assert_eq!(buf.as_ptr_range().start, lo);
     assert!(buf.len() >= hi as usize - lo as usize);
     let at = buf.as_ptr();
@@ -72,4 +74,35 @@ fn a_batch_buffer_comes_back_and_is_filled_again() {
         assert!(s.next_batch_tapped(&mut |_| {}, &mut records, &mut counters, 1).expect("stream"));
     }
     assert_eq!(records[0].payload.as_ptr(), at, "the next batch's payloads in the buffer given back");
+}
+
+/// A record's time is the session's origin plus the event's own time (`EventRef::time_ns`),
+/// at least 0, whatever the stream's tick: recordings from Windows (QPC ticks of 100 ns or
+/// less even) and Linux (1 ns), read side by side with the reader alone.
+#[test]
+fn record_times_are_the_origin_plus_the_event_time() {
+    use clrprobe_eventpipe::nettrace::NetTraceReader;
+    let mut freqs = Vec::new();
+    for file in [
+        "perfview__eventpipe-dotnetcore3.0-win-x64-objver4.nettrace",
+        "perfview__eventpipe-dotnetcore6.0-win-x64-executioncheckpoints.nettrace",
+        "perfview__speedscope__only_managed_samples.nettrace",
+        "perfview__speedscope__HeartRateMonitor.10068.nettrace.zip",
+    ] {
+        let bytes = clrprobe_tests::corpus::read(file);
+        let mut s = ClrStream::new(7, &bytes[..]).expect("header");
+        let mut reader = NetTraceReader::new(&bytes[..]).expect("header");
+        freqs.push(reader.trace_info().qpc_frequency);
+        let origin = s.origin_ns();
+        let mut n = 0;
+        while let Some(r) = s.next_record().expect("stream") {
+            let ev = reader.next_event().expect("stream").expect("as many events");
+            assert_eq!(r.time_ns, origin.saturating_add(ev.time_ns()).max(0) as u64, "{file}, event {n}");
+            n += 1;
+        }
+        assert!(reader.next_event().expect("stream").is_none(), "{file}: as many events");
+        assert!(n > 0, "{file}: no events");
+    }
+    // Both of the reader's ways to a time were taken: a tick of whole ns and one that is not.
+    assert!(freqs.iter().any(|f| 1_000_000_000 % f == 0) && freqs.iter().any(|f| 1_000_000_000 % f != 0), "{freqs:?}");
 }

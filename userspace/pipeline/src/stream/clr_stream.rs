@@ -13,7 +13,7 @@ use super::records::{ClrRecord, Payload};
 pub struct ClrStream<R: Source> {
     pid: u32,
     reader: NetTraceReader<R>,
-    origin_ns: i64,
+    clock: Clock,
     pointer_size: u8,
     /// Provider names repeat: one allocation per provider.
     providers: Vec<Arc<str>>,
@@ -31,8 +31,6 @@ pub struct ClrStream<R: Source> {
     ranges: Vec<(usize, usize, usize)>,
     /// The last batch's payload bytes: the next buffer's size.
     last_chunk: usize,
-    /// The payload of a record until its batch's buffer is made.
-    empty: Arc<Vec<u8>>,
 }
 
 /// The stacks of the records sent lately, by a hash of their addresses (direct-mapped,
@@ -43,18 +41,20 @@ pub struct ClrStream<R: Source> {
 /// recording's CPU.
 struct StackCache {
     slots: Vec<Option<Arc<[u64]>>>,
+    /// Shared by the records of events without a stack (one allocation each otherwise).
+    empty: Arc<[u64]>,
 }
 
 impl StackCache {
     const SLOTS: usize = 64;
 
     fn new() -> Self {
-        Self { slots: vec![None; Self::SLOTS] }
+        Self { slots: vec![None; Self::SLOTS], empty: Arc::from(&[][..]) }
     }
 
     fn get(&mut self, stack: &[u64]) -> Arc<[u64]> {
         if stack.is_empty() {
-            return Arc::from(stack);
+            return self.empty.clone();
         }
         let mut h = rustc_hash::FxHasher::default();
         std::hash::Hash::hash(stack, &mut h);
@@ -131,7 +131,8 @@ impl<R: Source> ClrStream<R> {
         let pointer_size = u8::try_from(info.pointer_size).unwrap_or(8);
         let origin_ns = (i128::from(info.sync_time_qpc) * 1_000_000_000 / i128::from(info.qpc_frequency.max(1)))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        Ok(Self { pid, reader, origin_ns, pointer_size, providers: Vec::new(), kinds: KindCache::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0, empty: Arc::default() })
+        let clock = Clock::new(info, origin_ns);
+        Ok(Self { pid, reader, clock, pointer_size, providers: Vec::new(), kinds: KindCache::new(), keep: super::wanted, counters: true, stacks: StackCache::new(), chunk: Vec::new(), ranges: Vec::new(), last_chunk: 0 })
     }
 
     /// [`ClrStream::next_item`] gives only the events `keep` says yes to, and no counters (a
@@ -145,18 +146,18 @@ impl<R: Source> ClrStream<R> {
 
     /// The next event, None at the end of the stream.
     pub fn next_record(&mut self) -> Result<Option<ClrRecord>, NetTraceError> {
-        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
+        let (pid, clock, pointer_size) = (self.pid, self.clock, self.pointer_size);
         let Some(ev) = self.reader.next_event()? else { return Ok(None) };
         let payload = Payload::from(ev.raw_event().payload);
         let (_, provider) = self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep);
-        Ok(Some(record(pid, origin_ns, pointer_size, provider.clone(), &mut self.stacks, &ev, payload)))
+        Ok(Some(record(pid, &clock, pointer_size, provider.clone(), &mut self.stacks, &ev, payload)))
     }
 
     /// The next item a live source sends: a runtime EventCounter's value, or an event the
     /// aggregator uses ([`super::wanted`], or what [`ClrStream::only`] keeps; the others are
     /// dropped before their payload is copied). None at the end of the stream.
     pub fn next_item(&mut self) -> Result<Option<StreamItem>, NetTraceError> {
-        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
+        let (pid, clock, pointer_size) = (self.pid, self.clock, self.pointer_size);
         loop {
             let Some(ev) = self.reader.next_event()? else { return Ok(None) };
             match self.kinds.get(ev.metadata(), &mut self.providers, self.counters, self.keep) {
@@ -168,7 +169,7 @@ impl<R: Source> ClrStream<R> {
                 (Kind::Keep, provider) => {
                     let provider = provider.clone();
                     let payload = Payload::from(ev.raw_event().payload);
-                    return Ok(Some(StreamItem::Clr(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, payload))));
+                    return Ok(Some(StreamItem::Clr(record(pid, &clock, pointer_size, provider, &mut self.stacks, &ev, payload))));
                 }
             }
         }
@@ -209,7 +210,7 @@ impl<R: Source> ClrStream<R> {
         counters: &mut Vec<(usize, String, u64)>,
         max: usize,
     ) -> Result<bool, NetTraceError> {
-        let (pid, origin_ns, pointer_size) = (self.pid, self.origin_ns, self.pointer_size);
+        let (pid, clock, pointer_size) = (self.pid, self.clock, self.pointer_size);
         let (first, first_counter) = (records.len(), counters.len());
         self.chunk.clear();
         if self.chunk.capacity() == 0 {
@@ -247,8 +248,8 @@ impl<R: Source> ClrStream<R> {
             let start = self.chunk.len();
             self.chunk.extend_from_slice(ev.payload());
             self.ranges.push((records.len(), start, self.chunk.len()));
-            let placeholder = Payload::shared(&self.empty, 0, 0).unwrap_or_default();
-            records.push(record(pid, origin_ns, pointer_size, provider, &mut self.stacks, &ev, placeholder));
+            // Its payload is set once the batch's buffer is made (an empty one holds none).
+            records.push(record(pid, &clock, pointer_size, provider, &mut self.stacks, &ev, Payload::EMPTY));
         }
         if !self.ranges.is_empty() {
             let len = self.chunk.len();
@@ -258,9 +259,10 @@ impl<R: Source> ClrStream<R> {
                 // their bytes after a growth (glibc shrinks in place).
                 self.chunk.shrink_to_fit();
             }
-            let buf = Arc::new(std::mem::take(&mut self.chunk));
+            // One count for the batch's records, not one per record.
+            let mut shares = Payload::share(std::mem::take(&mut self.chunk), self.ranges.len());
             for &(i, start, end) in &self.ranges {
-                if let (Some(r), Some(p)) = (records.get_mut(i), Payload::shared(&buf, start, end)) {
+                if let (Some(r), Some(p)) = (records.get_mut(i), shares.take(start, end)) {
                     r.payload = p;
                 }
             }
@@ -292,7 +294,7 @@ impl<R: Source> ClrStream<R> {
     /// The session's time 0 on the host's monotonic clock (ns): an event's own time plus
     /// this is its record's time.
     pub fn origin_ns(&self) -> i64 {
-        self.origin_ns
+        self.clock.origin_ns
     }
 
     /// Events read and dropped (by the runtime) so far.
@@ -305,13 +307,43 @@ impl<R: Source> ClrStream<R> {
     }
 }
 
+/// The stream's clock: an event's time on the host's monotonic clock, as its session time
+/// ([`EventRef::time_ns`]) plus the session's origin, with the whole nanoseconds per tick
+/// worked out once (`time_ns` tells them from the frequency by two divisions per event).
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    origin_ns: i64,
+    sync_time_qpc: i64,
+    /// Nanoseconds per tick, when whole (1 on Linux, 100 on Windows): `time_ns`'s fast path.
+    ns_per_tick: Option<i64>,
+}
+
+impl Clock {
+    fn new(info: &clrprobe_eventpipe::nettrace::TraceInfo, origin_ns: i64) -> Self {
+        let f = info.qpc_frequency.max(1);
+        let ns_per_tick = (f <= 1_000_000_000 && 1_000_000_000 % f == 0).then(|| 1_000_000_000 / f);
+        Clock { origin_ns, sync_time_qpc: info.sync_time_qpc, ns_per_tick }
+    }
+
+    /// `origin + ev.time_ns()`, at least 0: the same value, the divisions left out where
+    /// `time_ns` would take its fast path (the rest goes through it).
+    #[inline]
+    fn host_ns(&self, ev: &EventRef<'_>) -> u64 {
+        let session_ns = self
+            .ns_per_tick
+            .and_then(|k| ev.timestamp().checked_sub(self.sync_time_qpc)?.checked_mul(k))
+            .unwrap_or_else(|| ev.time_ns());
+        self.origin_ns.saturating_add(session_ns).max(0) as u64
+    }
+}
+
 /// One event as a record on the host's clock; repeated stacks shared through `stacks`.
-fn record(pid: u32, origin_ns: i64, pointer_size: u8, provider: Arc<str>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
+fn record(pid: u32, clock: &Clock, pointer_size: u8, provider: Arc<str>, stacks: &mut StackCache, ev: &EventRef<'_>, payload: Payload) -> ClrRecord {
     let raw = ev.raw_event();
     ClrRecord {
         pid,
         tid: ev.thread_id(),
-        time_ns: origin_ns.saturating_add(ev.time_ns()).max(0) as u64,
+        time_ns: clock.host_ns(ev),
         provider,
         event_id: raw.event_id,
         version: raw.version,

@@ -12,6 +12,7 @@ mod metrics;
 pub mod raw;
 mod combined;
 mod fold;
+mod payload;
 mod records;
 mod replay;
 mod snapshot;
@@ -20,7 +21,7 @@ mod window;
 
 pub use aggregate::{AllocSlices, Aggregator, AggregatorConfig, Health, StackKey, is_gc_thread};
 pub use counters::{Counters, PAUSE_BUCKETS_S};
-pub use records::{ClrRecord, Payload, ProcessInfo, Record, StackRecord};
+pub use records::{ClrRecord, Payload, ProcessInfo, Record, Shares, StackRecord};
 pub use snapshot::{ProfileKind, Namer};
 pub use combined::CombinedOptions;
 pub use fold::Taken;

@@ -2,6 +2,8 @@
 //! (BPF's `bpf_ktime_get_ns`; EventPipe times shifted by the session's origin).
 use std::sync::Arc;
 
+pub use super::payload::{Payload, Shares};
+
 /// One thread seen `count` times with these stacks (CPU samples), or off CPU for `count`
 /// nanoseconds (off-CPU intervals).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,90 +33,6 @@ pub struct ClrRecord {
     pub payload: Payload,
     /// Instruction pointers, leaf first (empty when the event has no stack).
     pub stack: Arc<[u64]>,
-}
-
-/// An event's payload bytes: a range of a buffer shared by the events read with it (a live
-/// source reads a batch's payloads into one buffer, which the records then share without a
-/// copy: one allocation on the reader's thread per batch, not per event, and the buffer can go
-/// back to the reader once the last record is dropped, see [`Payload::into_buffer`]).
-/// Compares and prints as its bytes.
-#[derive(Clone)]
-pub struct Payload {
-    buf: Arc<Vec<u8>>,
-    start: u32,
-    end: u32,
-}
-
-impl Payload {
-    /// `buf[start..end]`; None when the range is not within `buf`.
-    pub fn shared(buf: &Arc<Vec<u8>>, start: usize, end: usize) -> Option<Self> {
-        if start > end || end > buf.len() {
-            return None;
-        }
-        Some(Payload { buf: Arc::clone(buf), start: u32::try_from(start).ok()?, end: u32::try_from(end).ok()? })
-    }
-
-    /// The capacity of the buffer this payload is a range of.
-    pub fn buffer_capacity(&self) -> usize {
-        self.buf.capacity()
-    }
-
-    /// The buffer this payload is a range of, when this is its last owner (the other records
-    /// that shared it dropped): to be filled again.
-    pub fn into_buffer(self) -> Option<Vec<u8>> {
-        Arc::try_unwrap(self.buf).ok()
-    }
-}
-
-impl Default for Payload {
-    fn default() -> Self {
-        Payload::from(&[][..])
-    }
-}
-
-impl std::ops::Deref for Payload {
-    type Target = [u8];
-    #[inline]
-    fn deref(&self) -> &[u8] {
-        // In range by construction (`shared` checks it; the others cover the whole buffer).
-        &self.buf[self.start as usize..self.end as usize]
-    }
-}
-
-impl AsRef<[u8]> for Payload {
-    fn as_ref(&self) -> &[u8] {
-        self
-    }
-}
-
-impl PartialEq for Payload {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for Payload {}
-
-impl std::fmt::Debug for Payload {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&**self, f)
-    }
-}
-
-impl From<&[u8]> for Payload {
-    /// A buffer of its own.
-    fn from(b: &[u8]) -> Self {
-        Payload::from(b.to_vec())
-    }
-}
-
-impl From<Vec<u8>> for Payload {
-    /// `b` itself, not copied.
-    fn from(b: Vec<u8>) -> Self {
-        // NetTrace sizes are u32: a longer buffer is not an event's (its first 4 GiB kept).
-        let end = u32::try_from(b.len()).unwrap_or(u32::MAX);
-        Payload { buf: Arc::new(b), start: 0, end }
-    }
 }
 
 /// A .NET process as discovery describes it; the labels of its metrics.

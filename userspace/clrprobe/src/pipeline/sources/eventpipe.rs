@@ -11,7 +11,7 @@ use std::{
 };
 
 use clrprobe_eventpipe::ipc::{Client, IpcError, Level, ProviderConfig, SessionConfig, StopHandle};
-use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrRecord, ClrStream, Record};
+use clrprobe_pipeline::stream::{COUNTERS_PROVIDER, ClrRecord, ClrStream, Payload, Record};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::record::clr_session::SessionError;
@@ -225,12 +225,13 @@ pub fn recycle(mut batch: Vec<ClrRecord>) {
     }
 }
 
-/// Drops `batch`'s records; their payload buffer when they were its last owners (and it is
-/// not a burst's).
+/// Drops `batch`'s records; their payload buffer when they were its last holders (and it is
+/// not a burst's). Their payloads are let go together: one count lowered per batch, not per
+/// record.
 fn empty(batch: &mut Vec<ClrRecord>) -> Option<Vec<u8>> {
-    let payload = batch.first().map(|r| r.payload.clone());
+    let buf = Payload::let_go(batch.iter_mut().map(|r| &mut r.payload));
     batch.clear();
-    payload.and_then(|p| p.into_buffer()).filter(|b| b.capacity() <= SPENT_BUFFER_MAX)
+    buf.filter(|b| b.capacity() <= SPENT_BUFFER_MAX)
 }
 
 /// The aggregator took `r` off the channel.
