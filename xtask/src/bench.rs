@@ -149,19 +149,14 @@ pub fn run(o: &Options) -> Result<()> {
                     twin.unwrap_or_default(),
                     loadavg()
                 );
-                rates[i].push(r.rate);
-                cpu_rates[i].push(r.cpu_rate);
-                if let Some((t, tc)) = r.twin {
+                // Paired: a run's rate against its twin's, so that `1 - rate / alone` (alone =
+                // 1) is its slowdown against the twin.
+                let (t, tc) = r.twin.unwrap_or((1.0, 1.0));
+                rates[i].push(r.rate / t);
+                cpu_rates[i].push(r.cpu_rate / tc);
+                if r.twin.is_some() {
                     twin_rates.push(t);
                     twin_cpu_rates.push(tc);
-                }
-                if let Some((t, tc)) = r.twin {
-                    // Paired: a run's slowdown against its twin, kept as a rate that makes
-                    // `1 - rate / alone` that slowdown (alone = 1).
-                    rates[i].pop();
-                    cpu_rates[i].pop();
-                    rates[i].push(r.rate / t);
-                    cpu_rates[i].push(r.cpu_rate / tc);
                 }
                 if let (Config::Clrprobe(k), Some(s)) = (c, r.summary) {
                     // The sessions of the first process: its own, then any it has beside it.
